@@ -1,0 +1,139 @@
+/* zcomm — zero-copy communication for distributed deep learning.
+ *
+ * The C ABI. Frameworks and outside programs are compiled against this header
+ * (`pkg-config --cflags --libs zcomm`). Names, arguments and meanings of the
+ * declarations below are a contract: they are extended, never changed.
+ *
+ * Rules that hold for every call:
+ *  - every call returns a zc_status; zc_last_error() gives the detail of the
+ *    calling thread's last failure (rank, peer, operation and cause);
+ *  - count 0 is valid and does nothing;
+ *  - a NULL buffer with count > 0, a rank out of range, an unknown dtype or op
+ *    gives ZC_ERR_INVALID_ARG on the calling rank; the communicator stays usable;
+ *  - no call waits forever: every wait has a deadline (ZC_TIMEOUT seconds);
+ *  - buffers may be reused as soon as a blocking call returns;
+ *  - any thread may call; one collective at a time per communicator.
+ */
+#ifndef ZCOMM_ZCOMM_H
+#define ZCOMM_ZCOMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ZCOMM_VERSION_MAJOR 0
+#define ZCOMM_VERSION_MINOR 1
+#define ZCOMM_VERSION_PATCH 0
+
+typedef struct zc_comm zc_comm;
+typedef struct zc_request zc_request;
+
+typedef enum {
+  ZC_OK = 0,
+  ZC_ERR_INVALID_ARG,
+  ZC_ERR_MISMATCH,
+  ZC_ERR_TIMEOUT,
+  ZC_ERR_PEER_LOST,
+  ZC_ERR_ABORTED,
+  ZC_ERR_NO_MEMORY,
+  ZC_ERR_UNSUPPORTED,
+  ZC_ERR_SYSTEM,
+  ZC_ERR_INTERNAL
+} zc_status;
+
+/* float16 and bfloat16 are stored as 16-bit words. */
+typedef enum {
+  ZC_INT8,
+  ZC_UINT8,
+  ZC_INT32,
+  ZC_UINT32,
+  ZC_INT64,
+  ZC_UINT64,
+  ZC_FLOAT16,
+  ZC_BFLOAT16,
+  ZC_FLOAT32,
+  ZC_FLOAT64
+} zc_dtype;
+
+/* ZC_AVG is a sum scaled once at the end; on integer types it is
+ * ZC_ERR_INVALID_ARG. */
+typedef enum { ZC_SUM, ZC_PROD, ZC_MIN, ZC_MAX, ZC_AVG } zc_op;
+
+/* ---- lifetime ------------------------------------------------------------ */
+
+/* Creates a communicator from the environment: zcrun's store (ZC_STORE),
+ * PMIx (mpirun, srun), or, with neither, a communicator of size 1. */
+zc_status zc_init(zc_comm** comm);
+zc_status zc_finalize(zc_comm* comm);
+/* Pending and later operations fail with ZC_ERR_ABORTED; peers learn of it. */
+zc_status zc_abort(zc_comm* comm);
+
+int zc_rank(const zc_comm* comm);
+int zc_size(const zc_comm* comm);
+int zc_local_rank(const zc_comm* comm);
+int zc_local_size(const zc_comm* comm);
+
+const char* zc_status_string(zc_status s);
+/* Detail of the calling thread's last failure ("" when none). */
+const char* zc_last_error(const zc_comm* comm);
+
+/* ---- memory -------------------------------------------------------------- */
+
+/* Zero-copy memory: registered with the transport, peers write into it
+ * directly. Any other memory works too, through the registration cache. */
+zc_status zc_mem_alloc(zc_comm* comm, size_t bytes, void** ptr);
+zc_status zc_mem_free(zc_comm* comm, void* ptr);
+
+/* ---- collectives --------------------------------------------------------- */
+
+/* sendbuf == recvbuf: in place. */
+zc_status zc_allreduce(zc_comm* comm, const void* sendbuf, void* recvbuf,
+                       size_t count, zc_dtype dtype, zc_op op);
+zc_status zc_broadcast(zc_comm* comm, void* buf, size_t count, zc_dtype dtype,
+                       int root);
+/* recvbuf is used at root only. */
+zc_status zc_reduce(zc_comm* comm, const void* sendbuf, void* recvbuf,
+                    size_t count, zc_dtype dtype, zc_op op, int root);
+/* recvbuf holds size x sendcount elements, in rank order. */
+zc_status zc_allgather(zc_comm* comm, const void* sendbuf, void* recvbuf,
+                       size_t sendcount, zc_dtype dtype);
+/* sendbuf holds size x recvcount elements. */
+zc_status zc_reduce_scatter(zc_comm* comm, const void* sendbuf, void* recvbuf,
+                            size_t recvcount, zc_dtype dtype, zc_op op);
+/* count elements to and from each rank. */
+zc_status zc_alltoall(zc_comm* comm, const void* sendbuf, void* recvbuf,
+                      size_t count, zc_dtype dtype);
+zc_status zc_barrier(zc_comm* comm);
+
+/* ---- point to point ------------------------------------------------------ */
+
+/* Sizes must match: else ZC_ERR_MISMATCH on both sides. */
+zc_status zc_send(zc_comm* comm, const void* buf, size_t bytes, int peer,
+                  int tag);
+zc_status zc_recv(zc_comm* comm, void* buf, size_t bytes, int peer, int tag);
+
+/* ---- nonblocking --------------------------------------------------------- */
+
+zc_status zc_iallreduce(zc_comm* comm, const void* sendbuf, void* recvbuf,
+                        size_t count, zc_dtype dtype, zc_op op,
+                        zc_request** req);
+zc_status zc_test(zc_request* req, int* done);
+/* Completes and frees req. */
+zc_status zc_wait(zc_request* req);
+
+/* ---- extensions (beyond the DESIGN.md contract) -------------------------- */
+
+/* Size in bytes of one element of dtype; 0 for an unknown dtype. */
+size_t zc_dtype_size(zc_dtype dtype);
+/* Names the algorithm the last collective on this thread used ("ring",
+ * "halving_doubling", "shm_direct", ...). For benchmarks and tests. */
+const char* zc_last_algorithm(const zc_comm* comm);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* ZCOMM_ZCOMM_H */

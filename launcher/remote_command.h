@@ -1,0 +1,38 @@
+// The command line that starts one rank: the program itself for ranks on
+// this machine, or "<rsh template with {host}> env VAR=... prog args" for
+// other hosts, quoted so that the remote shell sees the exact arguments.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace zc::launcher {
+
+using EnvList = std::vector<std::pair<std::string, std::string>>;
+
+// POSIX shell quoting: safe words stay as they are, anything else goes in
+// single quotes ('it'\''s').
+std::string ShellQuote(const std::string& word);
+std::string ShellJoin(const std::vector<std::string>& words);
+
+// Splits a template into words (whitespace, '...', "...", \x) and replaces
+// {host} in every word. An unterminated quote is an error.
+Status ExpandRshTemplate(const std::string& tmpl, const std::string& host,
+                         std::vector<std::string>* words);
+
+// True when the template's program hands its arguments to a remote shell
+// that splits them again (ssh, rsh): the rank's command then travels as one
+// quoted string. Local wrappers (ip netns exec, env, sudo) exec the words as
+// they are.
+bool TemplateUsesRemoteShell(const std::vector<std::string>& rsh_words);
+
+// argv for a rank on another host.
+Status BuildRemoteArgv(const std::string& tmpl, const std::string& host,
+                       const EnvList& env,
+                       const std::vector<std::string>& command,
+                       std::vector<std::string>* argv);
+
+}  // namespace zc::launcher

@@ -1,0 +1,421 @@
+// The C ABI (include/zcomm/zcomm.h): argument checks, error context and the
+// calling thread's last error; the work is done by p2p and collectives.
+#include <zcomm/zcomm.h>
+
+#include <cstring>
+#include <string>
+
+#include "api/comm.h"
+#include "common/log.h"
+#include "p2p/send_recv.h"
+#include "zc_build_config.h"
+#if __has_include("collectives/collectives.h")
+#include "collectives/collectives.h"
+#define ZC_HAVE_COLLECTIVES 1
+#else
+#define ZC_HAVE_COLLECTIVES 0
+namespace zc {
+class Collectives {};  // not built: every collective returns ZC_ERR_UNSUPPORTED
+}
+#endif
+#if __has_include("collectives/dtype.h")
+#include "collectives/dtype.h"
+#endif
+#if __has_include("gpu/pointer_cache.h") && !ZC_HAVE_CUDA
+#include "gpu/pointer_cache.h"
+#define ZC_CHECK_DEVICE_POINTERS 1
+#else
+#define ZC_CHECK_DEVICE_POINTERS 0
+#endif
+
+namespace {
+
+thread_local std::string t_last_error;
+thread_local const char* t_last_algorithm = "";
+
+zc_status Fail(const zc::Status& st) {
+  t_last_error = st.message();
+  return st.code();
+}
+
+zc_status Done(zc_comm* comm, const char* op, uint64_t seq, const zc::Status& st) {
+  if (st.ok()) return ZC_OK;
+  zc::Status ctx = st.with_context(zc::Format("rank %d: %s #%llu", comm ? comm->rank : -1, op,
+                                              static_cast<unsigned long long>(seq)));
+  ZC_INFO(kColl, "%s", ctx.message().c_str());
+  return Fail(ctx);
+}
+
+zc_status BadArg(zc_comm* comm, const char* op, const char* fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+zc_status BadArg(zc_comm* comm, const char* op, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  std::string why = zc::VFormat(fmt, ap);
+  va_end(ap);
+  t_last_error = zc::Format("rank %d: %s: invalid argument: %s", comm ? comm->rank : -1, op, why.c_str());
+  return ZC_ERR_INVALID_ARG;
+}
+
+#define ZC_CHECK_COMM(comm, op)                                              \
+  do {                                                                       \
+    if (!(comm)) {                                                           \
+      t_last_error = std::string(op) + ": invalid argument: comm is NULL";   \
+      return ZC_ERR_INVALID_ARG;                                             \
+    }                                                                        \
+  } while (0)
+
+size_t ElemSize(zc_dtype d) {
+  switch (d) {
+    case ZC_INT8: case ZC_UINT8: return 1;
+    case ZC_FLOAT16: case ZC_BFLOAT16: return 2;
+    case ZC_INT32: case ZC_UINT32: case ZC_FLOAT32: return 4;
+    case ZC_INT64: case ZC_UINT64: case ZC_FLOAT64: return 8;
+    default: return 0;
+  }
+}
+
+bool IsFloat(zc_dtype d) {
+  return d == ZC_FLOAT16 || d == ZC_BFLOAT16 || d == ZC_FLOAT32 || d == ZC_FLOAT64;
+}
+
+zc_status CheckType(zc_comm* comm, const char* op, zc_dtype dtype) {
+  if (ElemSize(dtype) == 0) return BadArg(comm, op, "unknown dtype %d", static_cast<int>(dtype));
+  return ZC_OK;
+}
+
+zc_status CheckOp(zc_comm* comm, const char* op, zc_dtype dtype, zc_op rop) {
+  if (rop < ZC_SUM || rop > ZC_AVG) return BadArg(comm, op, "unknown op %d", static_cast<int>(rop));
+  if (rop == ZC_AVG && !IsFloat(dtype))
+    return BadArg(comm, op, "avg needs a floating dtype (got dtype %d)", static_cast<int>(dtype));
+  return ZC_OK;
+}
+
+zc_status CheckBuf(zc_comm* comm, const char* op, const void* p, const char* name, size_t count) {
+  if (count > 0 && !p) return BadArg(comm, op, "%s is NULL with count %zu", name, count);
+#if ZC_CHECK_DEVICE_POINTERS
+  if (count > 0 && zc::gpu::IsDevicePointer(p)) {
+    t_last_error = zc::Format("rank %d: %s: %s is GPU memory, but zcomm was built without CUDA",
+                              comm->rank, op, name);
+    return ZC_ERR_UNSUPPORTED;
+  }
+#endif
+  return ZC_OK;
+}
+
+zc_status CheckBytes(zc_comm* comm, const char* op, size_t count, zc_dtype dtype, size_t factor) {
+  size_t es = ElemSize(dtype);
+  if (count && (count > SIZE_MAX / es / (factor ? factor : 1)))
+    return BadArg(comm, op, "count %zu x %zu ranks overflows", count, factor);
+  return ZC_OK;
+}
+
+zc_status CheckRoot(zc_comm* comm, const char* op, int root) {
+  if (root < 0 || root >= comm->size)
+    return BadArg(comm, op, "root %d is out of range [0, %d)", root, comm->size);
+  return ZC_OK;
+}
+
+#define ZC_TRY(expr)                 \
+  do {                               \
+    zc_status _s = (expr);           \
+    if (_s != ZC_OK) return _s;      \
+  } while (0)
+
+void WorkerLoop(zc_comm* comm) {
+  for (;;) {
+    std::function<void()> job;
+    {
+      std::unique_lock<std::mutex> lock(comm->work_mu);
+      comm->work_cv.wait(lock, [&] { return comm->stopping || !comm->work.empty(); });
+      if (comm->work.empty()) return;
+      job = std::move(comm->work.front());
+      comm->work.pop_front();
+    }
+    job();
+  }
+}
+
+// Runs a collective under the communicator's lock with the standard error
+// context. fn returns zc::Status.
+template <typename Fn>
+zc_status RunCollective(zc_comm* comm, const char* op, Fn&& fn) {
+  std::lock_guard<std::mutex> lock(comm->coll_mu);
+  uint64_t seq = ++comm->op_seq;
+#if ZC_HAVE_COLLECTIVES
+  if (!comm->coll)
+    return Done(comm, op, seq, zc::Error(ZC_ERR_INTERNAL, "collectives are not initialised"));
+  zc::Status st = fn(comm->coll.get());
+  t_last_algorithm = comm->coll->last_algorithm();
+  return Done(comm, op, seq, st);
+#else
+  (void)fn;
+  return Done(comm, op, seq, zc::Error(ZC_ERR_UNSUPPORTED, "collectives are not built"));
+#endif
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* zc_status_string(zc_status s) {
+  switch (s) {
+    case ZC_OK: return "ok";
+    case ZC_ERR_INVALID_ARG: return "invalid argument";
+    case ZC_ERR_MISMATCH: return "mismatch between ranks";
+    case ZC_ERR_TIMEOUT: return "timeout";
+    case ZC_ERR_PEER_LOST: return "peer lost";
+    case ZC_ERR_ABORTED: return "aborted";
+    case ZC_ERR_NO_MEMORY: return "out of memory";
+    case ZC_ERR_UNSUPPORTED: return "unsupported";
+    case ZC_ERR_SYSTEM: return "system error";
+    case ZC_ERR_INTERNAL: return "internal error";
+  }
+  return "unknown status";
+}
+
+const char* zc_last_error(const zc_comm*) { return t_last_error.c_str(); }
+const char* zc_last_algorithm(const zc_comm*) { return t_last_algorithm; }
+size_t zc_dtype_size(zc_dtype dtype) { return ElemSize(dtype); }
+
+zc_status zc_init(zc_comm** out) {
+  if (!out) {
+    t_last_error = "zc_init: invalid argument: comm is NULL";
+    return ZC_ERR_INVALID_ARG;
+  }
+  *out = nullptr;
+  auto comm = std::make_unique<zc_comm>();
+  zc::Status st = zc::Config::FromEnv(&comm->config);
+  if (!st.ok()) return Fail(st.with_context("zc_init"));
+  zc::log::Configure(comm->config.debug, comm->config.debug_subsys);
+  st = zc::Bootstrap::Create(comm->config, &comm->bootstrap);
+  if (!st.ok()) return Fail(st.with_context("zc_init: bootstrap"));
+  comm->rank = comm->bootstrap->rank();
+  comm->size = comm->bootstrap->size();
+  comm->local_rank = comm->bootstrap->local_rank();
+  comm->local_size = comm->bootstrap->local_size();
+  zc::log::SetRank(comm->rank);
+  st = zc::Device::Create(comm->bootstrap.get(), comm->config, &comm->device);
+  if (!st.ok()) return Fail(st.with_context(zc::Format("rank %d: zc_init", comm->rank)));
+#if ZC_HAVE_COLLECTIVES
+  st = zc::Collectives::Create(comm->device.get(), &comm->coll);
+  if (!st.ok()) return Fail(st.with_context(zc::Format("rank %d: zc_init: collectives", comm->rank)));
+#endif
+  zc_comm* c = comm.get();
+  comm->worker = std::thread([c] { WorkerLoop(c); });
+  ZC_INFO(kCommon, "initialised via %s: rank %d of %d (local %d of %d)", comm->bootstrap->kind(),
+          comm->rank, comm->size, comm->local_rank, comm->local_size);
+  *out = comm.release();
+  return ZC_OK;
+}
+
+zc_status zc_finalize(zc_comm* comm) {
+  ZC_CHECK_COMM(comm, "zc_finalize");
+  {
+    std::lock_guard<std::mutex> lock(comm->work_mu);
+    comm->stopping = true;
+  }
+  comm->work_cv.notify_all();
+  if (comm->worker.joinable()) comm->worker.join();
+  zc_status result = ZC_OK;
+#if ZC_HAVE_COLLECTIVES
+  // Nobody may still be reading our memory when it goes away.
+  if (comm->coll && comm->size > 1 && !comm->device->aborted()) {
+    std::lock_guard<std::mutex> lock(comm->coll_mu);
+    zc::Status st = comm->coll->Barrier();
+    if (!st.ok()) result = Done(comm, "zc_finalize", 0, st);
+  }
+#endif
+  comm->coll.reset();
+  comm->device.reset();
+  comm->bootstrap.reset();
+  delete comm;
+  return result;
+}
+
+zc_status zc_abort(zc_comm* comm) {
+  ZC_CHECK_COMM(comm, "zc_abort");
+  comm->device->Abort(zc::Status(ZC_ERR_ABORTED, zc::Format("rank %d called zc_abort", comm->rank)));
+  return ZC_OK;
+}
+
+int zc_rank(const zc_comm* comm) { return comm ? comm->rank : -1; }
+int zc_size(const zc_comm* comm) { return comm ? comm->size : -1; }
+int zc_local_rank(const zc_comm* comm) { return comm ? comm->local_rank : -1; }
+int zc_local_size(const zc_comm* comm) { return comm ? comm->local_size : -1; }
+
+zc_status zc_mem_alloc(zc_comm* comm, size_t bytes, void** ptr) {
+  ZC_CHECK_COMM(comm, "zc_mem_alloc");
+  if (!ptr) return BadArg(comm, "zc_mem_alloc", "ptr is NULL");
+  *ptr = nullptr;
+  if (bytes == 0) return ZC_OK;
+  zc::MemRegion* r;
+  zc::Status st = comm->device->Allocate(bytes, &r);
+  if (!st.ok()) return Fail(st.with_context(zc::Format("rank %d: zc_mem_alloc(%zu)", comm->rank, bytes)));
+  *ptr = r->data();
+  return ZC_OK;
+}
+
+zc_status zc_mem_free(zc_comm* comm, void* ptr) {
+  ZC_CHECK_COMM(comm, "zc_mem_free");
+  if (!ptr) return ZC_OK;
+  zc::Status st = comm->device->Free(ptr);
+  if (!st.ok()) return Fail(st.with_context(zc::Format("rank %d: zc_mem_free", comm->rank)));
+  return ZC_OK;
+}
+
+zc_status zc_send(zc_comm* comm, const void* buf, size_t bytes, int peer, int tag) {
+  ZC_CHECK_COMM(comm, "zc_send");
+  ZC_TRY(CheckBuf(comm, "zc_send", buf, "buf", bytes));
+  if (peer < 0 || peer >= comm->size) return BadArg(comm, "zc_send", "peer %d is out of range [0, %d)", peer, comm->size);
+  if (peer == comm->rank) return BadArg(comm, "zc_send", "send to self (rank %d) would never complete", peer);
+  zc::Status st = zc::Send(comm->device.get(), buf, bytes, peer, tag);
+  if (!st.ok()) return Fail(st.with_context(zc::Format("rank %d: send to %d", comm->rank, peer)));
+  return ZC_OK;
+}
+
+zc_status zc_recv(zc_comm* comm, void* buf, size_t bytes, int peer, int tag) {
+  ZC_CHECK_COMM(comm, "zc_recv");
+  ZC_TRY(CheckBuf(comm, "zc_recv", buf, "buf", bytes));
+  if (peer < 0 || peer >= comm->size) return BadArg(comm, "zc_recv", "peer %d is out of range [0, %d)", peer, comm->size);
+  if (peer == comm->rank) return BadArg(comm, "zc_recv", "receive from self (rank %d) would never complete", peer);
+  zc::Status st = zc::Recv(comm->device.get(), buf, bytes, peer, tag);
+  if (!st.ok()) return Fail(st.with_context(zc::Format("rank %d: recv from %d", comm->rank, peer)));
+  return ZC_OK;
+}
+
+zc_status zc_allreduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
+                       zc_dtype dtype, zc_op op) {
+  ZC_CHECK_COMM(comm, "allreduce");
+  ZC_TRY(CheckType(comm, "allreduce", dtype));
+  ZC_TRY(CheckOp(comm, "allreduce", dtype, op));
+  ZC_TRY(CheckBuf(comm, "allreduce", sendbuf, "sendbuf", count));
+  ZC_TRY(CheckBuf(comm, "allreduce", recvbuf, "recvbuf", count));
+  if (count == 0) return ZC_OK;
+  return RunCollective(comm, "allreduce", [&](auto* c) {
+    return c->Allreduce(sendbuf, recvbuf, count, dtype, op);
+  });
+}
+
+zc_status zc_broadcast(zc_comm* comm, void* buf, size_t count, zc_dtype dtype, int root) {
+  ZC_CHECK_COMM(comm, "broadcast");
+  ZC_TRY(CheckType(comm, "broadcast", dtype));
+  ZC_TRY(CheckRoot(comm, "broadcast", root));
+  ZC_TRY(CheckBuf(comm, "broadcast", buf, "buf", count));
+  if (count == 0) return ZC_OK;
+  return RunCollective(comm, "broadcast", [&](auto* c) {
+    return c->Broadcast(buf, count, dtype, root);
+  });
+}
+
+zc_status zc_reduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
+                    zc_dtype dtype, zc_op op, int root) {
+  ZC_CHECK_COMM(comm, "reduce");
+  ZC_TRY(CheckType(comm, "reduce", dtype));
+  ZC_TRY(CheckOp(comm, "reduce", dtype, op));
+  ZC_TRY(CheckRoot(comm, "reduce", root));
+  ZC_TRY(CheckBuf(comm, "reduce", sendbuf, "sendbuf", count));
+  if (comm->rank == root) ZC_TRY(CheckBuf(comm, "reduce", recvbuf, "recvbuf", count));
+  if (count == 0) return ZC_OK;
+  return RunCollective(comm, "reduce", [&](auto* c) {
+    return c->Reduce(sendbuf, recvbuf, count, dtype, op, root);
+  });
+}
+
+zc_status zc_allgather(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t sendcount,
+                       zc_dtype dtype) {
+  ZC_CHECK_COMM(comm, "allgather");
+  ZC_TRY(CheckType(comm, "allgather", dtype));
+  ZC_TRY(CheckBytes(comm, "allgather", sendcount, dtype, comm->size));
+  ZC_TRY(CheckBuf(comm, "allgather", sendbuf, "sendbuf", sendcount));
+  ZC_TRY(CheckBuf(comm, "allgather", recvbuf, "recvbuf", sendcount));
+  if (sendcount == 0) return ZC_OK;
+  return RunCollective(comm, "allgather", [&](auto* c) {
+    return c->Allgather(sendbuf, recvbuf, sendcount, dtype);
+  });
+}
+
+zc_status zc_reduce_scatter(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t recvcount,
+                            zc_dtype dtype, zc_op op) {
+  ZC_CHECK_COMM(comm, "reduce_scatter");
+  ZC_TRY(CheckType(comm, "reduce_scatter", dtype));
+  ZC_TRY(CheckOp(comm, "reduce_scatter", dtype, op));
+  ZC_TRY(CheckBytes(comm, "reduce_scatter", recvcount, dtype, comm->size));
+  ZC_TRY(CheckBuf(comm, "reduce_scatter", sendbuf, "sendbuf", recvcount));
+  ZC_TRY(CheckBuf(comm, "reduce_scatter", recvbuf, "recvbuf", recvcount));
+  if (recvcount == 0) return ZC_OK;
+  return RunCollective(comm, "reduce_scatter", [&](auto* c) {
+    return c->ReduceScatter(sendbuf, recvbuf, recvcount, dtype, op);
+  });
+}
+
+zc_status zc_alltoall(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
+                      zc_dtype dtype) {
+  ZC_CHECK_COMM(comm, "alltoall");
+  ZC_TRY(CheckType(comm, "alltoall", dtype));
+  ZC_TRY(CheckBytes(comm, "alltoall", count, dtype, comm->size));
+  ZC_TRY(CheckBuf(comm, "alltoall", sendbuf, "sendbuf", count));
+  ZC_TRY(CheckBuf(comm, "alltoall", recvbuf, "recvbuf", count));
+  if (count == 0) return ZC_OK;
+  return RunCollective(comm, "alltoall", [&](auto* c) {
+    return c->Alltoall(sendbuf, recvbuf, count, dtype);
+  });
+}
+
+zc_status zc_barrier(zc_comm* comm) {
+  ZC_CHECK_COMM(comm, "barrier");
+  return RunCollective(comm, "barrier", [&](auto* c) { return c->Barrier(); });
+}
+
+zc_status zc_iallreduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
+                        zc_dtype dtype, zc_op op, zc_request** req) {
+  ZC_CHECK_COMM(comm, "iallreduce");
+  if (!req) return BadArg(comm, "iallreduce", "req is NULL");
+  *req = nullptr;
+  ZC_TRY(CheckType(comm, "iallreduce", dtype));
+  ZC_TRY(CheckOp(comm, "iallreduce", dtype, op));
+  ZC_TRY(CheckBuf(comm, "iallreduce", sendbuf, "sendbuf", count));
+  ZC_TRY(CheckBuf(comm, "iallreduce", recvbuf, "recvbuf", count));
+  auto* r = new zc_request();
+  if (count == 0) {
+    r->done.store(1);
+    *req = r;
+    return ZC_OK;
+  }
+  {
+    std::lock_guard<std::mutex> lock(comm->work_mu);
+    comm->work.push_back([=] {
+      zc_status s = zc_allreduce(comm, sendbuf, recvbuf, count, dtype, op);
+      r->status = s == ZC_OK ? zc::Status::Ok() : zc::Status(s, t_last_error);
+      r->done.store(1, std::memory_order_release);
+    });
+  }
+  comm->work_cv.notify_one();
+  *req = r;
+  return ZC_OK;
+}
+
+zc_status zc_test(zc_request* req, int* done) {
+  if (!req || !done) {
+    t_last_error = "zc_test: invalid argument: req or done is NULL";
+    return ZC_ERR_INVALID_ARG;
+  }
+  *done = req->done.load(std::memory_order_acquire);
+  if (*done && !req->status.ok()) return Fail(req->status);
+  return ZC_OK;
+}
+
+zc_status zc_wait(zc_request* req) {
+  if (!req) {
+    t_last_error = "zc_wait: invalid argument: req is NULL";
+    return ZC_ERR_INVALID_ARG;
+  }
+  // The operation has its own deadlines; this only sleeps until it ends.
+  zc::Backoff backoff;
+  while (!req->done.load(std::memory_order_acquire)) backoff.Pause();
+  zc::Status st = req->status;
+  delete req;
+  return st.ok() ? ZC_OK : Fail(st);
+}
+
+}  // extern "C"

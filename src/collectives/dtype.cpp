@@ -1,0 +1,73 @@
+#include "collectives/dtype.h"
+
+namespace zc {
+
+size_t DtypeSize(zc_dtype d) {
+  switch (d) {
+    case ZC_INT8:
+    case ZC_UINT8:
+      return 1;
+    case ZC_FLOAT16:
+    case ZC_BFLOAT16:
+      return 2;
+    case ZC_INT32:
+    case ZC_UINT32:
+    case ZC_FLOAT32:
+      return 4;
+    case ZC_INT64:
+    case ZC_UINT64:
+    case ZC_FLOAT64:
+      return 8;
+  }
+  return 0;
+}
+
+const char* DtypeName(zc_dtype d) {
+  switch (d) {
+    case ZC_INT8: return "int8";
+    case ZC_UINT8: return "uint8";
+    case ZC_INT32: return "int32";
+    case ZC_UINT32: return "uint32";
+    case ZC_INT64: return "int64";
+    case ZC_UINT64: return "uint64";
+    case ZC_FLOAT16: return "float16";
+    case ZC_BFLOAT16: return "bfloat16";
+    case ZC_FLOAT32: return "float32";
+    case ZC_FLOAT64: return "float64";
+  }
+  return "unknown";
+}
+
+const char* OpName(zc_op op) {
+  switch (op) {
+    case ZC_SUM: return "sum";
+    case ZC_PROD: return "prod";
+    case ZC_MIN: return "min";
+    case ZC_MAX: return "max";
+    case ZC_AVG: return "avg";
+  }
+  return "unknown";
+}
+
+bool IsFloating(zc_dtype d) {
+  return d == ZC_FLOAT16 || d == ZC_BFLOAT16 || d == ZC_FLOAT32 ||
+         d == ZC_FLOAT64;
+}
+
+Status CheckDtypeOp(zc_dtype d, zc_op op) {
+  if (!IsValidDtype(d)) {
+    return Error(ZC_ERR_INVALID_ARG, "unknown dtype %d (op %s)",
+                 static_cast<int>(d), OpName(op));
+  }
+  if (!IsValidOp(op)) {
+    return Error(ZC_ERR_INVALID_ARG, "unknown op %d (dtype %s)",
+                 static_cast<int>(op), DtypeName(d));
+  }
+  if (op == ZC_AVG && !IsFloating(d)) {
+    return Error(ZC_ERR_INVALID_ARG,
+                 "op avg is not defined for integer dtype %s", DtypeName(d));
+  }
+  return Status::Ok();
+}
+
+}  // namespace zc

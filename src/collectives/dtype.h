@@ -1,0 +1,104 @@
+// Element types and reduction ops of the C ABI: sizes, names, validation,
+// and scalar fp16/bf16 <-> float conversion (round to nearest even).
+//
+// The conversions are inline and branch-free so that loops over them
+// vectorize; they are exact for every input, NaN, infinities, zeros and
+// denormals included, and match the F16C instructions bit for bit on
+// non-NaN values. A NaN stays a NaN of the same sign (made quiet).
+//
+// Note for reduce_avx2.cpp: this header must be included BEFORE its
+// `#pragma GCC target`, so these inline functions are compiled for the
+// baseline ISA wherever the linker keeps their out-of-line copy.
+#pragma once
+
+#include <zcomm/zcomm.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "common/status.h"
+
+namespace zc {
+
+constexpr int kNumDtypes = ZC_FLOAT64 + 1;
+constexpr int kNumOps = ZC_AVG + 1;
+
+inline bool IsValidDtype(zc_dtype d) {
+  return static_cast<int>(d) >= 0 && static_cast<int>(d) < kNumDtypes;
+}
+inline bool IsValidOp(zc_op op) {
+  return static_cast<int>(op) >= 0 && static_cast<int>(op) < kNumOps;
+}
+
+size_t DtypeSize(zc_dtype d);       // 0 for an unknown dtype
+const char* DtypeName(zc_dtype d);  // "float32"; "unknown" otherwise
+const char* OpName(zc_op op);       // "sum"; "unknown" otherwise
+bool IsFloating(zc_dtype d);        // float16, bfloat16, float32, float64
+
+// OK, or ZC_ERR_INVALID_ARG for an unknown dtype or op, or AVG on an integer
+// type; the message names both dtype and op.
+Status CheckDtypeOp(zc_dtype d, zc_op op);
+
+namespace detail {
+inline uint32_t FloatBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+inline float BitsFloat(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+}  // namespace detail
+
+inline float HalfToFloat(uint16_t h) {
+  using detail::BitsFloat;
+  using detail::FloatBits;
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t em = static_cast<uint32_t>(h & 0x7fffu) << 13;  // exp|mant
+  const uint32_t exp = em & 0x0f800000u;
+  const uint32_t normal = em + (112u << 23);  // rebias 15 -> 127
+  const uint32_t infnan = em + (224u << 23);  // exponent 31 -> 255
+  // Denormal: (2^-14 * (1 + m/1024)) - 2^-14 = m * 2^-24, exact in float.
+  const uint32_t denorm =
+      FloatBits(BitsFloat(normal + (1u << 23)) - BitsFloat(113u << 23));
+  const uint32_t r =
+      exp == 0x0f800000u ? infnan : (exp == 0 ? denorm : normal);
+  return BitsFloat(r | sign);
+}
+
+inline uint16_t FloatToHalf(float f) {
+  using detail::BitsFloat;
+  using detail::FloatBits;
+  const uint32_t u = FloatBits(f) & 0x7fffffffu;
+  const uint32_t sign = (FloatBits(f) >> 16) & 0x8000u;
+  // |f| >= 65536: infinity, or NaN kept quiet with its top payload bits.
+  // Values in [65520, 65536) overflow through the carry of the normal path.
+  const uint32_t big =
+      u > 0x7f800000u ? (0x7e00u | ((u >> 13) & 0x3ffu)) : 0x7c00u;
+  // |f| < 2^-14: adding 0.5 rounds to a multiple of 2^-24 (the half
+  // denormal step) in hardware, ties to even; the low bits are the result.
+  const uint32_t small = FloatBits(BitsFloat(u) + 0.5f) - 0x3f000000u;
+  // Normal: rebias and round to nearest even on the 13 dropped bits.
+  const uint32_t normal =
+      (u - (112u << 23) + 0xfffu + ((u >> 13) & 1u)) >> 13;
+  const uint32_t r =
+      u >= 0x47800000u ? big : (u < 0x38800000u ? small : normal);
+  return static_cast<uint16_t>(r | sign);
+}
+
+inline float BFloat16ToFloat(uint16_t h) {
+  return detail::BitsFloat(static_cast<uint32_t>(h) << 16);
+}
+
+inline uint16_t FloatToBFloat16(float f) {
+  const uint32_t u = detail::FloatBits(f);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t nan = (u >> 16) | 0x40u;  // quiet, sign and payload kept
+  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan
+                                                               : rounded);
+}
+
+}  // namespace zc

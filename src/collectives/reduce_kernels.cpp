@@ -1,0 +1,108 @@
+// Public entry points of the reduction kernels: pick the table for this CPU
+// once, then forward. Invalid dtype/op values are ignored here (callers
+// validate once with CheckDtypeOp), so a bad value can never index past the
+// tables.
+#include "collectives/reduce_kernels.h"
+
+#include <atomic>
+#include <cstring>
+
+#include "collectives/reduce_table.h"
+
+namespace zc {
+namespace {
+
+using kernels::Table;
+
+bool CpuHasAvx2() {
+#if defined(__x86_64__) || defined(__i386__)
+  // libgcc's check includes the OS saving the YMM state (XGETBV).
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+#else
+  return false;
+#endif
+}
+
+const Table& TableFor(KernelIsa isa) {
+  return isa == KernelIsa::kAvx2 ? kernels::avx2::GetTable()
+                                 : kernels::generic::GetTable();
+}
+
+KernelIsa BestIsa() {
+  return CpuHasAvx2() ? KernelIsa::kAvx2 : KernelIsa::kGeneric;
+}
+
+struct Active {
+  std::atomic<KernelIsa> isa{BestIsa()};
+  std::atomic<const Table*> table{&TableFor(isa.load())};
+};
+
+Active& GetActive() {
+  static Active active;
+  return active;
+}
+
+const Table& Tbl() {
+  return *GetActive().table.load(std::memory_order_relaxed);
+}
+
+bool Valid(zc_dtype d, zc_op op) { return IsValidDtype(d) && IsValidOp(op); }
+
+}  // namespace
+
+void ReduceInto(zc_dtype d, zc_op op, void* dst, const void* src,
+                size_t count) {
+  if (count == 0 || !Valid(d, op)) return;
+  Tbl().binary[d][op](dst, dst, src, count);
+}
+
+void Reduce2(zc_dtype d, zc_op op, void* dst, const void* a, const void* b,
+             size_t count) {
+  if (count == 0 || !Valid(d, op)) return;
+  Tbl().binary[d][op](dst, a, b, count);
+}
+
+void ReduceN(zc_dtype d, zc_op op, void* dst, const void* const* srcs, int n,
+             size_t count) {
+  if (count == 0 || n < 1 || !Valid(d, op)) return;
+  Tbl().reduce_n[d][op](dst, srcs, n, count);
+}
+
+void ScaleDiv(zc_dtype d, void* buf, size_t count, double divisor) {
+  if (count == 0 || !IsValidDtype(d)) return;
+  const Table::ScaleFn fn = Tbl().scale_div[d];
+  if (fn != nullptr) fn(buf, count, divisor);
+}
+
+void HalfToFloatN(float* dst, const void* src, size_t count) {
+  if (count != 0) Tbl().half_to_float(dst, src, count);
+}
+void FloatToHalfN(void* dst, const float* src, size_t count) {
+  if (count != 0) Tbl().float_to_half(dst, src, count);
+}
+void BFloat16ToFloatN(float* dst, const void* src, size_t count) {
+  if (count != 0) Tbl().bf16_to_float(dst, src, count);
+}
+void FloatToBFloat16N(void* dst, const float* src, size_t count) {
+  if (count != 0) Tbl().float_to_bf16(dst, src, count);
+}
+
+KernelIsa ActiveKernelIsa() { return GetActive().isa.load(); }
+
+const char* KernelIsaName(KernelIsa isa) {
+  return isa == KernelIsa::kAvx2 ? "avx2" : "generic";
+}
+
+bool KernelIsaSupported(KernelIsa isa) {
+  return isa == KernelIsa::kGeneric || CpuHasAvx2();
+}
+
+bool SetKernelIsa(KernelIsa isa) {
+  if (!KernelIsaSupported(isa)) return false;
+  Active& a = GetActive();
+  a.isa.store(isa);
+  a.table.store(&TableFor(isa));
+  return true;
+}
+
+}  // namespace zc

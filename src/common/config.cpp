@@ -1,0 +1,202 @@
+#include "common/config.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <strings.h>
+
+namespace zc {
+
+const std::vector<ConfigVar>& ConfigVars() {
+  static const std::vector<ConfigVar> vars = {
+      {"ZC_RANK", "(set by zcrun)", "rank of this process, 0..ZC_SIZE-1"},
+      {"ZC_SIZE", "(set by zcrun)", "number of ranks in the job"},
+      {"ZC_LOCAL_RANK", "(set by zcrun)", "rank among the ranks on this host"},
+      {"ZC_LOCAL_SIZE", "(set by zcrun)", "number of ranks on this host"},
+      {"ZC_STORE", "(set by zcrun)", "host:port of the job's key-value store"},
+      {"ZC_JOB_KEY", "(set by zcrun)",
+       "secret every bootstrap and data connection proves it knows"},
+      {"ZC_TIMEOUT", "300", "deadline in seconds of every wait"},
+      {"ZC_DEBUG", "WARN", "log level: NONE, WARN, INFO or TRACE"},
+      {"ZC_DEBUG_SUBSYS", "all",
+       "comma list of subsystems to log (common, bootstrap, p2p, shm, tcp, "
+       "verbs, coll, ps, engine, gpu, launcher); ^list excludes"},
+      {"ZC_TRANSPORT", "auto",
+       "auto (shm on one host, verbs if a NIC works, else tcp), shm, tcp or "
+       "verbs"},
+      {"ZC_SOCKET_IFNAME", "(first non-loopback, else lo)",
+       "network interface for tcp: a name prefix such as eth, or ^lo to "
+       "exclude"},
+      {"ZC_SOCKETS_PER_PEER", "2", "tcp sockets per peer (1..16)"},
+      {"ZC_NUM_CQS", "4", "progress threads (the paper's CQ polling threads)"},
+      {"ZC_QPS_PER_PEER", "4", "connections (QPs) per peer, spread over the progress threads"},
+      {"ZC_POOL_CHUNK", "64M", "registered pool growth step"},
+      {"ZC_POOL_MAX", "0", "registered pool limit in bytes; 0 = unlimited"},
+      {"ZC_SHM_CMA", "auto",
+       "cross-memory attach for user buffers: auto (fall back to staged "
+       "copies when refused), on, off"},
+      {"ZC_IB_DEVICE", "(first active)", "RDMA device name, e.g. mlx5_0"},
+      {"ZC_IB_PORT", "1", "RDMA device port"},
+      {"ZC_VERBS_FLAG", "imm",
+       "imm: RDMA_WRITE_WITH_IMM sets the flag; ordered: one write with a "
+       "trailing flag (NICs that place data in ascending order)"},
+      {"ZC_ALGO", "auto",
+       "force a collective algorithm: auto, ring, hd (halving-doubling), shm"},
+      {"ZC_CHUNK", "1M", "pipeline chunk size of ring algorithms"},
+      {"ZC_HEARTBEAT", "1", "seconds between peer liveness checks"},
+  };
+  return vars;
+}
+
+bool ParseDouble(const char* text, double* out) {
+  if (!text || !*text) return false;
+  char* end = nullptr;
+  errno = 0;
+  double v = strtod(text, &end);
+  if (errno != 0 || *end != '\0' || !std::isfinite(v)) return false;
+  *out = v;
+  return true;
+}
+
+bool ParseInt(const char* text, long min, long max, long* out) {
+  if (!text || !*text) return false;
+  char* end = nullptr;
+  errno = 0;
+  long v = strtol(text, &end, 10);
+  if (errno != 0 || *end != '\0' || v < min || v > max) return false;
+  *out = v;
+  return true;
+}
+
+bool ParseBytes(const char* text, size_t* out) {
+  if (!text || !*text) return false;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long v = strtoull(text, &end, 10);
+  if (errno != 0 || end == text || text[0] == '-') return false;
+  unsigned long long mult = 1;
+  if (*end) {
+    switch (*end) {
+      case 'k': case 'K': mult = 1ull << 10; break;
+      case 'm': case 'M': mult = 1ull << 20; break;
+      case 'g': case 'G': mult = 1ull << 30; break;
+      default: return false;
+    }
+    ++end;
+    if (*end == 'i' || *end == 'B') ++end;
+    if (*end == 'B') ++end;
+    if (*end) return false;
+  }
+  if (v > (~0ull) / mult) return false;
+  *out = static_cast<size_t>(v * mult);
+  return true;
+}
+
+namespace {
+
+Status Bad(const char* name, const char* value, const char* expected) {
+  return Error(ZC_ERR_INVALID_ARG, "environment variable %s=\"%s\" is invalid: expected %s",
+               name, value, expected);
+}
+
+bool OneOf(const char* v, std::initializer_list<const char*> options) {
+  for (const char* o : options)
+    if (strcasecmp(v, o) == 0) return true;
+  return false;
+}
+
+}  // namespace
+
+Status Config::FromEnv(Config* out) {
+  Config c;
+  const char* v;
+  long n;
+  auto get = [](const char* name) -> const char* {
+    const char* s = getenv(name);
+    return (s && *s) ? s : nullptr;
+  };
+  struct IntVar {
+    const char* name;
+    int* field;
+    long min, max;
+  };
+  const IntVar ints[] = {
+      {"ZC_RANK", &c.rank, 0, 1 << 24},
+      {"ZC_SIZE", &c.size, 1, 1 << 24},
+      {"ZC_LOCAL_RANK", &c.local_rank, 0, 1 << 24},
+      {"ZC_LOCAL_SIZE", &c.local_size, 1, 1 << 24},
+      {"ZC_SOCKETS_PER_PEER", &c.sockets_per_peer, 1, 16},
+      {"ZC_NUM_CQS", &c.num_cqs, 1, 64},
+      {"ZC_QPS_PER_PEER", &c.qps_per_peer, 1, 64},
+      {"ZC_IB_PORT", &c.ib_port, 1, 255},
+  };
+  for (const auto& iv : ints) {
+    if ((v = get(iv.name))) {
+      if (!ParseInt(v, iv.min, iv.max, &n))
+        return Bad(iv.name, v, Format("an integer in [%ld, %ld]", iv.min, iv.max).c_str());
+      *iv.field = static_cast<int>(n);
+    }
+  }
+  if (c.rank >= 0 && c.size > 0 && c.rank >= c.size)
+    return Bad("ZC_RANK", get("ZC_RANK"), "a rank below ZC_SIZE");
+  if ((v = get("ZC_STORE"))) c.store = v;
+  if ((v = get("ZC_JOB_KEY"))) c.job_key = v;
+  if ((v = get("ZC_TIMEOUT"))) {
+    if (!ParseDouble(v, &c.timeout_s) || c.timeout_s <= 0)
+      return Bad("ZC_TIMEOUT", v, "a positive number of seconds");
+  }
+  if ((v = get("ZC_HEARTBEAT"))) {
+    if (!ParseDouble(v, &c.heartbeat_s) || c.heartbeat_s <= 0)
+      return Bad("ZC_HEARTBEAT", v, "a positive number of seconds");
+  }
+  if ((v = get("ZC_DEBUG"))) {
+    if (strcasecmp(v, "NONE") == 0) c.debug = log::Level::kNone;
+    else if (strcasecmp(v, "WARN") == 0) c.debug = log::Level::kWarn;
+    else if (strcasecmp(v, "INFO") == 0) c.debug = log::Level::kInfo;
+    else if (strcasecmp(v, "TRACE") == 0) c.debug = log::Level::kTrace;
+    else return Bad("ZC_DEBUG", v, "NONE, WARN, INFO or TRACE");
+  }
+  if ((v = get("ZC_DEBUG_SUBSYS"))) {
+    if (!log::ParseSubsysList(v, &c.debug_subsys))
+      return Bad("ZC_DEBUG_SUBSYS", v, "a comma list of subsystem names");
+  }
+  if ((v = get("ZC_TRANSPORT"))) {
+    if (!OneOf(v, {"auto", "shm", "tcp", "verbs"}))
+      return Bad("ZC_TRANSPORT", v, "auto, shm, tcp or verbs");
+    c.transport = v;
+    for (auto& ch : c.transport) ch = static_cast<char>(tolower(ch));
+  }
+  if ((v = get("ZC_SOCKET_IFNAME"))) c.socket_ifname = v;
+  if ((v = get("ZC_POOL_CHUNK"))) {
+    if (!ParseBytes(v, &c.pool_chunk_bytes) || c.pool_chunk_bytes < 4096)
+      return Bad("ZC_POOL_CHUNK", v, "a size of at least 4096 bytes (k, M, G suffixes)");
+  }
+  if ((v = get("ZC_POOL_MAX"))) {
+    if (!ParseBytes(v, &c.pool_max_bytes))
+      return Bad("ZC_POOL_MAX", v, "a size in bytes (k, M, G suffixes)");
+  }
+  if ((v = get("ZC_SHM_CMA"))) {
+    if (!OneOf(v, {"auto", "on", "off"})) return Bad("ZC_SHM_CMA", v, "auto, on or off");
+    c.shm_cma = v;
+  }
+  if ((v = get("ZC_IB_DEVICE"))) c.ib_device = v;
+  if ((v = get("ZC_VERBS_FLAG"))) {
+    if (!OneOf(v, {"imm", "ordered"})) return Bad("ZC_VERBS_FLAG", v, "imm or ordered");
+    c.verbs_flag_mode = v;
+  }
+  if ((v = get("ZC_ALGO"))) {
+    if (!OneOf(v, {"auto", "ring", "hd", "shm"}))
+      return Bad("ZC_ALGO", v, "auto, ring, hd or shm");
+    c.algo = v;
+    for (auto& ch : c.algo) ch = static_cast<char>(tolower(ch));
+  }
+  if ((v = get("ZC_CHUNK"))) {
+    if (!ParseBytes(v, &c.chunk_bytes) || c.chunk_bytes < 4096 || c.chunk_bytes > (1u << 30))
+      return Bad("ZC_CHUNK", v, "a size between 4k and 1G");
+  }
+  *out = c;
+  return Status::Ok();
+}
+
+}  // namespace zc

@@ -1,0 +1,60 @@
+// Config: every ZC_* environment variable, parsed and validated in one place.
+// An invalid value is an error naming the variable; docs/environment.md
+// lists the same table (name, default, meaning). Keep the two in step:
+// tests/test_config.cpp checks that every variable here appears in the doc.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "common/log.h"
+#include "common/status.h"
+
+namespace zc {
+
+struct Config {
+  // Bootstrap (set by zcrun; read by the store bootstrap).
+  int rank = -1, size = -1, local_rank = -1, local_size = -1;
+  std::string store;    // ZC_STORE host:port
+  std::string job_key;  // ZC_JOB_KEY
+
+  double timeout_s = 300.0;          // ZC_TIMEOUT: deadline of every wait
+  log::Level debug = log::Level::kWarn;
+  unsigned debug_subsys = log::kAll;
+
+  std::string transport = "auto";    // ZC_TRANSPORT: auto|shm|tcp|verbs
+  std::string socket_ifname;         // ZC_SOCKET_IFNAME: "eth0", "^lo", ...
+  int sockets_per_peer = 2;          // ZC_SOCKETS_PER_PEER
+  int num_cqs = 4;                   // ZC_NUM_CQS: progress (CQ) threads
+  int qps_per_peer = 4;              // ZC_QPS_PER_PEER: connections per peer
+  size_t pool_chunk_bytes = 64u << 20;  // ZC_POOL_CHUNK: pool growth step
+  size_t pool_max_bytes = 0;         // ZC_POOL_MAX: 0 = unlimited
+  std::string shm_cma = "auto";      // ZC_SHM_CMA: auto|on|off
+  std::string ib_device;             // ZC_IB_DEVICE: e.g. mlx5_0
+  int ib_port = 1;                   // ZC_IB_PORT
+  std::string verbs_flag_mode = "imm";  // ZC_VERBS_FLAG: imm|ordered
+  std::string algo = "auto";         // ZC_ALGO: auto|ring|hd|shm|...
+  size_t chunk_bytes = 1u << 20;     // ZC_CHUNK: pipeline chunk of the ring
+  double heartbeat_s = 1.0;          // ZC_HEARTBEAT: liveness check period
+
+  // Reads the environment. Returns ZC_ERR_INVALID_ARG naming the first
+  // variable with a bad value.
+  static Status FromEnv(Config* out);
+};
+
+struct ConfigVar {
+  const char* name;
+  const char* default_value;
+  const char* meaning;
+};
+// The documented table of every variable (for docs and the doc test).
+const std::vector<ConfigVar>& ConfigVars();
+
+// Parsers shared with the launcher. Each returns false on a bad value.
+bool ParseDouble(const char* text, double* out);
+bool ParseInt(const char* text, long min, long max, long* out);
+// "64M", "1G", "4096", "512k" -> bytes.
+bool ParseBytes(const char* text, size_t* out);
+
+}  // namespace zc

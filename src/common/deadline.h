@@ -1,0 +1,69 @@
+// Deadline and Backoff: every wait in zcomm has a deadline, and waiting
+// spins briefly, then yields, then sleeps (tests run more ranks than cores;
+// a busy-polling rank must not starve the one that would set the flag).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <thread>
+
+namespace zc {
+
+using Clock = std::chrono::steady_clock;
+
+class Deadline {
+ public:
+  // seconds <= 0 or infinite means "never": only for tests.
+  explicit Deadline(double seconds)
+      : at_(Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                               std::chrono::duration<double>(seconds))) {}
+  static Deadline Never() { return Deadline(1e9); }
+  bool expired() const { return Clock::now() >= at_; }
+  double remaining_s() const {
+    return std::chrono::duration<double>(at_ - Clock::now()).count();
+  }
+  int remaining_ms() const {
+    double r = remaining_s() * 1000.0;
+    if (r <= 0) return 0;
+    if (r > 1e9) return 1000000000;
+    return static_cast<int>(r) + 1;
+  }
+  Clock::time_point at() const { return at_; }
+
+ private:
+  Clock::time_point at_;
+};
+
+// Call Pause() in every iteration of a polling loop.
+class Backoff {
+ public:
+  void Pause() {
+    ++n_;
+    if (n_ < kSpins) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#elif defined(__aarch64__)
+      asm volatile("yield");
+#endif
+    } else if (n_ < kSpins + kYields) {
+      std::this_thread::yield();
+    } else {
+      // 20 us growing to 1 ms: bounded latency, negligible CPU.
+      if (sleep_us_ < 1000) sleep_us_ = sleep_us_ ? sleep_us_ * 2 : 20;
+      if (sleep_us_ > 1000) sleep_us_ = 1000;
+      std::this_thread::sleep_for(std::chrono::microseconds(sleep_us_));
+    }
+  }
+  void Reset() { n_ = 0; sleep_us_ = 0; }
+  // How many iterations so far (callers check expensive conditions, such as
+  // the deadline or peer liveness, only every so often).
+  uint64_t count() const { return n_; }
+
+ private:
+  static constexpr uint64_t kSpins = 2000;
+  static constexpr uint64_t kYields = 200;
+  uint64_t n_ = 0;
+  int sleep_us_ = 0;
+};
+
+}  // namespace zc

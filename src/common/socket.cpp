@@ -1,0 +1,483 @@
+#include "common/socket.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <limits.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "common/log.h"
+
+namespace zc::net {
+namespace {
+
+bool IsPeerLostErrno(int err) {
+  return err == ECONNRESET || err == EPIPE || err == ENOTCONN ||
+         err == ECONNABORTED || err == ETIMEDOUT || err == EHOSTUNREACH ||
+         err == ENETUNREACH || err == ENETRESET;
+}
+
+Status IoError(int err, const char* op, int fd) {
+  std::string peer = PeerAddress(fd);
+  if (IsPeerLostErrno(err))
+    return Error(ZC_ERR_PEER_LOST, "%s %s: connection lost: %s", op,
+                 peer.c_str(), strerror(err));
+  return SystemError(err, "%s %s", op, peer.c_str());
+}
+
+std::string SockaddrToString(const sockaddr* sa) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  int port = 0;
+  if (sa->sa_family == AF_INET) {
+    auto* in = reinterpret_cast<const sockaddr_in*>(sa);
+    inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+    port = ntohs(in->sin_port);
+    return Format("%s:%d", host, port);
+  }
+  if (sa->sa_family == AF_INET6) {
+    auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
+    inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+    port = ntohs(in6->sin6_port);
+    return Format("[%s]:%d", host, port);
+  }
+  return "unknown-family";
+}
+
+// Waits until fd is ready for `events` or dl passes. `op` names the caller
+// for the error message.
+Status WaitReady(int fd, short events, const Deadline& dl, const char* op) {
+  for (;;) {
+    int ms = dl.remaining_ms();
+    if (ms <= 0 && dl.expired())
+      return Error(ZC_ERR_TIMEOUT, "%s %s: timed out", op,
+                   PeerAddress(fd).c_str());
+    pollfd p{fd, events, 0};
+    int r = poll(&p, 1, ms);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return SystemError(errno, "%s: poll", op);
+    }
+    if (r == 0) continue;  // re-check the deadline
+    if (p.revents & POLLNVAL)
+      return Error(ZC_ERR_SYSTEM, "%s: fd %d is not open", op, fd);
+    // POLLERR/POLLHUP: the next send/recv reports the precise cause.
+    return Status::Ok();
+  }
+}
+
+Status Resolve(const std::string& host, int port, bool passive,
+               addrinfo** res) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_family = host.empty() ? AF_INET : AF_UNSPEC;
+  if (passive) hints.ai_flags = AI_PASSIVE;
+  std::string service = std::to_string(port);
+  int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(),
+                       &hints, res);
+  if (rc != 0)
+    return Error(ZC_ERR_SYSTEM, "resolve '%s': %s", host.c_str(),
+                 rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+  return Status::Ok();
+}
+
+// Retryable connect failures: the peer is not listening yet, or its accept
+// queue is momentarily full.
+bool IsRetryableConnectErrno(int err) {
+  return err == ECONNREFUSED || err == ETIMEDOUT || err == ENETUNREACH ||
+         err == EHOSTUNREACH || err == ECONNRESET || err == EAGAIN ||
+         err == ECONNABORTED;
+}
+
+// One non-blocking connect attempt to one address. Returns the errno of the
+// failure (0 on success) and a connected fd.
+int TryConnect(const addrinfo* ai, const Deadline& dl, int* out_fd) {
+  int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                  ai->ai_protocol);
+  if (fd < 0) return errno;
+  int rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
+  int err = rc == 0 ? 0 : errno;
+  if (err == EINPROGRESS || err == EINTR) {
+    for (;;) {
+      pollfd p{fd, POLLOUT, 0};
+      int ms = std::min(dl.remaining_ms(), 1000);
+      int r = poll(&p, 1, ms);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) { err = errno; break; }
+      if (r == 0) {
+        if (dl.expired()) { err = ETIMEDOUT; break; }
+        continue;
+      }
+      socklen_t len = sizeof(err);
+      if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) err = errno;
+      break;
+    }
+  }
+  if (err == 0) {
+    // Connecting to a free local port can "succeed" as a TCP self-connect
+    // (source port == destination port): treat it as refused.
+    sockaddr_storage a{}, b{};
+    socklen_t la = sizeof(a), lb = sizeof(b);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&a), &la) == 0 &&
+        getpeername(fd, reinterpret_cast<sockaddr*>(&b), &lb) == 0 &&
+        la == lb && memcmp(&a, &b, la) == 0)
+      err = ECONNREFUSED;
+  }
+  if (err != 0) {
+    close(fd);
+    return err;
+  }
+  int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0) {
+    err = errno;
+    close(fd);
+    return err;
+  }
+  *out_fd = fd;
+  return 0;
+}
+
+bool MatchesPrefixList(const std::string& name,
+                       const std::vector<std::string>& items, bool exact) {
+  for (const auto& it : items) {
+    if (exact ? name == it : name.compare(0, it.size(), it) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void ScopedFd::reset(int fd) {
+  if (fd_ >= 0) close(fd_);
+  fd_ = fd;
+}
+
+std::string PeerAddress(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0)
+    return Format("fd %d", fd);
+  return SockaddrToString(reinterpret_cast<sockaddr*>(&ss));
+}
+
+Status ParseHostPort(const std::string& hostport, std::string* host,
+                     int* port) {
+  std::string h, p;
+  if (!hostport.empty() && hostport[0] == '[') {
+    size_t close_br = hostport.find(']');
+    if (close_br == std::string::npos || close_br + 1 >= hostport.size() ||
+        hostport[close_br + 1] != ':')
+      return Error(ZC_ERR_INVALID_ARG,
+                   "bad address '%s': expected [ipv6]:port", hostport.c_str());
+    h = hostport.substr(1, close_br - 1);
+    p = hostport.substr(close_br + 2);
+  } else {
+    size_t colon = hostport.rfind(':');
+    if (colon == std::string::npos)
+      return Error(ZC_ERR_INVALID_ARG, "bad address '%s': expected host:port",
+                   hostport.c_str());
+    h = hostport.substr(0, colon);
+    if (h.find(':') != std::string::npos)
+      return Error(ZC_ERR_INVALID_ARG,
+                   "bad address '%s': put IPv6 addresses in brackets",
+                   hostport.c_str());
+    p = hostport.substr(colon + 1);
+  }
+  if (p.empty() || p.size() > 5 ||
+      !std::all_of(p.begin(), p.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return Error(ZC_ERR_INVALID_ARG, "bad address '%s': port is not a number",
+                 hostport.c_str());
+  int v = std::stoi(p);
+  if (v > 65535)
+    return Error(ZC_ERR_INVALID_ARG, "bad address '%s': port above 65535",
+                 hostport.c_str());
+  *host = h;
+  *port = v;
+  return Status::Ok();
+}
+
+Status Listen(const std::string& host, int port, int* fd, int* bound_port) {
+  if (port < 0 || port > 65535)
+    return Error(ZC_ERR_INVALID_ARG, "listen: bad port %d", port);
+  addrinfo* res = nullptr;
+  ZC_RETURN_IF_ERROR(Resolve(host, port, true, &res).with_context("listen"));
+  Status last = Error(ZC_ERR_SYSTEM, "listen on '%s': no address",
+                      host.c_str());
+  for (addrinfo* ai = res; ai; ai = ai->ai_next) {
+    int s = socket(ai->ai_family,
+                   ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                   ai->ai_protocol);
+    if (s < 0) {
+      last = SystemError(errno, "listen on '%s': socket", host.c_str());
+      continue;
+    }
+    int one = 1;
+    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(s, ai->ai_addr, ai->ai_addrlen) != 0) {
+      last = SystemError(errno, "listen on %s: bind",
+                         SockaddrToString(ai->ai_addr).c_str());
+      close(s);
+      continue;
+    }
+    if (listen(s, SOMAXCONN) != 0) {
+      last = SystemError(errno, "listen on %s",
+                         SockaddrToString(ai->ai_addr).c_str());
+      close(s);
+      continue;
+    }
+    sockaddr_storage ss{};
+    socklen_t len = sizeof(ss);
+    if (getsockname(s, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
+      last = SystemError(errno, "listen: getsockname");
+      close(s);
+      continue;
+    }
+    int bp = ss.ss_family == AF_INET6
+                 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
+                 : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+    freeaddrinfo(res);
+    *fd = s;
+    if (bound_port) *bound_port = bp;
+    return Status::Ok();
+  }
+  freeaddrinfo(res);
+  return last;
+}
+
+Status Accept(int listen_fd, const Deadline& dl, int* fd, std::string* peer) {
+  for (;;) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof(ss);
+    int s = accept4(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len,
+                    SOCK_CLOEXEC);
+    if (s >= 0) {
+      *fd = s;
+      if (peer) *peer = SockaddrToString(reinterpret_cast<sockaddr*>(&ss));
+      return Status::Ok();
+    }
+    int err = errno;
+    if (err == EINTR || err == ECONNABORTED) continue;
+    if (err != EAGAIN && err != EWOULDBLOCK)
+      return SystemError(err, "accept on fd %d", listen_fd);
+    if (dl.expired())
+      return Error(ZC_ERR_TIMEOUT, "accept on fd %d: no connection before the "
+                   "deadline", listen_fd);
+    pollfd p{listen_fd, POLLIN, 0};
+    int r = poll(&p, 1, dl.remaining_ms());
+    if (r < 0 && errno != EINTR) return SystemError(errno, "accept: poll");
+    if (r > 0 && (p.revents & POLLNVAL))
+      return Error(ZC_ERR_SYSTEM, "accept: fd %d is not open", listen_fd);
+  }
+}
+
+Status Connect(const std::string& host, int port, const Deadline& dl,
+               int* fd) {
+  if (host.empty())
+    return Error(ZC_ERR_INVALID_ARG, "connect: empty host (port %d)", port);
+  int attempts = 0, last_err = 0;
+  int sleep_ms = 5;
+  Status resolve_st;
+  for (;;) {
+    addrinfo* res = nullptr;
+    // Resolve inside the loop: a name may become resolvable later.
+    resolve_st = Resolve(host, port, false, &res);
+    if (resolve_st.ok()) {
+      for (addrinfo* ai = res; ai; ai = ai->ai_next) {
+        ++attempts;
+        last_err = TryConnect(ai, dl, fd);
+        if (last_err == 0) {
+          freeaddrinfo(res);
+          return Status::Ok();
+        }
+        if (!IsRetryableConnectErrno(last_err)) {
+          freeaddrinfo(res);
+          return SystemError(last_err, "connect to %s:%d", host.c_str(), port);
+        }
+      }
+      freeaddrinfo(res);
+    }
+    if (dl.expired()) break;
+    // Back off between attempts (5 ms doubling to 200 ms): the listener
+    // usually comes up soon, and we must not hammer it or the CPU.
+    int ms = std::min(sleep_ms, dl.remaining_ms());
+    if (ms > 0) usleep(static_cast<useconds_t>(ms) * 1000);
+    sleep_ms = std::min(sleep_ms * 2, 200);
+    if (dl.expired()) break;
+  }
+  if (!resolve_st.ok())
+    return Error(ZC_ERR_TIMEOUT, "connect to %s:%d: timed out: %s",
+                 host.c_str(), port, resolve_st.message().c_str());
+  return Error(ZC_ERR_TIMEOUT,
+               "connect to %s:%d: timed out after %d attempts, last: %s",
+               host.c_str(), port, attempts,
+               last_err ? strerror(last_err) : "none");
+}
+
+Status SendAll(int fd, const void* buf, size_t len, const Deadline& dl) {
+  const char* p = static_cast<const char*>(buf);
+  while (len > 0) {
+    ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      p += n;
+      len -= static_cast<size_t>(n);
+      continue;
+    }
+    int err = errno;
+    if (n < 0 && err == EINTR) continue;
+    if (n < 0 && (err == EAGAIN || err == EWOULDBLOCK)) {
+      ZC_RETURN_IF_ERROR(WaitReady(fd, POLLOUT, dl, "send to"));
+      continue;
+    }
+    return IoError(n < 0 ? err : EPIPE, "send to", fd);
+  }
+  return Status::Ok();
+}
+
+Status SendAllv(int fd, struct iovec* iov, int iovcnt, const Deadline& dl) {
+  while (iovcnt > 0 && iov->iov_len == 0) { ++iov; --iovcnt; }
+  while (iovcnt > 0) {
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(std::min(iovcnt, IOV_MAX));
+    ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      int err = errno;
+      if (err == EINTR) continue;
+      if (err == EAGAIN || err == EWOULDBLOCK) {
+        ZC_RETURN_IF_ERROR(WaitReady(fd, POLLOUT, dl, "send to"));
+        continue;
+      }
+      return IoError(err, "send to", fd);
+    }
+    size_t done = static_cast<size_t>(n);
+    while (iovcnt > 0 && done >= iov->iov_len) {
+      done -= iov->iov_len;
+      ++iov;
+      --iovcnt;
+    }
+    if (iovcnt > 0) {
+      iov->iov_base = static_cast<char*>(iov->iov_base) + done;
+      iov->iov_len -= done;
+      while (iovcnt > 0 && iov->iov_len == 0) { ++iov; --iovcnt; }
+    }
+  }
+  return Status::Ok();
+}
+
+Status RecvAll(int fd, void* buf, size_t len, const Deadline& dl) {
+  char* p = static_cast<char*>(buf);
+  size_t want = len;
+  while (len > 0) {
+    ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
+    if (n > 0) {
+      p += n;
+      len -= static_cast<size_t>(n);
+      continue;
+    }
+    if (n == 0)
+      return Error(ZC_ERR_PEER_LOST,
+                   "recv from %s: connection closed by peer (after %zu of %zu "
+                   "bytes)", PeerAddress(fd).c_str(), want - len, want);
+    int err = errno;
+    if (err == EINTR) continue;
+    if (err == EAGAIN || err == EWOULDBLOCK) {
+      ZC_RETURN_IF_ERROR(WaitReady(fd, POLLIN, dl, "recv from"));
+      continue;
+    }
+    return IoError(err, "recv from", fd);
+  }
+  return Status::Ok();
+}
+
+void SetNoDelay(int fd) {
+  int one = 1;
+  if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0)
+    ZC_TRACE(kCommon, "TCP_NODELAY on fd %d: %s", fd, strerror(errno));
+}
+
+Status SetNonBlocking(int fd, bool on) {
+  int flags = fcntl(fd, F_GETFL);
+  if (flags < 0) return SystemError(errno, "fcntl(F_GETFL) on fd %d", fd);
+  int nf = on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
+  if (nf != flags && fcntl(fd, F_SETFL, nf) < 0)
+    return SystemError(errno, "fcntl(F_SETFL) on fd %d", fd);
+  return Status::Ok();
+}
+
+void SetBufferSizes(int fd, int bytes) {
+  if (bytes <= 0) return;
+  if (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes)) != 0 ||
+      setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes)) != 0)
+    ZC_TRACE(kCommon, "socket buffers of %d bytes on fd %d: %s", bytes, fd,
+             strerror(errno));
+}
+
+Status PickInterfaceAddress(const std::string& spec, std::string* ip,
+                            std::string* ifname) {
+  std::string rest = spec;
+  bool exclude = false, exact = false;
+  if (!rest.empty() && rest[0] == '^') { exclude = true; rest.erase(0, 1); }
+  if (!rest.empty() && rest[0] == '=') { exact = true; rest.erase(0, 1); }
+  std::vector<std::string> items;
+  for (size_t pos = 0; pos <= rest.size();) {
+    size_t comma = rest.find(',', pos);
+    if (comma == std::string::npos) comma = rest.size();
+    if (comma > pos) items.push_back(rest.substr(pos, comma - pos));
+    pos = comma + 1;
+  }
+  if (!spec.empty() && items.empty() && !exclude)
+    return Error(ZC_ERR_INVALID_ARG, "ZC_SOCKET_IFNAME='%s': no interface "
+                 "names", spec.c_str());
+
+  ifaddrs* ifs = nullptr;
+  if (getifaddrs(&ifs) != 0) return SystemError(errno, "getifaddrs");
+  std::string seen;  // for the error message
+  std::string loop_ip, loop_name, found_ip, found_name;
+  for (ifaddrs* i = ifs; i; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+    if (!(i->ifa_flags & IFF_UP)) continue;
+    std::string name = i->ifa_name;
+    char buf[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr,
+              buf, sizeof(buf));
+    if (!seen.empty()) seen += ", ";
+    seen += name + "=" + buf;
+    if (spec.empty()) {
+      if (i->ifa_flags & IFF_LOOPBACK) {
+        if (loop_ip.empty()) { loop_ip = buf; loop_name = name; }
+        continue;
+      }
+    } else {
+      bool match = MatchesPrefixList(name, items, exact);
+      if (match == exclude) continue;
+    }
+    found_ip = buf;
+    found_name = name;
+    break;
+  }
+  freeifaddrs(ifs);
+  if (found_ip.empty() && spec.empty()) {
+    found_ip = loop_ip;
+    found_name = loop_name;
+  }
+  if (found_ip.empty())
+    return Error(ZC_ERR_INVALID_ARG,
+                 "ZC_SOCKET_IFNAME='%s': no up IPv4 interface matches "
+                 "(available: %s)", spec.c_str(),
+                 seen.empty() ? "none" : seen.c_str());
+  *ip = found_ip;
+  if (ifname) *ifname = found_name;
+  return Status::Ok();
+}
+
+}  // namespace zc::net

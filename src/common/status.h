@@ -1,0 +1,54 @@
+// Status: the error value every internal call returns (no exceptions on the
+// data path). It carries a zc_status code and a message that names rank,
+// peer, operation and cause, e.g. "rank 2: allreduce #41: peer 3 lost: ...".
+#pragma once
+
+#include <zcomm/zcomm.h>
+
+#include <cstdarg>
+#include <string>
+#include <utility>
+
+namespace zc {
+
+class Status {
+ public:
+  Status() = default;
+  Status(zc_status code, std::string message)
+      : code_(code), message_(std::move(message)) {}
+
+  static Status Ok() { return Status(); }
+
+  bool ok() const { return code_ == ZC_OK; }
+  zc_status code() const { return code_; }
+  const std::string& message() const { return message_; }
+
+  // Returns a copy whose message is "<prefix>: <message>".
+  Status with_context(const std::string& prefix) const {
+    if (ok()) return *this;
+    return Status(code_, prefix + ": " + message_);
+  }
+
+ private:
+  zc_status code_ = ZC_OK;
+  std::string message_;
+};
+
+// printf-style constructor: Error(ZC_ERR_TIMEOUT, "peer %d: no flag after %ds", p, s)
+Status Error(zc_status code, const char* fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+// "errno text" helper for system-call failures: "<what>: <strerror(err)>".
+Status SystemError(int err, const char* fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string VFormat(const char* fmt, va_list ap);
+
+}  // namespace zc
+
+#define ZC_RETURN_IF_ERROR(expr)           \
+  do {                                     \
+    ::zc::Status _zc_st = (expr);          \
+    if (!_zc_st.ok()) return _zc_st;       \
+  } while (0)

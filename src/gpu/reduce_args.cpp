@@ -1,0 +1,122 @@
+// Argument checks and names for the GPU reduction kernels, compiled in
+// every build so that the CUDA and the stub implementation agree.
+#include <cmath>
+#include <cstdint>
+
+#include "gpu/reduce_kernels.h"
+
+namespace zc::gpu {
+
+size_t GpuDtypeSize(zc_dtype dtype) {
+  switch (dtype) {
+    case ZC_INT8: case ZC_UINT8: return 1;
+    case ZC_FLOAT16: case ZC_BFLOAT16: return 2;
+    case ZC_INT32: case ZC_UINT32: case ZC_FLOAT32: return 4;
+    case ZC_INT64: case ZC_UINT64: case ZC_FLOAT64: return 8;
+  }
+  return 0;
+}
+
+const char* GpuDtypeName(zc_dtype dtype) {
+  switch (dtype) {
+    case ZC_INT8: return "int8";
+    case ZC_UINT8: return "uint8";
+    case ZC_INT32: return "int32";
+    case ZC_UINT32: return "uint32";
+    case ZC_INT64: return "int64";
+    case ZC_UINT64: return "uint64";
+    case ZC_FLOAT16: return "float16";
+    case ZC_BFLOAT16: return "bfloat16";
+    case ZC_FLOAT32: return "float32";
+    case ZC_FLOAT64: return "float64";
+  }
+  return "unknown";
+}
+
+const char* GpuOpName(zc_op op) {
+  switch (op) {
+    case ZC_SUM: return "sum";
+    case ZC_PROD: return "prod";
+    case ZC_MIN: return "min";
+    case ZC_MAX: return "max";
+    case ZC_AVG: return "avg";
+  }
+  return "unknown";
+}
+
+namespace {
+bool IsFloat(zc_dtype d) {
+  return d == ZC_FLOAT16 || d == ZC_BFLOAT16 || d == ZC_FLOAT32 ||
+         d == ZC_FLOAT64;
+}
+}  // namespace
+
+Status CheckReduceArgs(const char* what, const void* c, const void* a,
+                       const void* b, size_t count, zc_dtype dtype, zc_op op) {
+  const size_t es = GpuDtypeSize(dtype);
+  if (es == 0) {
+    return Error(ZC_ERR_INVALID_ARG, "%s: unknown dtype %d", what,
+                 static_cast<int>(dtype));
+  }
+  if (static_cast<int>(op) < ZC_SUM || static_cast<int>(op) > ZC_AVG) {
+    return Error(ZC_ERR_INVALID_ARG, "%s: unknown op %d", what,
+                 static_cast<int>(op));
+  }
+  if (op == ZC_AVG && !IsFloat(dtype)) {
+    return Error(ZC_ERR_INVALID_ARG,
+                 "%s: avg is defined for floating types only, not %s", what,
+                 GpuDtypeName(dtype));
+  }
+  if (count == 0) return Status::Ok();
+  if (count > SIZE_MAX / es) {
+    return Error(ZC_ERR_INVALID_ARG, "%s: %zu %s elements overflow size_t",
+                 what, count, GpuDtypeName(dtype));
+  }
+  const void* ptrs[] = {c, a, b};
+  const char* names[] = {"destination", "first input", "second input"};
+  for (int i = 0; i < 3; ++i) {
+    if (ptrs[i] == nullptr) {
+      return Error(ZC_ERR_INVALID_ARG, "%s: %s is null with count %zu", what,
+                   names[i], count);
+    }
+    if (reinterpret_cast<uintptr_t>(ptrs[i]) % es != 0) {
+      return Error(ZC_ERR_INVALID_ARG,
+                   "%s: %s %p is not aligned to the %zu-byte %s element", what,
+                   names[i], ptrs[i], es, GpuDtypeName(dtype));
+    }
+  }
+  return Status::Ok();
+}
+
+Status CheckScaleArgs(const void* a, size_t count, zc_dtype dtype,
+                      double divisor) {
+  const size_t es = GpuDtypeSize(dtype);
+  if (es == 0) {
+    return Error(ZC_ERR_INVALID_ARG, "GPU scale-div: unknown dtype %d",
+                 static_cast<int>(dtype));
+  }
+  if (!IsFloat(dtype)) {
+    return Error(ZC_ERR_INVALID_ARG,
+                 "GPU scale-div: %s is not a floating type (avg needs one)",
+                 GpuDtypeName(dtype));
+  }
+  if (!(divisor > 0.0) || !std::isfinite(divisor)) {
+    return Error(ZC_ERR_INVALID_ARG,
+                 "GPU scale-div: divisor %g must be positive and finite",
+                 divisor);
+  }
+  if (count == 0) return Status::Ok();
+  if (a == nullptr) {
+    return Error(ZC_ERR_INVALID_ARG, "GPU scale-div: buffer is null with count %zu",
+                 count);
+  }
+  if (reinterpret_cast<uintptr_t>(a) % es != 0) {
+    return Error(ZC_ERR_INVALID_ARG,
+                 "GPU scale-div: buffer %p is not aligned to the %zu-byte %s "
+                 "element",
+                 a, es, GpuDtypeName(dtype));
+  }
+  return Status::Ok();
+}
+
+}  // namespace zc::gpu

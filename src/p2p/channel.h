@@ -1,0 +1,39 @@
+// Channel: the user-facing handle of one connection to one peer. It
+// serializes calls on its Connection and checks ranges and health before
+// every transfer, so transports see only well-formed requests.
+#pragma once
+
+#include <mutex>
+
+#include "p2p/transport.h"
+
+namespace zc {
+
+class Channel {
+ public:
+  Channel(TransportHost* host, Connection* conn, int peer, TransportKind kind)
+      : host_(host), conn_(conn), peer_(peer), kind_(kind) {}
+
+  int peer() const { return peer_; }
+  TransportKind kind() const { return kind_; }
+
+  // One-sided write of [src, src+bytes) into dst at dst_off, then the flag.
+  Status Write(const void* src, size_t bytes, const RemoteRegion& dst, uint64_t dst_off,
+               const FlagWrite* flag, const Deadline& deadline);
+  // Flag-only write (credits, acknowledgements).
+  Status WriteFlag(const FlagWrite& flag, const Deadline& deadline) {
+    return Write(nullptr, 0, *flag.region, 0, &flag, deadline);
+  }
+  // One-sided read of [src_off, src_off+bytes) of src into dst.
+  Status Read(void* dst, size_t bytes, const RemoteRegion& src, uint64_t src_off,
+              const Deadline& deadline);
+
+ private:
+  TransportHost* host_;
+  Connection* conn_;
+  int peer_;
+  TransportKind kind_;
+  std::mutex mu_;
+};
+
+}  // namespace zc

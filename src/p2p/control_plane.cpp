@@ -1,0 +1,139 @@
+#include "p2p/control_plane.h"
+
+#include <cstring>
+
+#include "p2p/device.h"
+
+namespace zc {
+namespace {
+SlotLayout ControlLayout() {
+  SlotLayout l;
+  l.slots = 8;
+  l.slot_bytes = ControlPlane::kMaxMessage;
+  return l;
+}
+}  // namespace
+
+std::atomic<uint64_t>* ControlPlane::alert_word() const { return FlagAt(alert_, 0); }
+
+Status ControlPlane::Create(Device* dev, std::unique_ptr<ControlPlane>* out) {
+  auto cp = std::unique_ptr<ControlPlane>(new ControlPlane());
+  cp->dev_ = dev;
+  int n = dev->size(), me = dev->rank();
+  SlotLayout layout = ControlLayout();
+  ZC_RETURN_IF_ERROR(dev->Allocate(64, &cp->alert_));
+  memset(cp->alert_->data(), 0, 64);
+  std::vector<MemRegion*> inbound(n, nullptr), credit(n, nullptr);
+  std::string blob = cp->alert_->remote().Serialize();
+  for (int q = 0; q < n; ++q) {
+    if (q != me) {
+      ZC_RETURN_IF_ERROR(dev->Allocate(layout.reader_bytes(), &inbound[q]));
+      ZC_RETURN_IF_ERROR(dev->Allocate(SlotLayout::kWriterBytes, &credit[q]));
+      memset(inbound[q]->data(), 0, inbound[q]->size());
+      memset(credit[q]->data(), 0, credit[q]->size());
+      blob += inbound[q]->remote().Serialize() + credit[q]->remote().Serialize();
+    } else {
+      blob += RemoteRegion().Serialize() + RemoteRegion().Serialize();
+    }
+  }
+  std::vector<std::string> all;
+  ZC_RETURN_IF_ERROR(dev->AllGather("zc.control", blob, &all));
+  const size_t d = RemoteRegion().Serialize().size();
+  cp->peer_alert_.resize(n);
+  cp->peers_.resize(n);
+  for (int q = 0; q < n; ++q) {
+    if (all[q].size() != d * (1 + 2 * static_cast<size_t>(n)))
+      return Error(ZC_ERR_INTERNAL, "control plane: rank %d sent a descriptor blob of %zu bytes", q,
+                   all[q].size());
+    ZC_RETURN_IF_ERROR(RemoteRegion::Parse(all[q].substr(0, d), &cp->peer_alert_[q]));
+    if (q == me) continue;
+    RemoteRegion their_inbound_from_me, their_credit_for_me;
+    ZC_RETURN_IF_ERROR(RemoteRegion::Parse(all[q].substr(d * (1 + 2 * me), d), &their_inbound_from_me));
+    ZC_RETURN_IF_ERROR(RemoteRegion::Parse(all[q].substr(d * (2 + 2 * me), d), &their_credit_for_me));
+    auto p = std::make_unique<Peer>();
+    // I write into q's inbound-from-me slots; q returns credits into my credit[q].
+    p->writer.Init(dev, q, layout, credit[q], their_inbound_from_me);
+    // q writes into my inbound[q]; I return credits into q's credit-for-me word.
+    p->reader.Init(dev, q, layout, inbound[q], their_credit_for_me);
+    cp->peers_[q] = std::move(p);
+  }
+  *out = std::move(cp);
+  return Status::Ok();
+}
+
+Status ControlPlane::Send(int peer, uint64_t tag, const void* data, size_t bytes, const Deadline& dl) {
+  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer])
+    return Error(ZC_ERR_INVALID_ARG, "control message to invalid peer %d", peer);
+  if (bytes > kMaxMessage)
+    return Error(ZC_ERR_INTERNAL, "control message of %zu bytes exceeds %llu", bytes,
+                 static_cast<unsigned long long>(kMaxMessage));
+  Peer& p = *peers_[peer];
+  std::lock_guard<std::mutex> lock(p.send_mu);
+  uint64_t aux[1] = {tag};
+  return p.writer.Put(data, bytes, aux, 1, dl);
+}
+
+Status ControlPlane::PopOne(Peer& p, const Deadline& dl, bool wait, bool* got) {
+  *got = false;
+  if (!wait && !p.reader.Ready()) return Status::Ok();
+  const SlotHeader* h;
+  const void* payload;
+  ZC_RETURN_IF_ERROR(p.reader.Next(&h, &payload, dl));
+  uint64_t bytes = h->bytes > kMaxMessage ? kMaxMessage : h->bytes;
+  p.queued.emplace_back(h->aux[0], std::string(static_cast<const char*>(payload), bytes));
+  *got = true;
+  return p.reader.Release(dl);
+}
+
+bool ControlPlane::TryRecv(int peer, uint64_t tag, std::string* msg, Status* st) {
+  *st = Status::Ok();
+  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer]) {
+    *st = Error(ZC_ERR_INVALID_ARG, "control message from invalid peer %d", peer);
+    return false;
+  }
+  Peer& p = *peers_[peer];
+  std::lock_guard<std::mutex> lock(p.recv_mu);
+  for (;;) {
+    for (auto it = p.queued.begin(); it != p.queued.end(); ++it)
+      if (it->first == tag) {
+        *msg = std::move(it->second);
+        p.queued.erase(it);
+        return true;
+      }
+    bool got;
+    *st = PopOne(p, Deadline(1.0), false, &got);
+    if (!st->ok() || !got) return false;
+  }
+}
+
+Status ControlPlane::Recv(int peer, uint64_t tag, std::string* msg, const Deadline& dl) {
+  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer])
+    return Error(ZC_ERR_INVALID_ARG, "control message from invalid peer %d", peer);
+  Peer& p = *peers_[peer];
+  Backoff backoff;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(p.recv_mu);
+      for (auto it = p.queued.begin(); it != p.queued.end(); ++it)
+        if (it->first == tag) {
+          *msg = std::move(it->second);
+          p.queued.erase(it);
+          return Status::Ok();
+        }
+      bool got;
+      ZC_RETURN_IF_ERROR(PopOne(p, dl, false, &got));
+      if (got) continue;
+    }
+    // Nothing yet: wait outside the lock so other tags' receivers progress;
+    // spin, then yield, then sleep.
+    if ((backoff.count() & 63) == 0) {
+      ZC_RETURN_IF_ERROR(dev_->Health(peer));
+      if (dl.expired())
+        return Error(ZC_ERR_TIMEOUT, "no message from peer %d before the deadline (%.0f s)", peer,
+                     dev_->timeout_s());
+    }
+    backoff.Pause();
+  }
+}
+
+}  // namespace zc

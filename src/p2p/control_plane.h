@@ -1,0 +1,52 @@
+// ControlPlane: small messages between every pair of ranks (descriptors,
+// rendezvous meta data, acknowledgements), carried by SlotStreams in pool
+// memory, so control rides on the same one-sided writes and flags as data
+// and works on every transport. Messages carry a 64-bit tag; a receiver
+// asking for one tag queues the others it meets.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "p2p/slot_stream.h"
+
+namespace zc {
+
+class Device;
+
+class ControlPlane {
+ public:
+  static constexpr uint64_t kMaxMessage = 16 * 1024 - 64;
+
+  // Collective: allocates mailboxes and the alert word, exchanges
+  // descriptors through the bootstrap.
+  static Status Create(Device* dev, std::unique_ptr<ControlPlane>* out);
+
+  Status Send(int peer, uint64_t tag, const void* data, size_t bytes, const Deadline& dl);
+  Status Recv(int peer, uint64_t tag, std::string* msg, const Deadline& dl);
+  // Non-blocking: a queued or arrived message with this tag, if any.
+  bool TryRecv(int peer, uint64_t tag, std::string* msg, Status* st);
+
+  // The word peers write to report an abort (value: code << 32 | rank + 1).
+  std::atomic<uint64_t>* alert_word() const;
+  const RemoteRegion& peer_alert(int peer) const { return peer_alert_[peer]; }
+
+ private:
+  struct Peer {
+    std::mutex send_mu, recv_mu;
+    SlotWriter writer;
+    SlotReader reader;
+    std::deque<std::pair<uint64_t, std::string>> queued;
+  };
+  Status PopOne(Peer& p, const Deadline& dl, bool wait, bool* got);
+
+  Device* dev_ = nullptr;
+  MemRegion* alert_ = nullptr;
+  std::vector<RemoteRegion> peer_alert_;
+  std::vector<std::unique_ptr<Peer>> peers_;
+};
+
+}  // namespace zc

@@ -1,0 +1,439 @@
+#include "p2p/device.h"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/auth.h"
+#include "common/log.h"
+#include "p2p/control_plane.h"
+#include "p2p/shm/segment.h"
+#include "p2p/shm/shm_transport.h"
+#include "p2p/tcp/tcp_transport.h"
+#include "zc_build_config.h"
+#if ZC_HAVE_VERBS && __has_include("p2p/verbs/verbs_transport.h")
+#include "p2p/verbs/verbs_transport.h"
+#define ZC_VERBS_BUILT 1
+#else
+#define ZC_VERBS_BUILT 0
+#endif
+
+namespace zc {
+namespace {
+
+// A pool chunk: a shared segment (or anonymous memory when no local peer
+// needs sharing and /dev/shm is unusable).
+class ChunkRegion : public MemRegion {
+ public:
+  ChunkRegion(std::unique_ptr<Segment> seg, uint64_t id)
+      : MemRegion(seg->data(), seg->size(), id), seg_(std::move(seg)) {
+    snprintf(mutable_remote().seg_name, RemoteRegion::kNameLen, "%s", seg_->name().c_str());
+    mutable_remote().seg_offset = 0;
+  }
+  ChunkRegion(void* anon, size_t bytes, uint64_t id) : MemRegion(anon, bytes, id), anon_(true) {}
+  ~ChunkRegion() override {
+    if (anon_) munmap(data(), size());
+  }
+
+ private:
+  std::unique_ptr<Segment> seg_;
+  bool anon_ = false;
+};
+
+std::string HexKey(size_t bytes) {
+  std::string raw(bytes, '\0');
+  if (!net::RandomBytes(raw.data(), bytes).ok()) {
+    for (size_t i = 0; i < bytes; ++i) raw[i] = static_cast<char>(rand());
+  }
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : raw) {
+    out += hex[c >> 4];
+    out += hex[c & 15];
+  }
+  return out;
+}
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+Status Device::Create(Bootstrap* bootstrap, const Config& config, std::unique_ptr<Device>* out) {
+  auto dev = std::unique_ptr<Device>(new Device());
+  ZC_RETURN_IF_ERROR(dev->Init(bootstrap, config));
+  *out = std::move(dev);
+  return Status::Ok();
+}
+
+Status Device::AllGather(const std::string& key, const std::string& mine,
+                         std::vector<std::string>* all) {
+  std::lock_guard<std::mutex> lock(allgather_mu_);
+  // Keys are made unique per call so repeated exchanges never read stale values.
+  std::string k = Format("%s.%d", key.c_str(), allgather_seq_++);
+  return bootstrap_->AllGather(k, mine, all, config_.timeout_s);
+}
+
+Status Device::Init(Bootstrap* bootstrap, const Config& config) {
+  config_ = config;
+  bootstrap_ = bootstrap;
+  rank_ = bootstrap->rank();
+  size_ = bootstrap->size();
+  lost_.assign(size_, Status::Ok());
+  lost_flag_.reset(new std::atomic<bool>[size_]);
+  last_pid_check_ns_.reset(new std::atomic<int64_t>[size_]);
+  for (int i = 0; i < size_; ++i) {
+    lost_flag_[i] = false;
+    last_pid_check_ns_[i] = 0;
+  }
+
+  // The job key authenticates data connections; zcrun provides one, under
+  // PMIx rank 0 makes one.
+  std::string key = config_.job_key;
+  bool verbs_ok = false;
+  std::string verbs_why = "not built";
+#if ZC_VERBS_BUILT
+  if (config_.transport == "verbs" || config_.transport == "auto")
+    verbs_ok = VerbsViable(nullptr, config_, &verbs_why);
+#endif
+  std::string mine = Format("%s|%d|%d|%s", bootstrap->host_id().c_str(), static_cast<int>(getpid()),
+                            verbs_ok ? 1 : 0, rank_ == 0 && key.empty() ? HexKey(32).c_str() : "");
+  std::vector<std::string> all;
+  ZC_RETURN_IF_ERROR(AllGather("zc.peers", mine, &all));
+  std::vector<std::string> host(size_);
+  std::vector<bool> verbs(size_);
+  peer_pid_.assign(size_, 0);
+  for (int r = 0; r < size_; ++r) {
+    size_t a = all[r].rfind('|'), b = all[r].rfind('|', a - 1), c = all[r].rfind('|', b - 1);
+    if (a == std::string::npos || b == std::string::npos || c == std::string::npos)
+      return Error(ZC_ERR_INTERNAL, "bootstrap: malformed peer record from rank %d", r);
+    host[r] = all[r].substr(0, c);
+    peer_pid_[r] = atoi(all[r].substr(c + 1, b - c - 1).c_str());
+    verbs[r] = all[r].substr(b + 1, a - b - 1) == "1";
+    if (r == 0 && key.empty()) key = all[r].substr(a + 1);
+  }
+  job_tag_ = key.substr(0, 16);
+  for (char& ch : job_tag_)
+    if (!isalnum(static_cast<unsigned char>(ch))) ch = 'x';
+
+  // Transport per pair, computed identically on every rank.
+  local_.assign(size_, false);
+  peer_kind_.assign(size_, TransportKind::kNone);
+  std::map<TransportKind, bool> used;
+  bool any_remote = false;
+  for (int i = 0; i < size_; ++i) {
+    for (int j = 0; j < size_; ++j) {
+      if (i == j) continue;
+      bool same_host = host[i] == host[j];
+      TransportKind k;
+      if (config_.transport == "shm") {
+        if (!same_host)
+          return Error(ZC_ERR_INVALID_ARG,
+                       "ZC_TRANSPORT=shm but ranks %d and %d are on different hosts", i, j);
+        k = TransportKind::kShm;
+      } else if (config_.transport == "tcp") {
+        k = TransportKind::kTcp;
+      } else if (config_.transport == "verbs") {
+        if (!verbs[i] || !verbs[j])
+          return Error(ZC_ERR_UNSUPPORTED, "ZC_TRANSPORT=verbs but rank %d has no usable RDMA device%s%s",
+                       verbs[i] ? j : i, (verbs[i] ? j : i) == rank_ ? ": " : "",
+                       (verbs[i] ? j : i) == rank_ ? verbs_why.c_str() : "");
+        k = TransportKind::kVerbs;
+      } else {
+        k = same_host ? TransportKind::kShm
+                      : (verbs[i] && verbs[j] ? TransportKind::kVerbs : TransportKind::kTcp);
+      }
+      used[k] = true;
+      if (i == rank_) {
+        peer_kind_[j] = k;
+        local_[j] = same_host;
+        any_remote |= !same_host;
+      }
+    }
+  }
+  if (config_.transport == "auto" && !verbs_ok && any_remote)
+    ZC_INFO(kP2p, "RDMA verbs not viable (%s): using tcp to other hosts", verbs_why.c_str());
+
+  if (rank_ == 0 || !any_remote) Segment::SweepStale();
+
+  for (auto& [k, on] : used) {
+    if (!on) continue;
+    if (k == TransportKind::kShm) transports_[k] = CreateShmTransport(this);
+    else if (k == TransportKind::kTcp) transports_[k] = CreateTcpTransport(this, key);
+#if ZC_VERBS_BUILT
+    else if (k == TransportKind::kVerbs) {
+      std::unique_ptr<Transport> t;
+      ZC_RETURN_IF_ERROR(CreateVerbsTransport(this, nullptr, &t));
+      transports_[k] = std::move(t);
+    }
+#endif
+    else return Error(ZC_ERR_UNSUPPORTED, "transport %s is not built", TransportName(k));
+  }
+
+  // The pool: chunks are shared segments, exposed to every transport.
+  int chunk_no = 0;
+  pool_ = std::make_unique<Pool>(
+      config_.pool_chunk_bytes, config_.pool_max_bytes,
+      [this, chunk_no](size_t bytes, std::unique_ptr<MemRegion>* out) mutable -> Status {
+        std::string name = Format("zc-%s-%d-%d-%d", job_tag_.c_str(), rank_,
+                                  static_cast<int>(getpid()), chunk_no++);
+        std::unique_ptr<Segment> seg;
+        Status st = Segment::Create(name, bytes, &seg);
+        std::unique_ptr<MemRegion> r;
+        if (st.ok()) {
+          r = std::make_unique<ChunkRegion>(std::move(seg), NewRegionId());
+        } else if (!transports_.count(TransportKind::kShm)) {
+          void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+          if (p == MAP_FAILED) return SystemError(errno, "pool: cannot map %zu bytes", bytes);
+          r = std::make_unique<ChunkRegion>(p, bytes, NewRegionId());
+        } else {
+          return st;
+        }
+        for (auto& [k, t] : transports_) ZC_RETURN_IF_ERROR(t->Expose(r.get()));
+        r->mutable_remote().owner = rank_;
+        r->mutable_remote().owner_pid = static_cast<int32_t>(getpid());
+        RememberRegion(r.get());
+        *out = std::move(r);
+        return Status::Ok();
+      },
+      [this](MemRegion* slice, bool created) {
+        if (created) RememberRegion(slice);
+        else ForgetRegion(slice->id());
+      },
+      [this] { return NewRegionId(); });
+
+  // Connect every transport (collective), then the channels.
+  for (auto& [k, t] : transports_) {
+    std::vector<int> peers;
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_ && peer_kind_[p] == k) peers.push_back(p);
+    ZC_RETURN_IF_ERROR(t->Connect(peers).with_context(Format("rank %d: connecting %s", rank_, TransportName(k))));
+  }
+  channels_.resize(size_);
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    Transport* t = transports_[peer_kind_[p]].get();
+    for (int i = 0; i < t->connections_per_peer(); ++i)
+      channels_[p].push_back(std::make_unique<Channel>(this, t->connection(p, i), p, peer_kind_[p]));
+  }
+  ZC_RETURN_IF_ERROR(ControlPlane::Create(this, &control_));
+  ZC_INFO(kP2p, "device ready: %d ranks, %s", size_, [&] {
+    std::string s;
+    for (auto& [k, t] : transports_) s += std::string(s.empty() ? "" : "+") + TransportName(k);
+    return s.empty() ? std::string("no peers") : s;
+  }().c_str());
+  return Status::Ok();
+}
+
+Device::~Device() {
+  for (auto& [k, t] : transports_) t->Shutdown();
+  control_.reset();
+  {
+    std::lock_guard<std::mutex> lock(regions_mu_);
+    for (auto& [base, r] : registered_)
+      for (auto& [k, t] : transports_) t->Unexpose(r.get());
+    registered_.clear();
+  }
+  pool_.reset();
+  channels_.clear();
+  transports_.clear();
+}
+
+void Device::RememberRegion(MemRegion* r) {
+  std::lock_guard<std::mutex> lock(regions_mu_);
+  regions_by_id_[r->id()] = r;
+}
+
+void Device::ForgetRegion(uint64_t id) {
+  std::lock_guard<std::mutex> lock(regions_mu_);
+  regions_by_id_.erase(id);
+}
+
+MemRegion* Device::FindLocalRegion(uint64_t id) {
+  std::lock_guard<std::mutex> lock(regions_mu_);
+  auto it = regions_by_id_.find(id);
+  return it == regions_by_id_.end() ? nullptr : it->second;
+}
+
+Status Device::Allocate(size_t bytes, MemRegion** out) {
+  if (bytes == 0) return Error(ZC_ERR_INVALID_ARG, "allocation of 0 bytes");
+  return pool_->Allocate(bytes, out);
+}
+
+Status Device::Free(void* ptr) { return pool_->Free(ptr); }
+
+MemRegion* Device::FindAllocation(const void* ptr) { return pool_->Find(ptr); }
+
+Status Device::Register(void* ptr, size_t bytes, MemRegion** out) {
+  if (!ptr || bytes == 0) return Error(ZC_ERR_INVALID_ARG, "registration of an empty range");
+  std::lock_guard<std::mutex> lock(regions_mu_);
+  auto it = registered_.upper_bound(reinterpret_cast<uintptr_t>(ptr));
+  if (it != registered_.begin()) {
+    MemRegion* r = std::prev(it)->second.get();
+    if (r->contains(ptr, bytes)) {
+      *out = r;
+      return Status::Ok();
+    }
+  }
+  auto r = std::make_unique<MemRegion>(ptr, bytes, NewRegionId());
+  r->mutable_remote().owner = rank_;
+  r->mutable_remote().owner_pid = static_cast<int32_t>(getpid());
+  for (auto& [k, t] : transports_) {
+    Status st = t->Expose(r.get());
+    if (!st.ok()) {
+      for (auto& [k2, t2] : transports_) {
+        if (k2 == k) break;
+        t2->Unexpose(r.get());
+      }
+      return st.with_context(Format("registering %zu bytes at %p", bytes, ptr));
+    }
+  }
+  // A larger registration at the same base replaces the old one.
+  auto old = registered_.find(reinterpret_cast<uintptr_t>(ptr));
+  if (old != registered_.end()) {
+    regions_by_id_.erase(old->second->id());
+    for (auto& [k, t] : transports_) t->Unexpose(old->second.get());
+    registered_.erase(old);
+  }
+  *out = r.get();
+  regions_by_id_[r->id()] = r.get();
+  registered_[reinterpret_cast<uintptr_t>(ptr)] = std::move(r);
+  return Status::Ok();
+}
+
+void Device::Deregister(void* ptr) {
+  std::lock_guard<std::mutex> lock(regions_mu_);
+  auto it = registered_.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == registered_.end()) return;
+  regions_by_id_.erase(it->second->id());
+  for (auto& [k, t] : transports_) t->Unexpose(it->second.get());
+  registered_.erase(it);
+}
+
+Status Device::LocalRegionFor(const void* ptr, size_t bytes, MemRegion** out) {
+  {
+    std::lock_guard<std::mutex> lock(regions_mu_);
+    // Pool slices and chunks are in regions_by_id_; chunks cover slices.
+    for (auto& [id, r] : regions_by_id_) {
+      if (!r->parent && r->contains(ptr, bytes)) {
+        *out = r;
+        return Status::Ok();
+      }
+    }
+  }
+  return Register(const_cast<void*>(ptr), bytes, out);
+}
+
+Transport* Device::transport(TransportKind k) {
+  auto it = transports_.find(k);
+  return it == transports_.end() ? nullptr : it->second.get();
+}
+
+Channel& Device::channel(int peer, int index) {
+  auto& v = channels_[peer];
+  return *v[static_cast<size_t>(index) % v.size()];
+}
+
+bool Device::peer_lost(int peer) const {
+  return peer >= 0 && peer < size_ && lost_flag_[peer].load(std::memory_order_acquire);
+}
+
+void Device::OnPeerLost(int peer, const Status& why) {
+  if (peer < 0 || peer >= size_) return;
+  std::lock_guard<std::mutex> lock(health_mu_);
+  if (lost_flag_[peer].load()) return;
+  lost_[peer] = Status(ZC_ERR_PEER_LOST, Format("peer %d lost: %s", peer, why.message().c_str()));
+  lost_flag_[peer].store(true, std::memory_order_release);
+  ZC_INFO(kP2p, "%s", lost_[peer].message().c_str());
+}
+
+Status Device::Health(int peer) const {
+  if (aborted_.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(health_mu_);
+    return abort_status_;
+  }
+  if (control_) {
+    uint64_t alert = control_->alert_word()->load(std::memory_order_acquire);
+    if (alert) {
+      int who = static_cast<int>(alert & 0xffffffff) - 1;
+      zc_status code = static_cast<zc_status>(alert >> 32);
+      return Status(code == ZC_OK ? ZC_ERR_ABORTED : code,
+                    Format("rank %d failed or aborted the job (%s)", who, zc_status_string(code)));
+    }
+  }
+  if (peer < 0 || peer >= size_) return Status::Ok();
+  if (lost_flag_[peer].load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(health_mu_);
+    return lost_[peer];
+  }
+  if (local_[peer] && peer_pid_[peer] > 0) {
+    // Same host: a dead process has no connection to break, so look at it
+    // (at most every 20 ms per peer; kill(pid, 0) costs a syscall).
+    int64_t now = NowNs();
+    int64_t last = last_pid_check_ns_[peer].load(std::memory_order_relaxed);
+    if (now - last > 20'000'000) {
+      last_pid_check_ns_[peer].store(now, std::memory_order_relaxed);
+      if (kill(peer_pid_[peer], 0) != 0 && errno == ESRCH) {
+        const_cast<Device*>(this)->OnPeerLost(
+            peer, Error(ZC_ERR_PEER_LOST, "process %d exited", peer_pid_[peer]));
+        std::lock_guard<std::mutex> lock(health_mu_);
+        return lost_[peer];
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status Device::WaitFlag(const std::atomic<uint64_t>* flag, uint64_t value, int peer,
+                        const Deadline& deadline, const char* what) const {
+  if (flag->load(std::memory_order_acquire) >= value) return Status::Ok();
+  Backoff backoff;
+  for (;;) {
+    backoff.Pause();
+    if (flag->load(std::memory_order_acquire) >= value) return Status::Ok();
+    if ((backoff.count() & 255) == 0 || backoff.count() > 2000) {
+      Status st = Health(peer);
+      if (!st.ok()) return st;
+      if (deadline.expired())
+        return Error(ZC_ERR_TIMEOUT, "waited %.0f s for %s from peer %d (ZC_TIMEOUT)", config_.timeout_s,
+                     what, peer);
+    }
+  }
+}
+
+Status Device::SendControl(int peer, uint64_t tag, const std::string& msg, const Deadline& dl) {
+  return control_->Send(peer, tag, msg.data(), msg.size(), dl);
+}
+
+Status Device::RecvControl(int peer, uint64_t tag, std::string* msg, const Deadline& dl) {
+  return control_->Recv(peer, tag, msg, dl);
+}
+
+ControlPlane* Device::control() { return control_.get(); }
+
+void Device::Abort(const Status& why) {
+  {
+    std::lock_guard<std::mutex> lock(health_mu_);
+    if (aborted_.load()) return;
+    abort_status_ = Status(why.ok() ? ZC_ERR_ABORTED : why.code(),
+                           why.ok() ? Format("rank %d called zc_abort", rank_) : why.message());
+    aborted_.store(true, std::memory_order_release);
+  }
+  if (!control_) return;
+  // Tell every peer (best effort, short deadline): their waits see the alert.
+  uint64_t value = (static_cast<uint64_t>(why.ok() ? ZC_ERR_ABORTED : why.code()) << 32) |
+                   static_cast<uint64_t>(rank_ + 1);
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_ || lost_flag_[p].load()) continue;
+    Transport* t = transports_.count(peer_kind_[p]) ? transports_.at(peer_kind_[p]).get() : nullptr;
+    if (!t) continue;
+    FlagWrite f{&control_->peer_alert(p), 0, value};
+    t->connection(p, 0)->Write(nullptr, 0, control_->peer_alert(p), 0, &f, Deadline(1.0));
+  }
+}
+
+}  // namespace zc

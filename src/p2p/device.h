@@ -1,0 +1,123 @@
+// Device: one per process (the paper's Table 1 "device"). It owns the
+// transports, the registered memory pool, the registration cache for user
+// memory, the per-peer channels, and the health of every peer. Everything
+// above p2p (send/recv, collectives) asks the Device for memory and channels
+// and never talks to a transport directly.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "common/config.h"
+#include "common/deadline.h"
+#include "common/status.h"
+#include "p2p/channel.h"
+#include "p2p/mem_region.h"
+#include "p2p/pool.h"
+#include "p2p/transport.h"
+
+namespace zc {
+
+class ControlPlane;
+
+class Device : public TransportHost {
+ public:
+  // Collective over all ranks of `bootstrap`: chooses a transport per peer
+  // (same host -> shm, else verbs when viable, else tcp; ZC_TRANSPORT forces
+  // one), connects, and sets up the control mailboxes.
+  static Status Create(Bootstrap* bootstrap, const Config& config,
+                       std::unique_ptr<Device>* out);
+  ~Device() override;
+
+  // ---- TransportHost ----
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const Config& config() const override { return config_; }
+  Status AllGather(const std::string& key, const std::string& mine,
+                   std::vector<std::string>* all) override;
+  void OnPeerLost(int peer, const Status& why) override;
+  MemRegion* FindLocalRegion(uint64_t id) override;
+  Status LocalRegionFor(const void* ptr, size_t bytes, MemRegion** out) override;
+  Status Health(int peer) const override;
+
+  // ---- memory ----
+  // Zero-copy memory from the registered pool. Peers reach it through
+  // region->remote(). Freed with Free(region->data()).
+  Status Allocate(size_t bytes, MemRegion** out);
+  Status Free(void* ptr);
+  // The pool region that starts at ptr (what zc_mem_alloc returned), or null.
+  MemRegion* FindAllocation(const void* ptr);
+  // Exposes user memory; cached by range until Deregister or shutdown.
+  Status Register(void* ptr, size_t bytes, MemRegion** out);
+  void Deregister(void* ptr);
+
+  // ---- channels ----
+  TransportKind transport_to(int peer) const { return peer_kind_[peer]; }
+  bool is_local(int peer) const { return local_[peer]; }
+  // Connection `index` (mod connections per peer) to peer.
+  Channel& channel(int peer, int index = 0);
+
+  // Waits until *flag >= value. Spins, yields, then sleeps; fails with the
+  // peer's health (lost, aborted) or ZC_ERR_TIMEOUT naming `what`.
+  Status WaitFlag(const std::atomic<uint64_t>* flag, uint64_t value, int peer,
+                  const Deadline& deadline, const char* what) const;
+
+  // ---- control messages (descriptors; never tensor data) ----
+  Status SendControl(int peer, uint64_t tag, const std::string& msg, const Deadline& dl);
+  Status RecvControl(int peer, uint64_t tag, std::string* msg, const Deadline& dl);
+  ControlPlane* control();
+
+  // Fails every pending and later wait with ZC_ERR_ABORTED (cause kept) and
+  // tells the peers (best effort).
+  void Abort(const Status& why);
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+  double timeout_s() const { return config_.timeout_s; }
+  Deadline NewDeadline() const { return Deadline(config_.timeout_s); }
+  uint64_t NewRegionId() { return next_region_id_.fetch_add(1); }
+  Transport* transport(TransportKind k);
+  // True when transports (or flags) told us `peer` is gone.
+  bool peer_lost(int peer) const;
+  const std::string& job_tag() const { return job_tag_; }
+
+ private:
+  Device() = default;
+  Status Init(Bootstrap* bootstrap, const Config& config);
+  Status CreateTransports();
+  void RememberRegion(MemRegion* r);
+  void ForgetRegion(uint64_t id);
+
+  Config config_;
+  Bootstrap* bootstrap_ = nullptr;
+  int rank_ = 0, size_ = 1;
+  std::string job_tag_;  // first 16 hex chars of the job key (segment names)
+  std::vector<TransportKind> peer_kind_;
+  std::vector<bool> local_;
+  std::vector<int> peer_pid_;
+  std::map<TransportKind, std::unique_ptr<Transport>> transports_;
+  std::vector<std::vector<std::unique_ptr<Channel>>> channels_;
+
+  std::unique_ptr<Pool> pool_;
+
+  mutable std::mutex regions_mu_;
+  std::map<uint64_t, MemRegion*> regions_by_id_;           // every local region
+  std::map<uintptr_t, std::unique_ptr<MemRegion>> registered_;  // user memory, by base
+
+  std::atomic<bool> aborted_{false};
+  mutable std::mutex health_mu_;
+  Status abort_status_;
+  std::vector<Status> lost_;  // per peer; ok() = alive
+  std::unique_ptr<std::atomic<bool>[]> lost_flag_;
+  mutable std::unique_ptr<std::atomic<int64_t>[]> last_pid_check_ns_;
+  std::atomic<uint64_t> next_region_id_{1};
+
+  std::unique_ptr<ControlPlane> control_;
+  int allgather_seq_ = 0;
+  std::mutex allgather_mu_;
+};
+
+}  // namespace zc

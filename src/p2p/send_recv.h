@@ -1,0 +1,26 @@
+// Two-sided send/recv on top of one-sided operations (zc_send / zc_recv).
+//   eager (small):  the payload rides in the control message (one write plus
+//                   a flag); the sender returns at once.
+//   rendezvous:     dynamic placement (§3.3): the sender writes meta data
+//                   {bytes, descriptor of its buffer}; the receiver reads the
+//                   payload one-sidedly straight into the user's buffer and
+//                   acknowledges, which releases the sender's buffer.
+// A size mismatch fails the receiver with ZC_ERR_MISMATCH; in rendezvous
+// mode the sender learns it through the acknowledgement and fails too (an
+// eager sender has already returned).
+#pragma once
+
+#include <cstddef>
+
+#include "common/status.h"
+
+namespace zc {
+
+class Device;
+
+constexpr size_t kEagerLimit = 8192;
+
+Status Send(Device* dev, const void* buf, size_t bytes, int peer, int tag);
+Status Recv(Device* dev, void* buf, size_t bytes, int peer, int tag);
+
+}  // namespace zc

@@ -1,0 +1,91 @@
+#include "p2p/slot_stream.h"
+
+#include <cstring>
+
+#include "p2p/device.h"
+
+namespace zc {
+
+void SlotWriter::Init(Device* dev, int peer, const SlotLayout& layout, MemRegion* local,
+                      const RemoteRegion& remote, int channel_index) {
+  dev_ = dev;
+  peer_ = peer;
+  layout_ = layout;
+  local_ = local;
+  remote_ = remote;
+  channel_ = channel_index;
+  sent_ = 0;
+}
+
+Status SlotWriter::WaitCredit(const Deadline& dl) {
+  // Slot sent_ % K is free once the reader has consumed sent_ - K + 1 messages.
+  if (sent_ < layout_.slots) return Status::Ok();
+  return dev_->WaitFlag(FlagAt(local_, 0), sent_ - layout_.slots + 1, peer_, dl,
+                        "a free slot (credit)");
+}
+
+Status SlotWriter::Put(const void* src, uint64_t bytes, const uint64_t* aux, int naux,
+                       const Deadline& dl) {
+  return Put2(src, bytes, nullptr, 0, aux, naux, dl);
+}
+
+Status SlotWriter::Put2(const void* a, uint64_t abytes, const void* b, uint64_t bbytes,
+                        const uint64_t* aux, int naux, const Deadline& dl) {
+  if (abytes + bbytes > layout_.slot_bytes)
+    return Error(ZC_ERR_INTERNAL, "slot message of %llu bytes exceeds slot capacity %llu",
+                 static_cast<unsigned long long>(abytes + bbytes),
+                 static_cast<unsigned long long>(layout_.slot_bytes));
+  ZC_RETURN_IF_ERROR(WaitCredit(dl));
+  uint32_t k = static_cast<uint32_t>(sent_ % layout_.slots);
+  SlotHeader h{};
+  h.bytes = abytes + bbytes;
+  for (int i = 0; i < naux && i < 7; ++i) h.aux[i] = aux[i];
+  Channel& ch = dev_->channel(peer_, channel_);
+  FlagWrite flag{&remote_, layout_.flag_offset(k), sent_ + 1};
+  // Payload parts first, header last with the flag: one message on tcp when
+  // there is no payload, and the flag is ordered after everything.
+  if (abytes) ZC_RETURN_IF_ERROR(ch.Write(a, abytes, remote_, layout_.payload_offset(k), nullptr, dl));
+  if (bbytes)
+    ZC_RETURN_IF_ERROR(ch.Write(b, bbytes, remote_, layout_.payload_offset(k) + abytes, nullptr, dl));
+  ZC_RETURN_IF_ERROR(ch.Write(&h, sizeof(h), remote_, layout_.header_offset(k), &flag, dl));
+  ++sent_;
+  return Status::Ok();
+}
+
+void SlotReader::Init(Device* dev, int peer, const SlotLayout& layout, MemRegion* local,
+                      const RemoteRegion& remote, int channel_index) {
+  dev_ = dev;
+  peer_ = peer;
+  layout_ = layout;
+  local_ = local;
+  remote_ = remote;
+  channel_ = channel_index;
+  consumed_ = 0;
+  holding_ = false;
+}
+
+bool SlotReader::Ready() const {
+  uint32_t k = static_cast<uint32_t>(consumed_ % layout_.slots);
+  return FlagAt(local_, layout_.flag_offset(k))->load(std::memory_order_acquire) >= consumed_ + 1;
+}
+
+Status SlotReader::Next(const SlotHeader** header, const void** payload, const Deadline& dl) {
+  uint32_t k = static_cast<uint32_t>(consumed_ % layout_.slots);
+  ZC_RETURN_IF_ERROR(dev_->WaitFlag(FlagAt(local_, layout_.flag_offset(k)), consumed_ + 1, peer_,
+                                    dl, "a slot message"));
+  char* base = static_cast<char*>(local_->data());
+  *header = reinterpret_cast<const SlotHeader*>(base + layout_.header_offset(k));
+  *payload = base + layout_.payload_offset(k);
+  holding_ = true;
+  return Status::Ok();
+}
+
+Status SlotReader::Release(const Deadline& dl) {
+  if (!holding_) return Error(ZC_ERR_INTERNAL, "slot release without a message");
+  holding_ = false;
+  ++consumed_;
+  FlagWrite credit{&remote_, 0, consumed_};
+  return dev_->channel(peer_, channel_).WriteFlag(credit, dl);
+}
+
+}  // namespace zc

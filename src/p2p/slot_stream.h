@@ -1,0 +1,107 @@
+// SlotStream: static placement (§3.2 of the paper) as a reusable primitive.
+// A one-way stream of messages from a writer rank to a reader rank through K
+// slots preallocated in the reader's memory. Per message the writer does one
+// one-sided write of header+payload and sets the slot's flag to the message's
+// sequence number (flags are monotonic, never cleared: no clear-then-write
+// race). The reader returns credits (its consumed count) into a word in the
+// writer's memory; the writer reuses a slot only after that credit.
+//
+//   reader memory:  [flag 0 .. flag K-1 (one cache line each)][slot 0 .. slot K-1]
+//   slot:           [Header (64 bytes)][payload (slot_bytes)]
+//   writer memory:  [credit word (one cache line)]
+//
+// Each side is set up with its local region and the peer's descriptor (sent
+// once, over control messages or the bootstrap).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "common/deadline.h"
+#include "common/status.h"
+#include "p2p/mem_region.h"
+
+namespace zc {
+
+class Device;
+
+struct SlotHeader {
+  uint64_t bytes;    // payload bytes in this slot
+  uint64_t aux[7];   // caller's words: operation signature, tags, offsets...
+};
+static_assert(sizeof(SlotHeader) == 64, "header is one cache line");
+
+struct SlotLayout {
+  uint32_t slots = 4;
+  uint64_t slot_bytes = 1 << 20;  // payload capacity of one slot
+  uint64_t flags_bytes() const { return uint64_t{slots} * 64; }
+  uint64_t slot_stride() const { return sizeof(SlotHeader) + ((slot_bytes + 63) & ~uint64_t{63}); }
+  uint64_t reader_bytes() const { return flags_bytes() + slots * slot_stride(); }
+  static constexpr uint64_t kWriterBytes = 64;
+  uint64_t flag_offset(uint32_t k) const { return uint64_t{k} * 64; }
+  uint64_t header_offset(uint32_t k) const { return flags_bytes() + k * slot_stride(); }
+  uint64_t payload_offset(uint32_t k) const { return header_offset(k) + sizeof(SlotHeader); }
+};
+
+class SlotWriter {
+ public:
+  SlotWriter() = default;
+  // local: my credit region (>= kWriterBytes, zero-initialised);
+  // remote: the reader's slot region. channel_index picks the connection.
+  void Init(Device* dev, int peer, const SlotLayout& layout, MemRegion* local,
+            const RemoteRegion& remote, int channel_index = 0);
+  // Waits for a free slot (credit), then writes header + payload + flag.
+  // bytes <= layout.slot_bytes. src may be any memory.
+  Status Put(const void* src, uint64_t bytes, const uint64_t* aux, int naux,
+             const Deadline& dl);
+  // Two-part payload without a staging copy (a header the caller built
+  // plus the data).
+  Status Put2(const void* a, uint64_t abytes, const void* b, uint64_t bbytes,
+              const uint64_t* aux, int naux, const Deadline& dl);
+  uint64_t sent() const { return sent_; }
+  int peer() const { return peer_; }
+  const SlotLayout& layout() const { return layout_; }
+
+ private:
+  Status WaitCredit(const Deadline& dl);
+  Device* dev_ = nullptr;
+  int peer_ = -1, channel_ = 0;
+  SlotLayout layout_;
+  MemRegion* local_ = nullptr;
+  RemoteRegion remote_;
+  uint64_t sent_ = 0;
+};
+
+class SlotReader {
+ public:
+  SlotReader() = default;
+  // local: my slot region (>= layout.reader_bytes(), zero-initialised);
+  // remote: the writer's credit region.
+  void Init(Device* dev, int peer, const SlotLayout& layout, MemRegion* local,
+            const RemoteRegion& remote, int channel_index = 0);
+  // Waits for the next message; the pointers stay valid until Release().
+  Status Next(const SlotHeader** header, const void** payload, const Deadline& dl);
+  // True when the next message has arrived (no wait).
+  bool Ready() const;
+  // Returns the slot to the writer (one flag-only write of the credit).
+  Status Release(const Deadline& dl);
+  uint64_t received() const { return consumed_; }
+  int peer() const { return peer_; }
+
+ private:
+  Device* dev_ = nullptr;
+  int peer_ = -1, channel_ = 0;
+  SlotLayout layout_;
+  MemRegion* local_ = nullptr;
+  RemoteRegion remote_;
+  uint64_t consumed_ = 0;
+  bool holding_ = false;
+};
+
+// The word at byte `offset` of a local region, as an atomic flag.
+inline std::atomic<uint64_t>* FlagAt(MemRegion* r, uint64_t offset) {
+  return reinterpret_cast<std::atomic<uint64_t>*>(static_cast<char*>(r->data()) + offset);
+}
+
+}  // namespace zc

@@ -1,0 +1,461 @@
+#include "p2p/tcp/tcp_transport.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "common/auth.h"
+#include "common/config.h"
+#include "common/log.h"
+#include "common/socket.h"
+
+namespace zc {
+namespace {
+
+constexpr uint32_t kMagic = 0x5a435450;  // "ZCTP"
+enum MsgType : uint16_t { kWrite = 1, kReadReq = 2, kReadResp = 3, kBye = 4 };
+
+struct MsgHeader {
+  uint32_t magic;
+  uint16_t type;
+  uint16_t status;  // kReadResp: 0 ok, else zc_status of a refused read
+  uint64_t region_id;
+  uint64_t offset;
+  uint64_t bytes;
+  uint64_t flag_region_id;  // 0: no flag
+  uint64_t flag_offset;
+  uint64_t flag_value;
+  uint64_t token;
+};
+
+class TcpTransport;
+
+struct Socket {
+  int fd = -1;
+  int peer = -1;
+  std::mutex send_mu;
+  std::atomic<bool> dead{false};
+};
+
+struct PendingRead {
+  void* dst;
+  uint64_t bytes;
+  std::atomic<int> state{0};  // 0 waiting, 1 done, 2 failed
+  Status status;
+};
+
+class TcpConnection : public Connection {
+ public:
+  TcpConnection(TcpTransport* t, Socket* s) : t_(t), s_(s) {}
+  int peer() const override { return s_->peer; }
+  Status Write(const void* src, size_t bytes, const RemoteRegion& dst, uint64_t dst_off,
+               const FlagWrite* flag, const Deadline& deadline) override;
+  Status Read(void* dst, size_t bytes, const RemoteRegion& src, uint64_t src_off,
+              const Deadline& deadline) override;
+
+ private:
+  TcpTransport* t_;
+  Socket* s_;
+};
+
+class TcpTransport : public Transport {
+ public:
+  TcpTransport(TransportHost* host, std::string key) : host_(host), key_(std::move(key)) {}
+  ~TcpTransport() override { Shutdown(); }
+
+  TransportKind kind() const override { return TransportKind::kTcp; }
+  Status Expose(MemRegion* region) override {
+    region->mutable_remote().owner = host_->rank();
+    return Status::Ok();
+  }
+  void Unexpose(MemRegion*) override {}
+  int connections_per_peer() const override { return per_peer_; }
+  Connection* connection(int peer, int index) override {
+    if (peer < 0 || peer >= static_cast<int>(conns_.size()) || conns_[peer].empty()) return nullptr;
+    return conns_[peer][index % per_peer_].get();
+  }
+
+  Status Connect(const std::vector<int>& peers) override;
+  void Shutdown() override;
+
+  Status SendMsg(Socket* s, const MsgHeader& h, const void* payload, const Deadline& dl) {
+    std::lock_guard<std::mutex> lock(s->send_mu);
+    if (s->dead.load()) return host_->Health(s->peer).ok()
+                                   ? Error(ZC_ERR_PEER_LOST, "connection to peer %d is closed", s->peer)
+                                   : host_->Health(s->peer);
+    struct iovec iov[2] = {{const_cast<MsgHeader*>(&h), sizeof(h)},
+                           {const_cast<void*>(payload), payload ? h.bytes : 0}};
+    Status st = net::SendAllv(s->fd, iov, payload && h.bytes ? 2 : 1, dl);
+    if (!st.ok() && st.code() == ZC_ERR_PEER_LOST) {
+      s->dead.store(true);
+      host_->OnPeerLost(s->peer, st.with_context(Format("tcp send to peer %d", s->peer)));
+    }
+    return st.ok() ? st : st.with_context(Format("tcp write to peer %d", s->peer));
+  }
+
+  uint64_t AddPending(std::shared_ptr<PendingRead> p) {
+    std::lock_guard<std::mutex> lock(pending_mu_);
+    uint64_t t = ++next_token_;
+    pending_[t] = p;
+    return t;
+  }
+  void RemovePending(uint64_t token) {
+    std::lock_guard<std::mutex> lock(pending_mu_);
+    pending_.erase(token);
+  }
+  TransportHost* host() { return host_; }
+
+ private:
+  Status Handshake(int fd, bool client, int index, const Deadline& dl, int* peer, int* idx);
+  void AcceptLoop(int expected, Deadline dl);
+  void ProgressLoop(std::vector<Socket*> sockets);
+  // Handles one message; returns non-OK when the socket must be dropped.
+  Status HandleMessage(Socket* s);
+  Status Drain(int fd, uint64_t bytes);
+
+  TransportHost* host_;
+  std::string key_;
+  int per_peer_ = 1;
+  int listen_fd_ = -1;
+  std::vector<std::vector<std::unique_ptr<TcpConnection>>> conns_;
+  std::vector<std::unique_ptr<Socket>> sockets_;  // all, owned
+  std::vector<std::vector<Socket*>> by_peer_;
+  std::mutex accept_mu_;
+  Status accept_status_;
+  std::vector<std::thread> threads_;
+  std::atomic<bool> stop_{false};
+  bool shut_ = false;
+
+  std::mutex pending_mu_;
+  std::map<uint64_t, std::shared_ptr<PendingRead>> pending_;
+  uint64_t next_token_ = 0;
+};
+
+Status TcpTransport::Handshake(int fd, bool client, int index, const Deadline& dl, int* peer,
+                               int* idx) {
+  if (client) {
+    ZC_RETURN_IF_ERROR(net::AuthClient(fd, key_, dl));
+    uint32_t hello[2] = {static_cast<uint32_t>(host_->rank()), static_cast<uint32_t>(index)};
+    return net::SendAll(fd, hello, sizeof(hello), dl);
+  }
+  ZC_RETURN_IF_ERROR(net::AuthServer(fd, key_, dl));
+  uint32_t hello[2];
+  ZC_RETURN_IF_ERROR(net::RecvAll(fd, hello, sizeof(hello), dl));
+  if (hello[0] >= static_cast<uint32_t>(host_->size()) || static_cast<int>(hello[1]) >= per_peer_)
+    return Error(ZC_ERR_SYSTEM, "tcp: bad hello (rank %u, socket %u)", hello[0], hello[1]);
+  *peer = static_cast<int>(hello[0]);
+  *idx = static_cast<int>(hello[1]);
+  return Status::Ok();
+}
+
+void TcpTransport::AcceptLoop(int expected, Deadline dl) {
+  int got = 0;
+  while (got < expected && !stop_.load()) {
+    int fd;
+    std::string addr;
+    Status st = net::Accept(listen_fd_, dl, &fd, &addr);
+    if (!st.ok()) {
+      std::lock_guard<std::mutex> lock(accept_mu_);
+      accept_status_ = st.with_context("tcp: waiting for peers to connect");
+      return;
+    }
+    int peer = -1, idx = -1;
+    st = Handshake(fd, false, 0, Deadline(std::min(10.0, dl.remaining_s())), &peer, &idx);
+    if (!st.ok()) {
+      // A stranger or a broken client: refuse it and keep serving the job.
+      ZC_WARN(kTcp, "refused connection from %s: %s", addr.c_str(), st.message().c_str());
+      close(fd);
+      continue;
+    }
+    net::SetNoDelay(fd);
+    std::lock_guard<std::mutex> lock(accept_mu_);
+    Socket* s = by_peer_[peer][idx];
+    if (s->fd >= 0) {
+      ZC_WARN(kTcp, "duplicate connection from rank %d socket %d refused", peer, idx);
+      close(fd);
+      continue;
+    }
+    s->fd = fd;
+    ++got;
+  }
+}
+
+Status TcpTransport::Connect(const std::vector<int>& peers) {
+  const Config& cfg = host_->config();
+  per_peer_ = cfg.sockets_per_peer;
+  int n = host_->size(), me = host_->rank();
+  std::string ip, ifname;
+  Status st = net::PickInterfaceAddress(cfg.socket_ifname, &ip, &ifname);
+  std::string mine;
+  int port = 0;
+  if (st.ok()) st = net::Listen(ip, 0, &listen_fd_, &port);
+  mine = st.ok() ? Format("%s:%d", ip.c_str(), port) : std::string("error");
+  std::vector<std::string> all;
+  // Collective even on failure, so peers do not wait for us until the deadline.
+  Status ag = host_->AllGather("tcp.addr", mine, &all);
+  ZC_RETURN_IF_ERROR(st.with_context("tcp: cannot listen"));
+  ZC_RETURN_IF_ERROR(ag);
+  ZC_INFO(kTcp, "listening on %s (%s), %d socket(s) per peer", mine.c_str(), ifname.c_str(), per_peer_);
+
+  conns_.clear();
+  conns_.resize(n);
+  by_peer_.assign(n, {});
+  int expected = 0;
+  for (int p : peers) {
+    for (int i = 0; i < per_peer_; ++i) {
+      auto s = std::make_unique<Socket>();
+      s->peer = p;
+      by_peer_[p].push_back(s.get());
+      conns_[p].push_back(std::make_unique<TcpConnection>(this, s.get()));
+      sockets_.push_back(std::move(s));
+    }
+    if (p < me) expected += per_peer_;
+  }
+  Deadline dl(cfg.timeout_s);
+  std::thread acceptor([this, expected, dl] { AcceptLoop(expected, dl); });
+  Status cst;
+  for (int p : peers) {
+    if (p < me) continue;
+    std::string host;
+    int pport;
+    cst = net::ParseHostPort(all[p], &host, &pport);
+    for (int i = 0; cst.ok() && i < per_peer_; ++i) {
+      int fd;
+      cst = net::Connect(host, pport, dl, &fd);
+      if (!cst.ok()) break;
+      int unused_peer, unused_idx;
+      cst = Handshake(fd, true, i, dl, &unused_peer, &unused_idx);
+      if (!cst.ok()) {
+        close(fd);
+        break;
+      }
+      net::SetNoDelay(fd);
+      by_peer_[p][i]->fd = fd;
+    }
+    if (!cst.ok()) {
+      cst = cst.with_context(Format("tcp: connecting to peer %d at %s", p, all[p].c_str()));
+      break;
+    }
+  }
+  if (!cst.ok()) stop_.store(true);
+  acceptor.join();
+  ZC_RETURN_IF_ERROR(cst);
+  {
+    std::lock_guard<std::mutex> lock(accept_mu_);
+    ZC_RETURN_IF_ERROR(accept_status_);
+  }
+  close(listen_fd_);
+  listen_fd_ = -1;
+  // Sockets round-robin over the progress threads (the paper's CQ threads).
+  int nthreads = std::max(1, std::min<int>(cfg.num_cqs, static_cast<int>(sockets_.size())));
+  std::vector<std::vector<Socket*>> groups(nthreads);
+  for (size_t i = 0; i < sockets_.size(); ++i) groups[i % nthreads].push_back(sockets_[i].get());
+  for (auto& g : groups)
+    if (!g.empty()) threads_.emplace_back([this, g] { ProgressLoop(g); });
+  return Status::Ok();
+}
+
+Status TcpTransport::Drain(int fd, uint64_t bytes) {
+  char buf[16384];
+  Deadline dl(host_->config().timeout_s);
+  while (bytes) {
+    size_t n = bytes < sizeof(buf) ? bytes : sizeof(buf);
+    ZC_RETURN_IF_ERROR(net::RecvAll(fd, buf, n, dl));
+    bytes -= n;
+  }
+  return Status::Ok();
+}
+
+Status TcpTransport::HandleMessage(Socket* s) {
+  MsgHeader h;
+  Deadline dl(host_->config().timeout_s);
+  ZC_RETURN_IF_ERROR(net::RecvAll(s->fd, &h, sizeof(h), dl));
+  if (h.magic != kMagic)
+    return Error(ZC_ERR_PEER_LOST, "tcp: corrupt message from peer %d (magic %#x)", s->peer, h.magic);
+  switch (h.type) {
+    case kWrite: {
+      if (h.bytes) {
+        MemRegion* r = host_->FindLocalRegion(h.region_id);
+        if (!r || h.offset > r->size() || h.bytes > r->size() - h.offset) {
+          ZC_WARN(kTcp, "peer %d wrote %llu bytes to unknown or too small region %llu: dropped",
+                  s->peer, static_cast<unsigned long long>(h.bytes),
+                  static_cast<unsigned long long>(h.region_id));
+          ZC_RETURN_IF_ERROR(Drain(s->fd, h.bytes));
+        } else {
+          // Zero copy: straight from the socket into the target region.
+          ZC_RETURN_IF_ERROR(net::RecvAll(s->fd, static_cast<char*>(r->data()) + h.offset, h.bytes, dl));
+        }
+      }
+      if (h.flag_region_id) {
+        MemRegion* f = host_->FindLocalRegion(h.flag_region_id);
+        if (!f || (h.flag_offset & 7) || h.flag_offset + 8 > f->size()) {
+          ZC_WARN(kTcp, "peer %d set a flag in unknown region %llu: dropped", s->peer,
+                  static_cast<unsigned long long>(h.flag_region_id));
+        } else {
+          reinterpret_cast<std::atomic<uint64_t>*>(static_cast<char*>(f->data()) + h.flag_offset)
+              ->store(h.flag_value, std::memory_order_release);
+        }
+      }
+      return Status::Ok();
+    }
+    case kReadReq: {
+      MemRegion* r = host_->FindLocalRegion(h.region_id);
+      MsgHeader resp{};
+      resp.magic = kMagic;
+      resp.type = kReadResp;
+      resp.token = h.token;
+      const void* src = nullptr;
+      if (!r || h.offset > r->size() || h.bytes > r->size() - h.offset) {
+        resp.status = ZC_ERR_INVALID_ARG;
+      } else {
+        resp.bytes = h.bytes;
+        src = static_cast<char*>(r->data()) + h.offset;
+      }
+      return SendMsg(s, resp, src, dl);
+    }
+    case kReadResp: {
+      std::shared_ptr<PendingRead> p;
+      {
+        std::lock_guard<std::mutex> lock(pending_mu_);
+        auto it = pending_.find(h.token);
+        if (it != pending_.end()) p = it->second;
+      }
+      if (!p || h.bytes != (h.status ? 0 : p->bytes)) {
+        // The reader gave up (deadline): throw the data away.
+        return Drain(s->fd, h.bytes);
+      }
+      if (h.status) {
+        p->status = Error(static_cast<zc_status>(h.status),
+                          "tcp read from peer %d: range outside the peer's region", s->peer);
+        p->state.store(2, std::memory_order_release);
+        return Status::Ok();
+      }
+      Status st = net::RecvAll(s->fd, p->dst, h.bytes, dl);
+      p->status = st;
+      p->state.store(st.ok() ? 1 : 2, std::memory_order_release);
+      return st;
+    }
+    case kBye:
+      return Error(ZC_ERR_PEER_LOST, "peer %d has finalized", s->peer);
+    default:
+      return Error(ZC_ERR_PEER_LOST, "tcp: unknown message type %u from peer %d", h.type, s->peer);
+  }
+}
+
+void TcpTransport::ProgressLoop(std::vector<Socket*> sockets) {
+  std::vector<pollfd> fds(sockets.size());
+  while (!stop_.load(std::memory_order_relaxed)) {
+    size_t live = 0;
+    for (size_t i = 0; i < sockets.size(); ++i) {
+      fds[i].fd = sockets[i]->dead.load() ? -1 : sockets[i]->fd;
+      fds[i].events = POLLIN;
+      fds[i].revents = 0;
+      if (fds[i].fd >= 0) ++live;
+    }
+    if (!live) return;
+    // Blocking poll: an idle rank costs no CPU; 100 ms bounds shutdown time.
+    int n = poll(fds.data(), fds.size(), 100);
+    if (n <= 0) continue;
+    for (size_t i = 0; i < sockets.size(); ++i) {
+      if (!fds[i].revents || stop_.load()) continue;
+      Socket* s = sockets[i];
+      Status st = HandleMessage(s);
+      if (!st.ok()) {
+        s->dead.store(true);
+        if (!stop_.load()) host_->OnPeerLost(s->peer, st);
+      }
+    }
+  }
+}
+
+void TcpTransport::Shutdown() {
+  if (shut_) return;
+  shut_ = true;
+  // Say goodbye so peers report "finalized" rather than a reset.
+  for (auto& s : sockets_) {
+    if (s->fd < 0 || s->dead.load()) continue;
+    MsgHeader bye{};
+    bye.magic = kMagic;
+    bye.type = kBye;
+    std::lock_guard<std::mutex> lock(s->send_mu);
+    net::SendAll(s->fd, &bye, sizeof(bye), Deadline(0.5));
+  }
+  stop_.store(true);
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  for (auto& s : sockets_)
+    if (s->fd >= 0) {
+      close(s->fd);
+      s->fd = -1;
+    }
+  if (listen_fd_ >= 0) close(listen_fd_);
+  listen_fd_ = -1;
+}
+
+Status TcpConnection::Write(const void* src, size_t bytes, const RemoteRegion& dst,
+                            uint64_t dst_off, const FlagWrite* flag, const Deadline& deadline) {
+  MsgHeader h{};
+  h.magic = kMagic;
+  h.type = kWrite;
+  h.region_id = dst.id;
+  h.offset = dst_off;
+  h.bytes = bytes;
+  if (flag) {
+    h.flag_region_id = flag->region->id;
+    h.flag_offset = flag->offset;
+    h.flag_value = flag->value;
+  }
+  return t_->SendMsg(s_, h, bytes ? src : nullptr, deadline);
+}
+
+Status TcpConnection::Read(void* dst, size_t bytes, const RemoteRegion& src, uint64_t src_off,
+                           const Deadline& deadline) {
+  auto pr = std::make_shared<PendingRead>();
+  PendingRead& p = *pr;
+  p.dst = dst;
+  p.bytes = bytes;
+  uint64_t token = t_->AddPending(pr);
+  MsgHeader h{};
+  h.magic = kMagic;
+  h.type = kReadReq;
+  h.region_id = src.id;
+  h.offset = src_off;
+  h.bytes = bytes;
+  h.token = token;
+  Status st = t_->SendMsg(s_, h, nullptr, deadline);
+  Backoff backoff;
+  while (st.ok()) {
+    int state = p.state.load(std::memory_order_acquire);
+    if (state == 1) break;
+    if (state == 2) {
+      st = p.status;
+      break;
+    }
+    st = t_->host()->Health(s_->peer);
+    if (st.ok() && deadline.expired())
+      st = Error(ZC_ERR_TIMEOUT, "tcp read of %zu bytes from peer %d: no reply before the deadline",
+                 bytes, s_->peer);
+    backoff.Pause();
+  }
+  t_->RemovePending(token);
+  // A read that failed while its data was arriving: wait for the progress
+  // thread to finish with dst before returning it to the caller.
+  while (p.state.load(std::memory_order_acquire) == 0 && !st.ok() && s_->dead.load() == false &&
+         !deadline.expired())
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return st;
+}
+
+}  // namespace
+
+std::unique_ptr<Transport> CreateTcpTransport(TransportHost* host, const std::string& job_key) {
+  return std::make_unique<TcpTransport>(host, job_key);
+}
+
+}  // namespace zc

@@ -1,0 +1,111 @@
+// The transport contract. A transport moves bytes between this process and
+// its peers one-sidedly: the initiator names local memory and a peer's
+// RemoteRegion, and the peer's CPU takes no part (or only its progress
+// thread, for tcp). Everything above (flags, slots, rendezvous, collectives)
+// is written against this file only.
+//
+// Threading: Write/Read may be called from any thread, concurrently on
+// different connections; calls on one Connection are serialized by the
+// caller (the Channel holds a mutex). Transports own their progress threads.
+//
+// Ordering promise (the reason flags work): when Write() is given a flag, the
+// flag word becomes visible to the peer's CPU only after every byte of the
+// payload of this and of all earlier Writes on the same Connection:
+//   shm   - memcpy into the peer's mapping, then a release store of the flag;
+//   tcp   - one message; the receiver's progress thread reads the payload into
+//           the region, then release-stores the flag;
+//   verbs - RDMA_WRITE of the payload, then RDMA_WRITE_WITH_IMM whose receive
+//           completion makes the receiver's CQ thread store the flag (or the
+//           opt-in single write with a trailing flag on NICs that place data
+//           in ascending order).
+//
+// Completion: Write returns when the source buffer may be reused (the data
+// may still be in flight); Read returns when the destination holds the data.
+// Both fail with ZC_ERR_PEER_LOST when the connection breaks, ZC_ERR_TIMEOUT
+// at the deadline, ZC_ERR_ABORTED after Device::Abort, and
+// ZC_ERR_INVALID_ARG when the range lies outside the remote region.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/deadline.h"
+#include "common/status.h"
+#include "p2p/mem_region.h"
+
+namespace zc {
+
+class Bootstrap;
+struct Config;
+
+// Where and what to store as the completion flag of a Write.
+struct FlagWrite {
+  const RemoteRegion* region = nullptr;  // flag's region (owned by the peer)
+  uint64_t offset = 0;                   // 8-byte aligned offset in region
+  uint64_t value = 0;                    // monotonic sequence number
+};
+
+// Services a transport needs from the Device that owns it.
+class TransportHost {
+ public:
+  virtual ~TransportHost() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual const Config& config() const = 0;
+  // Out-of-band exchange at setup: every rank calls it with the same key.
+  virtual Status AllGather(const std::string& key, const std::string& mine,
+                           std::vector<std::string>* all) = 0;
+  // A connection broke or an error completion arrived: fail waits on peer.
+  virtual void OnPeerLost(int peer, const Status& why) = 0;
+  // Looks up one of my regions by id (tcp's progress thread places incoming
+  // data with it). Returns nullptr when unknown.
+  virtual MemRegion* FindLocalRegion(uint64_t id) = 0;
+  // The region that holds [ptr, ptr+bytes): a pool region, or user memory
+  // registered now through the registration cache (verbs needs an lkey for
+  // every source and destination).
+  virtual Status LocalRegionFor(const void* ptr, size_t bytes, MemRegion** out) = 0;
+  // Non-OK once the device is aborted or `peer` is lost: waits poll this.
+  virtual Status Health(int peer) const = 0;
+};
+
+// One connection to one peer (the paper's QP).
+class Connection {
+ public:
+  virtual ~Connection() = default;
+  virtual int peer() const = 0;
+  // Writes bytes from src into dst at dst_off; then, if flag != nullptr,
+  // stores flag->value at flag->offset of flag->region (see ordering above).
+  // bytes == 0 with a flag is a flag-only write (credits, acks).
+  virtual Status Write(const void* src, size_t bytes, const RemoteRegion& dst,
+                       uint64_t dst_off, const FlagWrite* flag,
+                       const Deadline& deadline) = 0;
+  // Reads bytes from src at src_off into dst.
+  virtual Status Read(void* dst, size_t bytes, const RemoteRegion& src,
+                      uint64_t src_off, const Deadline& deadline) = 0;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual TransportKind kind() const = 0;
+  // Makes a region reachable through this transport and fills this
+  // transport's part of region->mutable_remote() (verbs: ibv_reg_mr, rkey).
+  // Called for every pool chunk and every registered user range; slices of
+  // a chunk inherit the chunk's registration (see MemRegion::parent).
+  virtual Status Expose(MemRegion* region) = 0;
+  // Undoes Expose (before the memory is unmapped or returned to the user).
+  virtual void Unexpose(MemRegion* region) = 0;
+  // Collective over all ranks (uses host->AllGather); afterwards
+  // connection(p, i) works for every peer p in `peers`, 0 <= i < connections().
+  virtual Status Connect(const std::vector<int>& peers) = 0;
+  virtual int connections_per_peer() const = 0;
+  virtual Connection* connection(int peer, int index) = 0;
+  // Stops progress threads and closes connections; idempotent.
+  virtual void Shutdown() = 0;
+};
+
+}  // namespace zc

@@ -1,0 +1,113 @@
+// Config parsing: bad values are rejected with a message naming the variable,
+// and every variable is documented in docs/environment.md.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "common/config.h"
+
+namespace {
+
+class EnvGuard {
+ public:
+  EnvGuard(const char* name, const char* value) : name_(name) {
+    const char* old = getenv(name);
+    if (old) old_ = old, had_ = true;
+    setenv(name, value, 1);
+  }
+  ~EnvGuard() {
+    if (had_) setenv(name_, old_.c_str(), 1);
+    else unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+zc::Status Load(zc::Config* c) { return zc::Config::FromEnv(c); }
+
+TEST(Config, DefaultsWhenUnset) {
+  zc::Config c;
+  ASSERT_TRUE(Load(&c).ok());
+  EXPECT_EQ(c.transport, "auto");
+  EXPECT_DOUBLE_EQ(c.timeout_s, 300.0);
+  EXPECT_EQ(c.algo, "auto");
+}
+
+struct BadCase {
+  const char* name;
+  const char* value;
+};
+
+TEST(Config, BadValuesNameTheVariable) {
+  const BadCase cases[] = {
+      {"ZC_TIMEOUT", "-1"},          {"ZC_TIMEOUT", "abc"},
+      {"ZC_TIMEOUT", "5s"},          {"ZC_DEBUG", "LOUD"},
+      {"ZC_DEBUG_SUBSYS", "nosuch"}, {"ZC_TRANSPORT", "udp"},
+      {"ZC_SOCKETS_PER_PEER", "0"},  {"ZC_SOCKETS_PER_PEER", "17"},
+      {"ZC_NUM_CQS", "x"},           {"ZC_QPS_PER_PEER", "-3"},
+      {"ZC_POOL_CHUNK", "12"},       {"ZC_POOL_CHUNK", "1T"},
+      {"ZC_SHM_CMA", "maybe"},       {"ZC_VERBS_FLAG", "fast"},
+      {"ZC_ALGO", "tree2"},          {"ZC_CHUNK", "1"},
+      {"ZC_RANK", "-1"},             {"ZC_SIZE", "0"},
+      {"ZC_HEARTBEAT", "0"},         {"ZC_IB_PORT", "300"},
+  };
+  for (const auto& bc : cases) {
+    EnvGuard g(bc.name, bc.value);
+    zc::Config c;
+    zc::Status st = Load(&c);
+    EXPECT_EQ(st.code(), ZC_ERR_INVALID_ARG) << bc.name << "=" << bc.value;
+    EXPECT_NE(st.message().find(bc.name), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find(bc.value), std::string::npos) << st.message();
+  }
+}
+
+TEST(Config, RankMustBeBelowSize) {
+  EnvGuard a("ZC_RANK", "3"), b("ZC_SIZE", "3");
+  zc::Config c;
+  EXPECT_EQ(Load(&c).code(), ZC_ERR_INVALID_ARG);
+}
+
+TEST(Config, GoodValuesParse) {
+  EnvGuard a("ZC_TIMEOUT", "2.5"), b("ZC_POOL_CHUNK", "128M"), d("ZC_DEBUG", "trace"),
+      e("ZC_TRANSPORT", "TCP"), f("ZC_DEBUG_SUBSYS", "^p2p,tcp"), g("ZC_CHUNK", "256k");
+  zc::Config c;
+  ASSERT_TRUE(Load(&c).ok());
+  EXPECT_DOUBLE_EQ(c.timeout_s, 2.5);
+  EXPECT_EQ(c.pool_chunk_bytes, 128u << 20);
+  EXPECT_EQ(c.debug, zc::log::Level::kTrace);
+  EXPECT_EQ(c.transport, "tcp");
+  EXPECT_EQ(c.chunk_bytes, 256u << 10);
+  EXPECT_EQ(c.debug_subsys & zc::log::kP2p, 0u);
+  EXPECT_NE(c.debug_subsys & zc::log::kColl, 0u);
+}
+
+TEST(Config, ParseBytes) {
+  size_t v;
+  EXPECT_TRUE(zc::ParseBytes("4096", &v));
+  EXPECT_EQ(v, 4096u);
+  EXPECT_TRUE(zc::ParseBytes("1GiB", &v));
+  EXPECT_EQ(v, 1ull << 30);
+  EXPECT_FALSE(zc::ParseBytes("-5", &v));
+  EXPECT_FALSE(zc::ParseBytes("", &v));
+  EXPECT_FALSE(zc::ParseBytes("5Q", &v));
+  EXPECT_FALSE(zc::ParseBytes("99999999999999999999", &v));
+}
+
+TEST(Config, EveryVariableIsDocumented) {
+  const char* dir = getenv("ZC_DOCS_DIR");
+  ASSERT_NE(dir, nullptr);
+  std::ifstream in(std::string(dir) + "/environment.md");
+  ASSERT_TRUE(in.good()) << "docs/environment.md is missing";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  for (const auto& v : zc::ConfigVars())
+    EXPECT_NE(ss.str().find(std::string("`") + v.name + "`"), std::string::npos)
+        << v.name << " is not documented in docs/environment.md";
+}
+
+}  // namespace

@@ -1,0 +1,207 @@
+// A rank program for the zcrun tests. First argument chooses what it does;
+// behaviour depends on ZC_RANK so that tests can tell ranks apart.
+#include <sched.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "bootstrap/store_client.h"
+#include "common/socket.h"
+
+namespace {
+
+int Rank() {
+  const char* r = getenv("ZC_RANK");
+  return r ? atoi(r) : -1;
+}
+
+const char* Get(const char* name) {
+  const char* v = getenv(name);
+  return v ? v : "<unset>";
+}
+
+[[noreturn]] void SleepForever(int seconds) {
+  sleep(static_cast<unsigned>(seconds));
+  _exit(0);
+}
+
+int Usage() {
+  fprintf(stderr, "zcrun_probe: unknown mode\n");
+  return 99;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return Usage();
+  std::string mode = argv[1];
+  int rank = Rank();
+
+  if (mode == "env") {
+    // The six variables zcrun sets, then any extra names asked for.
+    printf("rank=%s size=%s local_rank=%s local_size=%s store=%s key=%s\n",
+           Get("ZC_RANK"), Get("ZC_SIZE"), Get("ZC_LOCAL_RANK"),
+           Get("ZC_LOCAL_SIZE"), Get("ZC_STORE"), Get("ZC_JOB_KEY"));
+    for (int i = 2; i < argc; ++i) printf("%s=%s\n", argv[i], Get(argv[i]));
+    return 0;
+  }
+  if (mode == "args") {  // each argument on its own line, bracketed
+    for (int i = 2; i < argc; ++i) printf("arg%d=[%s]\n", i - 2, argv[i]);
+    return 0;
+  }
+  if (mode == "streams") {
+    // rank+1 lines on each stream, with different text.
+    for (int i = 0; i <= rank; ++i) {
+      printf("out %d.%d\n", rank, i);
+      fflush(stdout);
+      fprintf(stderr, "err %d.%d\n", rank, i);
+    }
+    return 0;
+  }
+  if (mode == "lines" && argc == 4) {
+    // Many long lines written in small pieces: zcrun must still emit each
+    // line whole.
+    int n = atoi(argv[2]), len = atoi(argv[3]) + rank * 13;
+    setvbuf(stdout, nullptr, _IONBF, 0);
+    for (int i = 0; i < n; ++i) {
+      std::string line = "L" + std::to_string(rank) + "." + std::to_string(i) + ":";
+      for (int k = 0; k < len; ++k) line += static_cast<char>('a' + (rank + i + k) % 26);
+      line += "\n";
+      for (size_t off = 0; off < line.size(); off += 97)
+        fwrite(line.data() + off, 1, std::min<size_t>(97, line.size() - off), stdout);
+    }
+    return 0;
+  }
+  if (mode == "partial" && argc == 3) {
+    printf("whole line %d\n%s", rank, argv[2]);
+    return 0;
+  }
+  if (mode == "exit" && argc == 3) {
+    printf("exiting with %s\n", argv[2]);
+    return atoi(argv[2]);
+  }
+  if (mode == "fail-rank" && argc == 4) {
+    // Rank argv[2] exits with code argv[3]; the others sleep a minute.
+    if (rank == atoi(argv[2])) {
+      fprintf(stderr, "rank %d failing on purpose\n", rank);
+      return atoi(argv[3]);
+    }
+    SleepForever(60);
+  }
+  if (mode == "kill-rank" && argc == 3) {
+    if (rank == atoi(argv[2])) {
+      usleep(100000);
+      raise(SIGKILL);
+    }
+    SleepForever(60);
+  }
+  if (mode == "stubborn-fail" && argc == 3) {
+    // Others ignore SIGTERM: only zcrun's SIGKILL ends them.
+    if (rank == atoi(argv[2])) {
+      usleep(300000);
+      return 5;
+    }
+    signal(SIGTERM, SIG_IGN);
+    printf("ignoring SIGTERM\n");
+    fflush(stdout);
+    SleepForever(60);
+  }
+  if (mode == "orphan-fail" && argc == 3) {
+    // Leaves a child behind in its process group, then fails.
+    pid_t child = fork();
+    if (child == 0) SleepForever(60);
+    FILE* f = fopen((std::string(argv[2]) + "." + std::to_string(rank)).c_str(), "w");
+    if (f) {
+      fprintf(f, "%d\n", static_cast<int>(child));
+      fclose(f);
+    }
+    if (rank == 0) return 3;
+    SleepForever(60);
+  }
+  if (mode == "ready-sleep") {
+    printf("ready %d\n", rank);
+    fflush(stdout);
+    SleepForever(60);
+  }
+  if (mode == "sleep" && argc == 3) {
+    sleep(static_cast<unsigned>(atoi(argv[2])));
+    return 0;
+  }
+  if (mode == "affinity") {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+    std::string cpus;
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) cpus += (cpus.empty() ? "" : ",") + std::to_string(c);
+    printf("cpus=%s\n", cpus.c_str());
+    return 0;
+  }
+  if (mode == "store") {
+    // Every rank publishes a rank-dependent value, counts itself in, and
+    // reads every other rank's value through the job's store.
+    int size = atoi(Get("ZC_SIZE"));
+    std::unique_ptr<zc::StoreClient> client;
+    zc::Status st = zc::StoreClient::Connect(Get("ZC_STORE"), Get("ZC_JOB_KEY"),
+                                            zc::Deadline(20), &client);
+    if (!st.ok()) {
+      fprintf(stderr, "rank %d: store connect: %s\n", rank, st.message().c_str());
+      return 10;
+    }
+    std::string mine = "value-" + std::to_string(rank * 7 + 3);
+    st = client->Set("probe/" + std::to_string(rank), mine);
+    int64_t count = 0;
+    if (st.ok()) st = client->Add("probe/count", 1, &count);
+    for (int r = 0; st.ok() && r < size; ++r) {
+      std::string v;
+      st = client->Get("probe/" + std::to_string(r), &v, 20);
+      if (st.ok() && v != "value-" + std::to_string(r * 7 + 3)) {
+        fprintf(stderr, "rank %d: rank %d's value is '%s'\n", rank, r, v.c_str());
+        return 11;
+      }
+    }
+    if (!st.ok()) {
+      fprintf(stderr, "rank %d: store: %s\n", rank, st.message().c_str());
+      return 12;
+    }
+    printf("store ok: rank %d read %d values\n", rank, size);
+    return 0;
+  }
+  if (mode == "connect") {
+    // Plain TCP reachability of ZC_STORE (no handshake).
+    std::string host;
+    int port = 0;
+    zc::Status st = zc::net::ParseHostPort(Get("ZC_STORE"), &host, &port);
+    int fd = -1;
+    if (st.ok()) st = zc::net::Connect(host, port, zc::Deadline(10), &fd);
+    if (!st.ok()) {
+      fprintf(stderr, "rank %d: %s\n", rank, st.message().c_str());
+      return 13;
+    }
+    close(fd);
+    printf("connected %d\n", rank);
+    return 0;
+  }
+  if (mode == "shm" && argc == 2) {
+    // Leaves a segment named as the shm transport would, then fails.
+    std::string name = "/dev/shm/zc-" + std::string(Get("ZC_JOB_KEY")).substr(0, 16) +
+                       "-probe" + std::to_string(rank);
+    FILE* f = fopen(name.c_str(), "w");
+    if (!f) return 14;
+    fputs("x", f);
+    fclose(f);
+    printf("made %s\n", name.c_str());
+    fflush(stdout);
+    if (rank == 0) return 0;
+    // Fail only once rank 0's segment exists, so both are left to clean.
+    std::string first = name.substr(0, name.rfind("probe")) + "probe0";
+    for (int i = 0; i < 1000 && access(first.c_str(), F_OK) != 0; ++i) usleep(10000);
+    return 6;
+  }
+  return Usage();
+}
