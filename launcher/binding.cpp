@@ -150,11 +150,11 @@ Status Binder::Create(BindPolicy requested, int local_ranks,
     return Error(ZC_ERR_SYSTEM, "--bind-to %s: no %s found on this machine",
                  BindPolicyName(policy),
                  policy == BindPolicy::kNuma ? "NUMA node with CPUs" : "core");
-  if (policy != BindPolicy::kNone &&
+  // Sharing a NUMA node is the point of numa binding; sharing a core is not.
+  if (policy == BindPolicy::kCore &&
       local_ranks > static_cast<int>(b->targets_.size()))
-    b->note_ = Format("%d local ranks on %zu %ss: several ranks share one",
-                      local_ranks, b->targets_.size(),
-                      b->targets_[0].unit);
+    b->note_ = Format("%d local ranks on %zu cores: several ranks share one",
+                      local_ranks, b->targets_.size());
   *out = std::move(b);
   return Status::Ok();
 }

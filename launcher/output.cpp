@@ -48,7 +48,7 @@ void LineForwarder::Feed(const char* data, size_t n) {
     const char* nl = static_cast<const char*>(memchr(data, '\n', n));
     if (!nl) {
       pending_.append(data, n);
-      while (pending_.size() >= kMaxLine) {
+      while (pending_.size() > kMaxLine) {  // = kMaxLine may still end
         Emit(pending_.data(), kMaxLine, /*add_newline=*/tag_);
         pending_.erase(0, kMaxLine);
       }

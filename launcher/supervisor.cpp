@@ -264,6 +264,7 @@ int Supervisor::Run() {
       KillAll(SIGKILL);
       if (exit_code_ == 0) exit_code_ = 1;
       killed_ = terminating_ = true;
+      give_up_at_ = Clock::now() + std::chrono::seconds(10);
       // Still reap below through the signalfd on the next rounds.
       continue;
     }

@@ -13,9 +13,10 @@
 //   ring_chunked      gloo::AllreduceRingChunked (reduce-scatter + allgather)
 //   halving_doubling  gloo::AllreduceHalvingDoubling
 //   allreduce         gloo::allreduce() (the newer API torch.distributed uses;
-//                     ring over segments, out-of-place)
-// The legacy algorithms work in place; sums are taken in place repeatedly in
-// the timed loop, as in torch.distributed. Columns, check and timing as in
+//                     ring over segments); in place as torch calls it, or
+//                     --out-of-place (input and output buffers)
+// Sums are taken in place repeatedly in the timed loop, as in
+// torch.distributed. Columns, check and timing as in
 // zc_coll; op is sum.
 #include <chrono>
 #include <cstdio>
@@ -60,6 +61,7 @@ struct Args {
   long factor = 2;
   int dt = BU_FLOAT32;
   int iters = 20, warmup = 5, min_iters = 3, check = 1;
+  bool out_of_place = false;  // gloo::allreduce only (--out-of-place)
   double timeout_s = 600;
   const char* json = nullptr;
 };
@@ -70,7 +72,7 @@ void RunOnce(Algo algo, const std::shared_ptr<gloo::Context>& ctx, T* buf,
              std::unique_ptr<gloo::Algorithm>* cached) {
   if (algo == Algo::kAllreduce) {
     gloo::AllreduceOptions opts(ctx);
-    opts.setInput(buf, count);
+    if (out != buf) opts.setInput(buf, count);
     opts.setOutput(out, count);
     opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
     opts.setReduceFunction(
@@ -141,7 +143,7 @@ int Bench(const Args& a, const std::shared_ptr<gloo::Context>& ctx,
     }
     last = size;
     T* in = buf.data();
-    T* res = a.algo == Algo::kAllreduce ? out.data() : buf.data();
+    T* res = (a.algo == Algo::kAllreduce && a.out_of_place) ? out.data() : buf.data();
     std::unique_ptr<gloo::Algorithm> cached;
     bu_row row;
     memset(&row, 0, sizeof row);
@@ -185,7 +187,7 @@ void Usage() {
           "       [--algo ring|ring_chunked|halving_doubling|allreduce] [-b B] "
           "[-e B] [-f F]\n"
           "       [-d float32|float64] [-n N] [-w N] [--min-iters N] [-c 0|1] "
-          "[--timeout-s S] [--json FILE]\n");
+          "[--timeout-s S] [--out-of-place] [--json FILE]\n");
 }
 
 }  // namespace
@@ -208,6 +210,7 @@ int main(int argc, char** argv) {
     else if (!strcmp(o, "-c")) { a.check = (int)bu_int_arg(o, v); i++; }
     else if (!strcmp(o, "--timeout-s") && v) { a.timeout_s = atof(v); i++; }
     else if (!strcmp(o, "--json") && v) { a.json = v; i++; }
+    else if (!strcmp(o, "--out-of-place")) a.out_of_place = true;
     else if (!strcmp(o, "-d") && v) { a.dt = bu_dtype_from_name(v); i++; }
     else if (!strcmp(o, "--algo") && v) {
       if (!strcmp(v, "ring")) a.algo = Algo::kRing;
@@ -233,7 +236,7 @@ int main(int argc, char** argv) {
   snprintf(rep.extra, sizeof rep.extra,
            "\"transport\": \"tcp(lo)\", \"inplace\": %s, \"timing\": \"max "
            "over ranks of mean time per call\"",
-           a.algo == Algo::kAllreduce ? "false" : "true");
+           (a.algo == Algo::kAllreduce && a.out_of_place) ? "false" : "true");
   if (a.dt != BU_FLOAT32 && a.dt != BU_FLOAT64) {
     bu_report_fail(&rep, "gloo_allreduce supports -d float32|float64");
     return 2;

@@ -27,6 +27,12 @@ class Collectives {};  // not built: every collective returns ZC_ERR_UNSUPPORTED
 #else
 #define ZC_CHECK_DEVICE_POINTERS 0
 #endif
+#if __has_include("gpu/host_staging.h") && ZC_HAVE_CUDA
+#include "gpu/host_staging.h"
+#define ZC_STAGE_DEVICE_POINTERS 1
+#else
+#define ZC_STAGE_DEVICE_POINTERS 0
+#endif
 
 namespace {
 
@@ -154,6 +160,36 @@ zc_status RunCollective(zc_comm* comm, const char* op, Fn&& fn) {
 #endif
 }
 
+// A buffer of one call, for Staged().
+struct Buf {
+  const void* ptr;
+  size_t bytes;
+  bool in, out;
+  const char* name;
+};
+
+// Runs fn(host) where host[i] stands for bufs[i]. CUDA builds: device
+// buffers are staged through pinned host memory (gpu/host_staging.h), so the
+// host collectives and p2p see host memory only; host buffers pass through.
+// Other builds: CheckBuf() has already refused device memory.
+template <size_t N, typename Fn>
+zc::Status Staged(const Buf (&bufs)[N], Fn&& fn) {
+  void* host[N];
+#if ZC_STAGE_DEVICE_POINTERS
+  zc::gpu::StageArg args[N];
+  for (size_t i = 0; i < N; ++i)
+    args[i] = zc::gpu::StageArg{bufs[i].ptr, bufs[i].bytes, bufs[i].in, bufs[i].out, bufs[i].name};
+  zc::gpu::HostStaging staging;
+  ZC_RETURN_IF_ERROR(staging.Stage(args, N, host));
+  zc::Status st = fn(host);
+  if (st.ok() && staging.active()) st = staging.CopyOut();
+  return st;
+#else
+  for (size_t i = 0; i < N; ++i) host[i] = const_cast<void*>(bufs[i].ptr);
+  return fn(host);
+#endif
+}
+
 }  // namespace
 
 extern "C" {
@@ -269,7 +305,9 @@ zc_status zc_send(zc_comm* comm, const void* buf, size_t bytes, int peer, int ta
   ZC_TRY(CheckBuf(comm, "zc_send", buf, "buf", bytes));
   if (peer < 0 || peer >= comm->size) return BadArg(comm, "zc_send", "peer %d is out of range [0, %d)", peer, comm->size);
   if (peer == comm->rank) return BadArg(comm, "zc_send", "send to self (rank %d) would never complete", peer);
-  zc::Status st = zc::Send(comm->device.get(), buf, bytes, peer, tag);
+  zc::Status st = Staged({Buf{buf, bytes, true, false, "buf"}}, [&](void** h) {
+    return zc::Send(comm->device.get(), h[0], bytes, peer, tag);
+  });
   if (!st.ok()) return Fail(st.with_context(zc::Format("rank %d: send to %d", comm->rank, peer)));
   return ZC_OK;
 }
@@ -279,7 +317,9 @@ zc_status zc_recv(zc_comm* comm, void* buf, size_t bytes, int peer, int tag) {
   ZC_TRY(CheckBuf(comm, "zc_recv", buf, "buf", bytes));
   if (peer < 0 || peer >= comm->size) return BadArg(comm, "zc_recv", "peer %d is out of range [0, %d)", peer, comm->size);
   if (peer == comm->rank) return BadArg(comm, "zc_recv", "receive from self (rank %d) would never complete", peer);
-  zc::Status st = zc::Recv(comm->device.get(), buf, bytes, peer, tag);
+  zc::Status st = Staged({Buf{buf, bytes, false, true, "buf"}}, [&](void** h) {
+    return zc::Recv(comm->device.get(), h[0], bytes, peer, tag);
+  });
   if (!st.ok()) return Fail(st.with_context(zc::Format("rank %d: recv from %d", comm->rank, peer)));
   return ZC_OK;
 }
@@ -293,7 +333,10 @@ zc_status zc_allreduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t
   ZC_TRY(CheckBuf(comm, "allreduce", recvbuf, "recvbuf", count));
   if (count == 0) return ZC_OK;
   return RunCollective(comm, "allreduce", [&](auto* c) {
-    return c->Allreduce(sendbuf, recvbuf, count, dtype, op);
+    const size_t bytes = count * ElemSize(dtype);
+    return Staged({Buf{sendbuf, bytes, true, false, "sendbuf"},
+                   Buf{recvbuf, bytes, false, true, "recvbuf"}},
+                  [&](void** h) { return c->Allreduce(h[0], h[1], count, dtype, op); });
   });
 }
 
@@ -304,7 +347,9 @@ zc_status zc_broadcast(zc_comm* comm, void* buf, size_t count, zc_dtype dtype, i
   ZC_TRY(CheckBuf(comm, "broadcast", buf, "buf", count));
   if (count == 0) return ZC_OK;
   return RunCollective(comm, "broadcast", [&](auto* c) {
-    return c->Broadcast(buf, count, dtype, root);
+    const bool is_root = comm->rank == root;
+    return Staged({Buf{buf, count * ElemSize(dtype), is_root, !is_root, "buf"}},
+                  [&](void** h) { return c->Broadcast(h[0], count, dtype, root); });
   });
 }
 
@@ -318,7 +363,13 @@ zc_status zc_reduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t co
   if (comm->rank == root) ZC_TRY(CheckBuf(comm, "reduce", recvbuf, "recvbuf", count));
   if (count == 0) return ZC_OK;
   return RunCollective(comm, "reduce", [&](auto* c) {
-    return c->Reduce(sendbuf, recvbuf, count, dtype, op, root);
+    const size_t bytes = count * ElemSize(dtype);
+    const bool is_root = comm->rank == root;
+    return Staged({Buf{sendbuf, bytes, true, false, "sendbuf"},
+                   Buf{is_root ? recvbuf : nullptr, is_root ? bytes : 0, false, true, "recvbuf"}},
+                  [&](void** h) {
+                    return c->Reduce(h[0], is_root ? h[1] : recvbuf, count, dtype, op, root);
+                  });
   });
 }
 
@@ -331,7 +382,10 @@ zc_status zc_allgather(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t
   ZC_TRY(CheckBuf(comm, "allgather", recvbuf, "recvbuf", sendcount));
   if (sendcount == 0) return ZC_OK;
   return RunCollective(comm, "allgather", [&](auto* c) {
-    return c->Allgather(sendbuf, recvbuf, sendcount, dtype);
+    const size_t bytes = sendcount * ElemSize(dtype);
+    return Staged({Buf{sendbuf, bytes, true, false, "sendbuf"},
+                   Buf{recvbuf, bytes * comm->size, false, true, "recvbuf"}},
+                  [&](void** h) { return c->Allgather(h[0], h[1], sendcount, dtype); });
   });
 }
 
@@ -345,7 +399,10 @@ zc_status zc_reduce_scatter(zc_comm* comm, const void* sendbuf, void* recvbuf, s
   ZC_TRY(CheckBuf(comm, "reduce_scatter", recvbuf, "recvbuf", recvcount));
   if (recvcount == 0) return ZC_OK;
   return RunCollective(comm, "reduce_scatter", [&](auto* c) {
-    return c->ReduceScatter(sendbuf, recvbuf, recvcount, dtype, op);
+    const size_t bytes = recvcount * ElemSize(dtype);
+    return Staged({Buf{sendbuf, bytes * comm->size, true, false, "sendbuf"},
+                   Buf{recvbuf, bytes, false, true, "recvbuf"}},
+                  [&](void** h) { return c->ReduceScatter(h[0], h[1], recvcount, dtype, op); });
   });
 }
 
@@ -358,7 +415,10 @@ zc_status zc_alltoall(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t 
   ZC_TRY(CheckBuf(comm, "alltoall", recvbuf, "recvbuf", count));
   if (count == 0) return ZC_OK;
   return RunCollective(comm, "alltoall", [&](auto* c) {
-    return c->Alltoall(sendbuf, recvbuf, count, dtype);
+    const size_t bytes = count * ElemSize(dtype) * comm->size;
+    return Staged({Buf{sendbuf, bytes, true, false, "sendbuf"},
+                   Buf{recvbuf, bytes, false, true, "recvbuf"}},
+                  [&](void** h) { return c->Alltoall(h[0], h[1], count, dtype); });
   });
 }
 

@@ -82,7 +82,7 @@ struct StoreServer::Impl {
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> refused{0};
   std::atomic<uint64_t> nclients{0};
-  bool stopped = false;
+  std::atomic<bool> stopped{false};
 
   std::map<uint64_t, std::unique_ptr<Client>> clients;
   uint64_t next_client = 1, next_waiter = 1;
@@ -594,8 +594,7 @@ uint64_t StoreServer::refused_connections() const {
 uint64_t StoreServer::num_clients() const { return impl_->nclients.load(); }
 
 void StoreServer::Stop() {
-  if (!impl_ || impl_->stopped) return;
-  impl_->stopped = true;
+  if (!impl_ || impl_->stopped.exchange(true)) return;
   impl_->stop.store(true, std::memory_order_release);
   uint64_t one = 1;
   ssize_t n = write(impl_->wake_fd, &one, sizeof(one));

@@ -64,8 +64,12 @@ inline float HalfToFloat(uint16_t h) {
   // Denormal: (2^-14 * (1 + m/1024)) - 2^-14 = m * 2^-24, exact in float.
   const uint32_t denorm =
       FloatBits(BitsFloat(normal + (1u << 23)) - BitsFloat(113u << 23));
-  const uint32_t r =
-      exp == 0x0f800000u ? infnan : (exp == 0 ? denorm : normal);
+  // Selected with masks, not branches: every candidate is computed anyway,
+  // so the compiler may vectorize without speculating float operations.
+  const uint32_t is_infnan = 0u - static_cast<uint32_t>(exp == 0x0f800000u);
+  const uint32_t is_denorm = 0u - static_cast<uint32_t>(exp == 0);
+  const uint32_t r = (infnan & is_infnan) | (denorm & is_denorm) |
+                     (normal & ~(is_infnan | is_denorm));
   return BitsFloat(r | sign);
 }
 
@@ -84,8 +88,10 @@ inline uint16_t FloatToHalf(float f) {
   // Normal: rebias and round to nearest even on the 13 dropped bits.
   const uint32_t normal =
       (u - (112u << 23) + 0xfffu + ((u >> 13) & 1u)) >> 13;
-  const uint32_t r =
-      u >= 0x47800000u ? big : (u < 0x38800000u ? small : normal);
+  const uint32_t is_big = 0u - static_cast<uint32_t>(u >= 0x47800000u);
+  const uint32_t is_small = 0u - static_cast<uint32_t>(u < 0x38800000u);
+  const uint32_t r = (big & is_big) | (small & is_small) |
+                     (normal & ~(is_big | is_small));
   return static_cast<uint16_t>(r | sign);
 }
 

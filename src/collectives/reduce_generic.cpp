@@ -11,19 +11,26 @@
 namespace zc::kernels::generic {
 namespace {
 
+typedef uint16_t U16 __attribute__((aligned(1)));
+
 void LoadHalf(float* __restrict dst, const unsigned char* src, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    uint16_t h;
-    std::memcpy(&h, src + 2 * i, 2);
-    dst[i] = HalfToFloat(h);
-  }
+  const U16* s = reinterpret_cast<const U16*>(src);
+  for (size_t i = 0; i < n; ++i) dst[i] = HalfToFloat(s[i]);
 }
 
 void StoreHalf(unsigned char* dst, const float* __restrict src, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    const uint16_t h = FloatToHalf(src[i]);
-    std::memcpy(dst + 2 * i, &h, 2);
-  }
+  U16* d = reinterpret_cast<U16*>(dst);
+  for (size_t i = 0; i < n; ++i) d[i] = FloatToHalf(src[i]);
+}
+
+void LoadBf16(float* __restrict dst, const unsigned char* src, size_t n) {
+  const U16* s = reinterpret_cast<const U16*>(src);
+  for (size_t i = 0; i < n; ++i) dst[i] = BFloat16ToFloat(s[i]);
+}
+
+void StoreBf16(unsigned char* dst, const float* __restrict src, size_t n) {
+  U16* d = reinterpret_cast<U16*>(dst);
+  for (size_t i = 0; i < n; ++i) d[i] = FloatToBFloat16(src[i]);
 }
 
 }  // namespace

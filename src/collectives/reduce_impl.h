@@ -4,9 +4,11 @@
 //    "collectives/reduce_table.h" (before any `#pragma GCC target`, so that
 //    inline library code is never compiled for a wider ISA than the CPU's),
 //  - defined ZC_KERNEL_NS (the namespace under zc::kernels), and
-//  - defined, in zc::kernels::ZC_KERNEL_NS, the fp16 block conversions
+//  - defined, in zc::kernels::ZC_KERNEL_NS, the 16-bit block conversions
 //      void LoadHalf(float* dst, const unsigned char* src, size_t n);
 //      void StoreHalf(unsigned char* dst, const float* src, size_t n);
+//      void LoadBf16(float* dst, const unsigned char* src, size_t n);
+//      void StoreBf16(unsigned char* dst, const float* src, size_t n);
 //
 // Everything here has internal linkage so the per-ISA copies never meet.
 //
@@ -193,17 +195,6 @@ void ScaleDivNative(void* buf, size_t n, double divisor) {
 }
 
 // ---- float16 / bfloat16 ---------------------------------------------------
-void LoadBf16(float* __restrict dst, const unsigned char* src, size_t n) {
-  using U16 = Unaligned<uint16_t>::type;
-  const U16* s = reinterpret_cast<const U16*>(src);
-  for (size_t i = 0; i < n; ++i) dst[i] = BFloat16ToFloat(s[i]);
-}
-void StoreBf16(unsigned char* dst, const float* __restrict src, size_t n) {
-  using U16 = Unaligned<uint16_t>::type;
-  U16* d = reinterpret_cast<U16*>(dst);
-  for (size_t i = 0; i < n; ++i) d[i] = FloatToBFloat16(src[i]);
-}
-
 struct HalfCvt {
   static void Load(float* d, const unsigned char* s, size_t n) { LoadHalf(d, s, n); }
   static void Store(unsigned char* d, const float* s, size_t n) { StoreHalf(d, s, n); }

@@ -41,9 +41,11 @@ void Reduce2(zc_dtype d, zc_op op, void* dst, const void* a, const void* b,
 // in float and round once at the end. dst may equal any srcs[i]. n >= 1.
 void ReduceN(zc_dtype d, zc_op op, void* dst, const void* const* srcs, int n,
              size_t count);
-// buf[i] = buf[i] / divisor, correctly rounded in the element type (the
-// quotient is computed in float where divisor is exactly a float, else in
-// double). Floating types only: integer types are left untouched.
+// buf[i] = buf[i] / divisor. The quotient is computed in float where the
+// divisor is exactly a float, else in double, and rounded to the element
+// type: correctly rounded for float32/float64, and for fp16/bf16 with
+// integer divisors below 8192 (any world size). Floating types only:
+// integer types are left untouched.
 void ScaleDiv(zc_dtype d, void* buf, size_t count, double divisor);
 
 // Bulk conversions with the fastest available instructions; same results

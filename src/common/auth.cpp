@@ -174,16 +174,19 @@ Status RunHandshake(int fd, AuthRole role, const std::string& key,
 }  // namespace
 
 Status AuthServer(int fd, const std::string& key, const Deadline& dl) {
+  // Taken first: once the peer has hung up, getpeername no longer works.
+  std::string peer = PeerAddress(fd);
   Status st = RunHandshake(fd, AuthRole::kServer, key, dl);
   if (!st.ok())
-    ZC_WARN(kBootstrap, "refused connection from %s: %s",
-            PeerAddress(fd).c_str(), st.message().c_str());
+    ZC_WARN(kBootstrap, "refused connection from %s: %s", peer.c_str(),
+            st.message().c_str());
   return st;
 }
 
 Status AuthClient(int fd, const std::string& key, const Deadline& dl) {
+  std::string peer = PeerAddress(fd);
   Status st = RunHandshake(fd, AuthRole::kClient, key, dl);
-  if (!st.ok()) return st.with_context("to " + PeerAddress(fd));
+  if (!st.ok()) return st.with_context("to " + peer);
   return st;
 }
 

@@ -44,7 +44,6 @@ const std::vector<ConfigVar>& ConfigVars() {
       {"ZC_ALGO", "auto",
        "force a collective algorithm: auto, ring, hd (halving-doubling), shm"},
       {"ZC_CHUNK", "1M", "pipeline chunk size of ring algorithms"},
-      {"ZC_HEARTBEAT", "1", "seconds between peer liveness checks"},
   };
   return vars;
 }
@@ -145,10 +144,6 @@ Status Config::FromEnv(Config* out) {
   if ((v = get("ZC_TIMEOUT"))) {
     if (!ParseDouble(v, &c.timeout_s) || c.timeout_s <= 0)
       return Bad("ZC_TIMEOUT", v, "a positive number of seconds");
-  }
-  if ((v = get("ZC_HEARTBEAT"))) {
-    if (!ParseDouble(v, &c.heartbeat_s) || c.heartbeat_s <= 0)
-      return Bad("ZC_HEARTBEAT", v, "a positive number of seconds");
   }
   if ((v = get("ZC_DEBUG"))) {
     if (strcasecmp(v, "NONE") == 0) c.debug = log::Level::kNone;

@@ -36,7 +36,6 @@ struct Config {
   std::string verbs_flag_mode = "imm";  // ZC_VERBS_FLAG: imm|ordered
   std::string algo = "auto";         // ZC_ALGO: auto|ring|hd|shm|...
   size_t chunk_bytes = 1u << 20;     // ZC_CHUNK: pipeline chunk of the ring
-  double heartbeat_s = 1.0;          // ZC_HEARTBEAT: liveness check period
 
   // Reads the environment. Returns ZC_ERR_INVALID_ARG naming the first
   // variable with a bad value.

@@ -1,8 +1,11 @@
 #include "gpu/cuda_driver.h"
 
 #include <dlfcn.h>
+#include <link.h>
 
 #include <atomic>
+#include <cstddef>
+#include <cstring>
 #include <mutex>
 
 #include "common/log.h"
@@ -56,6 +59,7 @@ bool FillTable(void* lib) {
   Resolve(lib, &t.MemAllocManaged, "cuMemAllocManaged");
   Resolve(lib, &t.MemAllocHost, "cuMemAllocHost_v2");
   Resolve(lib, &t.MemFreeHost, "cuMemFreeHost");
+  Resolve(lib, &t.MemHostAlloc, "cuMemHostAlloc");
   Resolve(lib, &t.Memcpy, "cuMemcpy");
   Resolve(lib, &t.MemcpyAsync, "cuMemcpyAsync");
   Resolve(lib, &t.MemcpyHtoD, "cuMemcpyHtoD_v2");
@@ -89,12 +93,63 @@ const DriverTable* Publish(void* lib) {
   return &g_table;
 }
 
+// Whether libcuda is among the loaded objects. dlopen(RTLD_NOLOAD) cannot
+// answer cheaply: glibc searches the library path on disk before it gives
+// up (~0.5 ms). dl_iterate_phdr's load counter lets a repeated "no" cost one
+// callback: the object list is scanned again only after something new was
+// loaded.
+std::atomic<unsigned long long> g_adds_without_libcuda{~0ull};
+
+struct ScanState {
+  bool first = true;
+  bool unchanged = false;
+  bool found = false;
+  bool has_adds = false;
+  unsigned long long adds = 0;
+};
+
+int ScanObject(struct dl_phdr_info* info, size_t size, void* data) {
+  auto* s = static_cast<ScanState*>(data);
+  if (s->first) {
+    s->first = false;
+    s->has_adds = size >= offsetof(struct dl_phdr_info, dlpi_adds) +
+                              sizeof(info->dlpi_adds);
+    if (s->has_adds) {
+      s->adds = info->dlpi_adds;
+      if (s->adds ==
+          g_adds_without_libcuda.load(std::memory_order_relaxed)) {
+        s->unchanged = true;
+        return 1;  // stop: nothing loaded since the last "no"
+      }
+    }
+  }
+  const char* name = info->dlpi_name != nullptr ? info->dlpi_name : "";
+  const char* slash = std::strrchr(name, '/');
+  const char* base = slash != nullptr ? slash + 1 : name;
+  if (std::strncmp(base, "libcuda.so", 10) == 0) {
+    s->found = true;
+    return 1;
+  }
+  return 0;
+}
+
+bool LibcudaInProcess() {
+  ScanState s;
+  dl_iterate_phdr(&ScanObject, &s);
+  if (s.found) return true;
+  if (!s.unchanged && s.has_adds) {
+    g_adds_without_libcuda.store(s.adds, std::memory_order_relaxed);
+  }
+  return false;
+}
+
 }  // namespace
 
 const DriverTable* LoadedDriver() {
   const DriverTable* t = g_loaded.load(std::memory_order_acquire);
   if (t != nullptr) return t;
-  // RTLD_NOLOAD: find libcuda only if someone already loaded it.
+  if (!LibcudaInProcess()) return nullptr;
+  // Loaded: RTLD_NOLOAD now finds it by name without touching the disk.
   void* lib = dlopen(kLibName, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
   if (lib == nullptr) return nullptr;
   std::lock_guard<std::mutex> lock(g_mu);

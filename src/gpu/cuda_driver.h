@@ -59,6 +59,7 @@ constexpr unsigned kMemoryTypeUnified = 4;
 // Flags
 constexpr unsigned kIpcMemLazyEnablePeerAccess = 1;
 constexpr unsigned kMemAttachGlobal = 1;
+constexpr unsigned kMemHostAllocPortable = 1;  // pinned for every context
 }  // namespace cu
 
 // The driver entry points zcomm uses. Members are null where the driver
@@ -96,6 +97,7 @@ struct DriverTable {
                               unsigned flags) = nullptr;
   CuResult (*MemAllocHost)(void** p, size_t bytes) = nullptr;
   CuResult (*MemFreeHost)(void* p) = nullptr;
+  CuResult (*MemHostAlloc)(void** p, size_t bytes, unsigned flags) = nullptr;
   CuResult (*Memcpy)(CuDevicePtr dst, CuDevicePtr src, size_t bytes) = nullptr;
   CuResult (*MemcpyAsync)(CuDevicePtr dst, CuDevicePtr src, size_t bytes,
                           CuStream s) = nullptr;
@@ -110,7 +112,8 @@ struct DriverTable {
 
 // The process driver if libcuda.so.1 is already loaded in this process,
 // else nullptr. Cheap: one atomic load once found; while libcuda is absent,
-// one dlopen(RTLD_NOLOAD) lookup per call.
+// one dl_iterate_phdr callback per call (a full scan of the loaded objects
+// only after a new library was loaded).
 const DriverTable* LoadedDriver();
 
 // Loads libcuda.so.1 if needed. ZC_ERR_UNSUPPORTED "no CUDA driver: ..."

@@ -37,8 +37,8 @@ Result RunBoth(const std::string& server_key, const std::string& client_key) {
 }
 
 TEST(Auth, SameKeySucceeds) {
-  for (const std::string key : {std::string("k"), std::string(100, 'z'),
-                                std::string("bin\0ary\xff", 10), std::string()}) {
+  for (const std::string& key : {std::string("k"), std::string(100, 'z'),
+                                std::string("bin\0ary\xff!", 10), std::string()}) {
     Result r = RunBoth(key, key);
     EXPECT_TRUE(r.server.ok()) << r.server.message();
     EXPECT_TRUE(r.client.ok()) << r.client.message();

@@ -54,7 +54,7 @@ TEST(Config, BadValuesNameTheVariable) {
       {"ZC_SHM_CMA", "maybe"},       {"ZC_VERBS_FLAG", "fast"},
       {"ZC_ALGO", "tree2"},          {"ZC_CHUNK", "1"},
       {"ZC_RANK", "-1"},             {"ZC_SIZE", "0"},
-      {"ZC_HEARTBEAT", "0"},         {"ZC_IB_PORT", "300"},
+      {"ZC_IB_PORT", "300"},
   };
   for (const auto& bc : cases) {
     EnvGuard g(bc.name, bc.value);

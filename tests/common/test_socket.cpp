@@ -189,7 +189,9 @@ TEST(PickInterfaceAddress, Specs) {
   ASSERT_TRUE(PickInterfaceAddress("l", &ip, &ifname).ok());
   EXPECT_EQ(ifname.rfind("l", 0), 0u);
   Status st = PickInterfaceAddress("^lo", &ip, &ifname);
-  if (st.ok()) EXPECT_NE(ifname, "lo");
+  if (st.ok()) {
+    EXPECT_NE(ifname, "lo");
+  }
   st = PickInterfaceAddress("nosuchif", &ip, &ifname);
   EXPECT_EQ(st.code(), ZC_ERR_INVALID_ARG);
   EXPECT_NE(st.message().find("nosuchif"), std::string::npos);

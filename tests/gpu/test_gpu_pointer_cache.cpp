@@ -189,7 +189,7 @@ TEST_F(GpuPointerCacheTest, InvalidateByInteriorPointerAndRange) {
   cache.Invalidate(P(kBase + 100));
   EXPECT_FALSE(cache.Lookup(P(kBase), &info));
   EXPECT_TRUE(cache.Lookup(P(kBase + 8192), &info));
-  cache.InvalidateRange(P(kBase + 4096), 8192 + 1);  // touches the 2nd and 3rd
+  cache.InvalidateRange(P(kBase + 4096), 12288 + 1);  // [4096, 16385): 2nd, 3rd
   EXPECT_FALSE(cache.Lookup(P(kBase + 8192), &info));
   EXPECT_FALSE(cache.Lookup(P(kBase + 16384), &info));
   EXPECT_EQ(cache.stats().entries, 0u);

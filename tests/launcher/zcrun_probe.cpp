@@ -115,10 +115,21 @@ int main(int argc, char** argv) {
     // Leaves a child behind in its process group, then fails.
     pid_t child = fork();
     if (child == 0) SleepForever(60);
-    FILE* f = fopen((std::string(argv[2]) + "." + std::to_string(rank)).c_str(), "w");
+    // Written under a temporary name and renamed: readers never see half.
+    std::string path = std::string(argv[2]) + "." + std::to_string(rank);
+    FILE* f = fopen((path + ".tmp").c_str(), "w");
     if (f) {
       fprintf(f, "%d\n", static_cast<int>(child));
       fclose(f);
+      rename((path + ".tmp").c_str(), path.c_str());
+    }
+    if (rank == 0) {
+      // Fail once every rank has its child, so that all of them are tested.
+      int size = atoi(Get("ZC_SIZE"));
+      for (int r = 0; r < size; ++r) {
+        std::string other = std::string(argv[2]) + "." + std::to_string(r);
+        for (int i = 0; i < 1000 && access(other.c_str(), F_OK) != 0; ++i) usleep(10000);
+      }
     }
     if (rank == 0) return 3;
     SleepForever(60);

@@ -34,9 +34,12 @@ struct Result {
 
 class Runner {
  public:
+  // `wrapper` runs zcrun through another command (ip netns exec ns).
   explicit Runner(std::vector<std::string> args,
-                  std::vector<std::string> extra_env = {})
-      : args_(std::move(args)), env_(std::move(extra_env)) {}
+                  std::vector<std::string> extra_env = {},
+                  std::vector<std::string> wrapper = {})
+      : args_(std::move(args)), env_(std::move(extra_env)),
+        wrapper_(std::move(wrapper)) {}
   ~Runner() {
     if (pid_ > 0 && !done_) {
       kill(pid_, SIGKILL);
@@ -57,11 +60,12 @@ class Runner {
       dup2(e[1], 2);
       for (const std::string& kv : env_) putenv(const_cast<char*>(kv.c_str()));
       std::vector<char*> argv;
+      for (const std::string& w : wrapper_) argv.push_back(const_cast<char*>(w.c_str()));
       std::string zcrun = Zcrun();
       argv.push_back(const_cast<char*>(zcrun.c_str()));
       for (const std::string& a : args_) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);
-      execv(argv[0], argv.data());
+      execvp(argv[0], argv.data());
       _exit(126);
     }
     close(o[1]);
@@ -147,7 +151,7 @@ class Runner {
     return any;
   }
 
-  std::vector<std::string> args_, env_;
+  std::vector<std::string> args_, env_, wrapper_;
   pid_t pid_ = -1;
   int out_fd_ = -1, err_fd_ = -1;
   bool done_ = false;
@@ -157,8 +161,9 @@ class Runner {
 
 // Runs zcrun with args to completion (at most `seconds`).
 inline Result RunZcrun(std::vector<std::string> args, double seconds = 30,
-                  std::vector<std::string> extra_env = {}) {
-  Runner r(std::move(args), std::move(extra_env));
+                       std::vector<std::string> extra_env = {},
+                       std::vector<std::string> wrapper = {}) {
+  Runner r(std::move(args), std::move(extra_env), std::move(wrapper));
   if (!r.Start()) return Result{};
   return r.Finish(seconds);
 }

@@ -53,6 +53,8 @@ class TensorServiceImpl final : public zcperf::TensorService::Service {
   }
 };
 
+int g_lookahead = 0;  // --http2-lookahead: 0 keeps gRPC's defaults
+
 int RunServer(int port, int ready_fd) {
   TensorServiceImpl service;
   grpc::ServerBuilder builder;
@@ -61,6 +63,9 @@ int RunServer(int port, int ready_fd) {
                            grpc::InsecureServerCredentials(), &selected);
   builder.SetMaxReceiveMessageSize(-1);
   builder.SetMaxSendMessageSize(-1);
+  if (g_lookahead > 0)
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES,
+                               g_lookahead);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || selected == 0) {
@@ -99,6 +104,8 @@ int RunClient(const std::string& target, const Opts& o) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
+  if (g_lookahead > 0)
+    args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, g_lookahead);
   auto channel = grpc::CreateCustomChannel(
       target, grpc::InsecureChannelCredentials(), args);
   if (!channel->WaitForConnected(std::chrono::system_clock::now() +
@@ -229,6 +236,7 @@ int main(int argc, char** argv) {
     else if (!strcmp(a, "--window")) { o.window = (int)bu_int_arg(a, v); i++; }
     else if (!strcmp(a, "--warmup")) { o.warmup = (int)bu_int_arg(a, v); i++; }
     else if (!strcmp(a, "--json") && v) { o.json = v; i++; }
+    else if (!strcmp(a, "--http2-lookahead")) { g_lookahead = (int)bu_size_arg(a, v); i++; }
     else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { Usage(); return 0; }
     else { Usage(); return 2; }
   }

@@ -41,6 +41,7 @@ struct Socket {
   int peer = -1;
   std::mutex send_mu;
   std::atomic<bool> dead{false};
+  std::atomic<bool> said_bye{false};  // the peer finalized; every earlier message on this socket was handled
 };
 
 struct PendingRead {
@@ -117,6 +118,12 @@ class TcpTransport : public Transport {
   void ProgressLoop(std::vector<Socket*> sockets);
   // Handles one message; returns non-OK when the socket must be dropped.
   Status HandleMessage(Socket* s);
+  // True when every socket to peer has received the peer's goodbye.
+  bool AllSaidBye(int peer) const {
+    for (auto& s : sockets_)
+      if (s->peer == peer && !s->said_bye.load()) return false;
+    return true;
+  }
   Status Drain(int fd, uint64_t bytes);
 
   TransportHost* host_;
@@ -342,7 +349,11 @@ Status TcpTransport::HandleMessage(Socket* s) {
       return st;
     }
     case kBye:
-      return Error(ZC_ERR_PEER_LOST, "peer %d has finalized", s->peer);
+      // Not an error yet: data the peer sent before finalizing may still be
+      // in flight on its other sockets. The caller reports the peer gone once
+      // every socket of it has said goodbye.
+      s->said_bye.store(true);
+      return Status::Ok();
     default:
       return Error(ZC_ERR_PEER_LOST, "tcp: unknown message type %u from peer %d", h.type, s->peer);
   }
@@ -366,7 +377,11 @@ void TcpTransport::ProgressLoop(std::vector<Socket*> sockets) {
       if (!fds[i].revents || stop_.load()) continue;
       Socket* s = sockets[i];
       Status st = HandleMessage(s);
-      if (!st.ok()) {
+      if (st.ok() && s->said_bye.load()) {
+        s->dead.store(true);
+        if (AllSaidBye(s->peer) && !stop_.load())
+          host_->OnPeerLost(s->peer, Error(ZC_ERR_PEER_LOST, "peer %d has finalized", s->peer));
+      } else if (!st.ok()) {
         s->dead.store(true);
         if (!stop_.load()) host_->OnPeerLost(s->peer, st);
       }

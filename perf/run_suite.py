@@ -1,0 +1,732 @@
+#!/usr/bin/python3
+"""run_suite.py — the zcomm benchmark suite, side by side with peer libraries.
+
+    perf/run_suite.py --build BUILDDIR [--quick] [--out DIR]
+                      [--only machine,memcpy,p2p,allreduce2,allreduceN]
+                      [--np N] [--no-docs-img] [--timeout-scale X]
+
+In one run:
+  * machine: CPU model, cores, memory, kernel, peer-library versions;
+  * memcpy:  single-thread memcpy bandwidth (the limit of shm transfers) and
+             STREAM-like copy/triad numbers, 1 thread and all cores;
+  * p2p:     zcomm zc_send/zc_recv (ZC_TRANSPORT=shm and tcp, zero-copy and
+             copy mode) vs Open MPI ping-pong vs gRPC (tensor as protobuf
+             bytes): one-way latency and bandwidth per size;
+  * allreduce2 / allreduceN: zcomm allreduce (auto, and forced
+             ZC_TRANSPORT=tcp) vs MPI_Allreduce vs Gloo (AllreduceRing and
+             AllreduceRingChunked) vs torch.distributed(gloo), 2 ranks, then
+             N ranks (default 4, oversubscribed when N > cores).
+Prints tables with ratios (zcomm time / peer time per size: below 1 means
+zcomm is faster), writes results.json, summary.md, logs/ and PNG plots into
+the output directory (default perf/results/, git-ignored) and copies the
+plots into docs/img/.
+
+Every child process runs under a timeout; a library that is missing or fails
+is reported as "n/a: <reason>" and the suite goes on. Use Debian's
+/usr/bin/python3 (numpy and matplotlib from python3-numpy/-matplotlib; without
+them the plots are skipped).
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+PERF_DIR = os.path.dirname(os.path.abspath(__file__))
+SRC_DIR = os.path.dirname(PERF_DIR)
+
+# Sweep parameters. quick: about 5 minutes on 2 cores.
+MODES = {
+    "quick": dict(
+        memcpy_size="64M", memcpy_iters=3,
+        p2p_max="16M", p2p_iters=200, p2p_bw_iters=10, p2p_min_iters=3,
+        grpc_max="16M", grpc_iters=50, grpc_bw_iters=5,
+        coll_min="8", coll_max="64M", coll_iters=10, coll_min_iters=3,
+        collN_max="16M",
+        timeout=240),
+    "full": dict(
+        memcpy_size="256M", memcpy_iters=10,
+        p2p_max="1G", p2p_iters=1000, p2p_bw_iters=50, p2p_min_iters=5,
+        grpc_max="1G", grpc_iters=200, grpc_bw_iters=20,
+        coll_min="8", coll_max="256M", coll_iters=20, coll_min_iters=5,
+        collN_max="256M",
+        timeout=1500),
+}
+
+
+# ---------------------------------------------------------------- helpers --
+
+def log(msg=""):
+    print(msg, flush=True)
+
+
+def parse_size(text):
+    t = str(text).strip().upper().rstrip("B")
+    mul = 1
+    if t and t[-1] in "KMG":
+        mul = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[t[-1]]
+        t = t[:-1]
+    return int(t) * mul
+
+
+def human(n):
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if n >= (1 << shift) and n % (1 << shift) == 0:
+            return "%d%s" % (n >> shift, unit)
+    return str(n)
+
+
+def sh(cmd, timeout=20):
+    """Output of a small command, or '' when it fails."""
+    try:
+        p = subprocess.run(cmd, shell=isinstance(cmd, str),
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=timeout, text=True)
+        return p.stdout.strip()
+    except Exception:  # noqa: BLE001
+        return ""
+
+
+def load_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def tail_text(path, nlines=6):
+    try:
+        with open(path, errors="replace") as f:
+            lines = [l.rstrip() for l in f if l.strip()]
+    except OSError:
+        return ""
+    # prefer lines that say "error"
+    errs = [l for l in lines if "error" in l.lower()]
+    pick = errs[-3:] if errs else lines[-nlines:]
+    return " | ".join(pick)[-600:]
+
+
+def kill_group(p):
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(p.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        try:
+            p.wait(timeout=5)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+class Job:
+    """One benchmark run: its command(s), log, JSON and outcome."""
+
+    def __init__(self, key, label, group, library, kind):
+        self.key, self.label, self.group = key, label, group
+        self.library, self.kind = library, kind  # kind: coll | p2p | memcpy
+        self.rows, self.error, self.note = [], None, ""
+        self.cmd, self.wall_s, self.load_before = [], 0.0, None
+        self.data = {}
+
+    def to_dict(self):
+        return dict(key=self.key, label=self.label, group=self.group,
+                    library=self.library, kind=self.kind, rows=self.rows,
+                    error=self.error, note=self.note, cmd=self.cmd,
+                    wall_s=round(self.wall_s, 2),
+                    load_before=self.load_before,
+                    meta={k: v for k, v in self.data.items()
+                          if k not in ("results",)})
+
+
+class Suite:
+    def __init__(self, a):
+        self.a = a
+        self.mode = MODES["quick" if a.quick else "full"]
+        self.build = os.path.abspath(a.build)
+        self.out = os.path.abspath(a.out)
+        self.logs = os.path.join(self.out, "logs")
+        os.makedirs(self.logs, exist_ok=True)
+        # results of an earlier run must not mix with this one (only the
+        # files this script writes are removed)
+        ours = re.compile(r"^((p2p|allreduce\d+|memcpy)_[\w.-]+\.(json|png|log)"
+                          r"|results\.json|summary\.md)$")
+        for d in (self.out, self.logs):
+            for f in os.listdir(d):
+                path = os.path.join(d, f)
+                if ours.match(f) and os.path.isfile(path):
+                    os.unlink(path)
+        self.jobs = []
+        self.machine = {}
+        self.timeout = int(self.mode["timeout"] * a.timeout_scale)
+        self.ncpu = os.cpu_count() or 1
+
+    # ---- paths --------------------------------------------------------
+    def prog(self, rel):
+        p = os.path.join(self.build, rel)
+        return p if os.path.isfile(p) and os.access(p, os.X_OK) else None
+
+    # ---- running ------------------------------------------------------
+    def _finish(self, job, json_path, rcs, timed_out, log_path, t0):
+        job.wall_s = time.time() - t0
+        data = load_json(json_path) if json_path else None
+        if data:
+            job.data = data
+            job.rows = data.get("results", []) or []
+        err = (data or {}).get("error")
+        if timed_out:
+            job.error = "timeout after %ds" % self.timeout
+            if job.rows:
+                job.error += " (kept %d finished sizes)" % len(job.rows)
+        elif err:
+            job.error = err
+        elif any(rc != 0 for rc in rcs):
+            job.error = "exit code %s: %s" % (
+                ",".join(str(r) for r in rcs if r != 0),
+                tail_text(log_path) or "no output")
+        elif data is None:
+            job.error = "no JSON result written: %s" % (
+                tail_text(log_path) or "no output")
+        elif not data.get("complete", True):
+            job.note = "incomplete run"
+        if job.error and "symbol lookup error" in job.error:
+            job.error = "libzcomm lacks a symbol: " + job.error
+        bad = sum(1 for r in job.rows if (r.get("wrong") or 0) > 0)
+        if bad:
+            job.note = (job.note + "; " if job.note else "") + \
+                "WRONG RESULTS at %d sizes" % bad
+        status = "ok" if not job.error else "n/a: " + job.error
+        log("   -> %s (%.1fs)%s" % (status, job.wall_s,
+                                     ("  [" + job.note + "]") if job.note
+                                     else ""))
+
+    def run(self, job, cmd, env=None, json_path=None):
+        """Runs one command (its own process group) under the timeout."""
+        self.jobs.append(job)
+        job.cmd = cmd
+        job.load_before = os.getloadavg()[0]
+        log("== %s" % job.label)
+        log("   $ %s" % " ".join(cmd))
+        log_path = os.path.join(self.logs, job.key + ".log")
+        if json_path and os.path.exists(json_path):
+            os.unlink(json_path)
+        t0 = time.time()
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        timed_out, rc = False, 0
+        try:
+            with open(log_path, "w") as lf:
+                p = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT,
+                                     env=full_env, start_new_session=True,
+                                     cwd=self.out)
+                try:
+                    rc = p.wait(timeout=self.timeout)
+                except subprocess.TimeoutExpired:
+                    timed_out = True
+                    kill_group(p)
+                    rc = 124
+        except OSError as e:
+            job.error = "cannot start: %s" % e
+            log("   -> n/a: " + job.error)
+            return job
+        self._finish(job, json_path, [rc], timed_out, log_path, t0)
+        if not job.error and self.a.verbose:
+            with open(log_path) as f:
+                sys.stdout.write(f.read())
+        return job
+
+    def run_multi(self, job, cmds, json_path):
+        """Starts one process per rank (Gloo); one failure stops them all."""
+        self.jobs.append(job)
+        job.cmd = cmds[0] + ["(x%d ranks)" % len(cmds)]
+        job.load_before = os.getloadavg()[0]
+        log("== %s" % job.label)
+        log("   $ %s   (one process per rank)" % " ".join(cmds[0]))
+        log_path = os.path.join(self.logs, job.key + ".log")
+        if os.path.exists(json_path):
+            os.unlink(json_path)
+        t0 = time.time()
+        procs, rcs, timed_out = [], [], False
+        with open(log_path, "w") as lf:
+            try:
+                for c in cmds:
+                    procs.append(subprocess.Popen(
+                        c, stdout=lf, stderr=subprocess.STDOUT,
+                        start_new_session=True, cwd=self.out))
+            except OSError as e:
+                for p in procs:
+                    kill_group(p)
+                job.error = "cannot start: %s" % e
+                log("   -> n/a: " + job.error)
+                return job
+            deadline = t0 + self.timeout
+            pending = list(procs)
+            while pending:
+                time.sleep(0.05)
+                for p in list(pending):
+                    r = p.poll()
+                    if r is not None:
+                        pending.remove(p)
+                        if r != 0:  # one rank failed: stop the others
+                            time.sleep(1)
+                            for q in pending:
+                                kill_group(q)
+                if time.time() > deadline and pending:
+                    timed_out = True
+                    for q in pending:
+                        kill_group(q)
+                    break
+            rcs = [p.wait() for p in procs]
+        self._finish(job, json_path, rcs, timed_out, log_path, t0)
+        return job
+
+    def skip(self, job, reason):
+        self.jobs.append(job)
+        job.error = reason
+        log("== %s\n   -> n/a: %s" % (job.label, reason))
+        return job
+
+    # ---- machine --------------------------------------------------------
+    def machine_info(self):
+        m = {}
+        lscpu = sh(["lscpu"])
+        for line in lscpu.splitlines():
+            k, _, v = line.partition(":")
+            k, v = k.strip(), v.strip()
+            if k in ("Model name", "CPU(s)", "Thread(s) per core",
+                     "Core(s) per socket", "Socket(s)", "NUMA node(s)",
+                     "L3 cache", "CPU max MHz"):
+                m[k] = v
+        try:
+            with open("/proc/meminfo") as f:
+                for line in f:
+                    if line.startswith("MemTotal:"):
+                        m["MemTotal"] = "%.1f GiB" % (
+                            int(line.split()[1]) / (1 << 20))
+        except OSError:
+            pass
+        m["kernel"] = platform.release()
+        m["nproc"] = self.ncpu
+        m["hostname"] = platform.node()
+        m["date"] = datetime.datetime.now().isoformat(timespec="seconds")
+        m["loadavg_start"] = os.getloadavg()
+        m["compiler"] = sh(["cc", "--version"]).splitlines()[0:1]
+        m["openmpi"] = (sh(["mpirun", "--allow-run-as-root", "--version"])
+                        .splitlines() or [""])[0]
+        gloo_h = "/usr/include/gloo/config.h"
+        if os.path.exists(gloo_h):
+            with open(gloo_h) as f:
+                v = dict(re.findall(r"#define GLOO_VERSION_(\w+) (\d+)",
+                                    f.read()))
+            m["gloo"] = "%s.%s.%s" % (v.get("MAJOR"), v.get("MINOR"),
+                                      v.get("PATCH"))
+        m["grpc++"] = sh(["pkg-config", "--modversion", "grpc++"])
+        m["protobuf"] = sh(["pkg-config", "--modversion", "protobuf"])
+        m["torch"] = sh([sys.executable, "-c",
+                         "import torch; print(torch.__version__)"], 60)
+        self.machine = m
+        log("== machine")
+        for k in ("Model name", "nproc", "MemTotal", "kernel", "openmpi",
+                  "gloo", "grpc++", "torch", "loadavg_start"):
+            log("   %-14s %s" % (k, m.get(k, "?")))
+
+    # ---- memcpy ---------------------------------------------------------
+    def memcpy(self):
+        exe = self.prog("perf/memcpy_bw")
+        for th in sorted({1, self.ncpu}):
+            job = Job("memcpy_t%d" % th, "memcpy / STREAM, %d thread(s)" % th,
+                      "memcpy", "memcpy", "memcpy")
+            if not exe:
+                self.skip(job, "perf/memcpy_bw not built")
+                continue
+            jp = os.path.join(self.out, job.key + ".json")
+            self.run(job, [exe, "--size", self.mode["memcpy_size"],
+                           "--min-size", "1M", "--iters",
+                           str(self.mode["memcpy_iters"]), "--threads",
+                           str(th), "--json", jp], json_path=jp)
+
+    # ---- p2p ------------------------------------------------------------
+    def zcrun_cmd(self, np_):
+        zcrun = self.prog("launcher/zcrun")
+        if not zcrun:
+            return None
+        cmd = [zcrun, "-np", str(np_), "--no-tag-output"]
+        if np_ > self.ncpu:
+            cmd += ["--oversubscribe"]
+        return cmd
+
+    def mpirun_cmd(self, np_):
+        mpirun = shutil.which("mpirun")
+        if not mpirun:
+            return None
+        bind = "core" if np_ <= self.ncpu else "none"
+        return [mpirun, "--allow-run-as-root", "--oversubscribe", "-np",
+                str(np_), "--bind-to", bind]
+
+    def p2p(self):
+        md = self.mode
+        common = ["--max-size", md["p2p_max"], "--iters", str(md["p2p_iters"]),
+                  "--bw-iters", str(md["p2p_bw_iters"]), "--min-iters",
+                  str(md["p2p_min_iters"])]
+        zc = self.prog("perf/zc_p2p")
+        for transport in ("shm", "tcp"):
+            for mode in ("zerocopy", "copy"):
+                key = "p2p_zcomm_%s_%s" % (transport, mode)
+                job = Job(key, "p2p zcomm %s %s" % (transport, mode), "p2p",
+                          "zcomm %s %s" % (transport, mode), "p2p")
+                zcrun = self.zcrun_cmd(2)
+                if not zc:
+                    self.skip(job, "perf/zc_p2p not built")
+                    continue
+                if not zcrun:
+                    self.skip(job, "launcher/zcrun not built")
+                    continue
+                jp = os.path.join(self.out, key + ".json")
+                self.run(job, zcrun + ["-x", "ZC_TRANSPORT", zc] + common +
+                         ["--mode", mode, "--json", jp],
+                         env={"ZC_TRANSPORT": transport}, json_path=jp)
+        job = Job("p2p_mpi", "p2p Open MPI ping-pong", "p2p", "mpi", "p2p")
+        exe, mr = self.prog("perf/peers/mpi_pingpong"), self.mpirun_cmd(2)
+        if not exe or not mr:
+            self.skip(job, "perf/peers/mpi_pingpong not built" if not exe
+                      else "mpirun not found")
+        else:
+            jp = os.path.join(self.out, job.key + ".json")
+            self.run(job, mr + [exe] + common + ["--json", jp], json_path=jp)
+        job = Job("p2p_grpc", "p2p gRPC (tensor as protobuf bytes)", "p2p",
+                  "grpc", "p2p")
+        exe = self.prog("perf/peers/grpc_tensor/grpc_tensor_bench")
+        if not exe:
+            self.skip(job, "perf/peers/grpc_tensor/grpc_tensor_bench not built")
+        else:
+            jp = os.path.join(self.out, job.key + ".json")
+            self.run(job, [exe, "--min-size", "1K", "--max-size",
+                           md["grpc_max"], "--iters", str(md["grpc_iters"]),
+                           "--bw-iters", str(md["grpc_bw_iters"]),
+                           "--min-iters", str(md["p2p_min_iters"]),
+                           "--json", jp], json_path=jp)
+
+    # ---- allreduce ------------------------------------------------------
+    def allreduce(self, np_, max_size):
+        md = self.mode
+        group = "allreduce%d" % np_
+        sweep = ["-b", md["coll_min"], "-e", max_size, "-f", "2",
+                 "-n", str(md["coll_iters"]), "--min-iters",
+                 str(md["coll_min_iters"])]
+        oversub = " (oversubscribed)" if np_ > self.ncpu else ""
+        zc = self.prog("perf/zc_coll")
+        for transport in ("auto", "tcp"):
+            key = "%s_zcomm_%s" % (group, transport)
+            job = Job(key, "allreduce %d ranks%s: zcomm ZC_TRANSPORT=%s" % (
+                np_, oversub, transport), group, "zcomm " + transport, "coll")
+            zcrun = self.zcrun_cmd(np_)
+            if not zc:
+                self.skip(job, "perf/zc_coll not built")
+                continue
+            if not zcrun:
+                self.skip(job, "launcher/zcrun not built")
+                continue
+            jp = os.path.join(self.out, key + ".json")
+            env = {"ZC_TRANSPORT": transport}
+            self.run(job, zcrun + ["-x", "ZC_TRANSPORT", zc] + sweep +
+                     ["--json", jp], env=env, json_path=jp)
+        # Open MPI
+        job = Job(group + "_mpi", "allreduce %d ranks%s: MPI_Allreduce" % (
+            np_, oversub), group, "mpi", "coll")
+        exe, mr = self.prog("perf/peers/mpi_allreduce"), self.mpirun_cmd(np_)
+        if not exe or not mr:
+            self.skip(job, "perf/peers/mpi_allreduce not built" if not exe
+                      else "mpirun not found")
+        else:
+            jp = os.path.join(self.out, job.key + ".json")
+            self.run(job, mr + [exe] + sweep + ["--json", jp], json_path=jp)
+        # Gloo: AllreduceRing (whole buffers around the ring) and
+        # AllreduceRingChunked (reduce-scatter + allgather). gloo::allreduce,
+        # the API torch.distributed calls, is measured through torch below
+        # (gloo_allreduce --algo allreduce runs it directly; see
+        # docs/PERFORMANCE.md for why it is not in the default suite).
+        exe = self.prog("perf/peers/gloo_allreduce")
+        for algo, lib, what in (
+                ("ring", "gloo ring", "AllreduceRing"),
+                ("ring_chunked", "gloo ring_chunked", "AllreduceRingChunked")):
+            key = "%s_gloo_%s" % (group, algo)
+            job = Job(key, "allreduce %d ranks%s: Gloo %s" % (
+                np_, oversub, what), group, lib, "coll")
+            if not exe:
+                self.skip(job, "perf/peers/gloo_allreduce not built")
+                continue
+            jp = os.path.join(self.out, key + ".json")
+            store = tempfile.mkdtemp(prefix="zcperf-gloo-")
+            try:
+                cmds = [[exe, "--rank", str(r), "--size", str(np_),
+                         "--store", store, "--prefix", key, "--algo", algo,
+                         "--timeout-s", str(self.timeout)] + sweep +
+                        (["--json", jp] if r == 0 else [])
+                        for r in range(np_)]
+                self.run_multi(job, cmds, jp)
+            finally:
+                shutil.rmtree(store, ignore_errors=True)
+        # torch.distributed, backend gloo
+        job = Job(group + "_torch", "allreduce %d ranks%s: torch.distributed "
+                  "gloo" % (np_, oversub), group, "torch-gloo", "coll")
+        script = os.path.join(PERF_DIR, "peers", "torch_allreduce.py")
+        jp = os.path.join(self.out, job.key + ".json")
+        self.run(job, ["/usr/bin/python3", script, "-np", str(np_)] + sweep +
+                 ["--timeout-s", str(self.timeout), "--json", jp],
+                 json_path=jp)
+
+    # ---- reporting ------------------------------------------------------
+    def group_jobs(self, group):
+        return [j for j in self.jobs if j.group == group]
+
+
+def fmt(v, digits=2):
+    if v is None:
+        return "-"
+    if v >= 1e5:
+        return "%.0f" % v
+    return ("%." + str(digits) + "f") % v
+
+
+def rows_by_size(job, field):
+    return {r["size"]: r.get(field) for r in job.rows if r.get(field)
+            is not None}
+
+
+def table(title, jobs, field, ratio_pairs, digits=2, unit=""):
+    """Returns (text, markdown) of one size x library table with ratios."""
+    sizes = sorted({r["size"] for j in jobs for r in j.rows})
+    ok = [j for j in jobs if j.rows]
+    data = {j.library: rows_by_size(j, field) for j in ok}
+    wrong = {j.library: {r["size"] for r in j.rows if (r.get("wrong") or 0)
+                         > 0} for j in ok}
+    pairs = [(a, b) for a, b in ratio_pairs if a in data and b in data]
+    heads = ["size"] + [j.library for j in ok] + \
+        ["%s / %s" % (a, b) for a, b in pairs]
+    out = []
+    for s in sizes:
+        row = [human(s)]
+        for j in ok:
+            v = data[j.library].get(s)
+            row.append(fmt(v, digits) + ("!" if s in wrong[j.library]
+                                         else ""))
+        for a, b in pairs:
+            va, vb = data[a].get(s), data[b].get(s)
+            row.append("%.2f" % (va / vb) if va and vb else "-")
+        out.append(row)
+    widths = [max(len(h), *(len(r[i]) for r in out)) if out else len(h)
+              for i, h in enumerate(heads)]
+    text = ["", "### %s%s" % (title, (" [%s]" % unit) if unit else "")]
+    text.append("  ".join(h.rjust(w) for h, w in zip(heads, widths)))
+    for r in out:
+        text.append("  ".join(c.rjust(w) for c, w in zip(r, widths)))
+    for j in jobs:
+        if j.error:
+            text.append("  %s: n/a: %s" % (j.library, j.error))
+    md = ["", "#### %s%s" % (title, (" (%s)" % unit) if unit else ""), ""]
+    md.append("| " + " | ".join(heads) + " |")
+    md.append("|" + "|".join("---:" for _ in heads) + "|")
+    for r in out:
+        md.append("| " + " | ".join(r) + " |")
+    na = [j for j in jobs if j.error]
+    if na:
+        md.append("")
+        for j in na:
+            md.append("- %s: n/a: %s" % (j.library, j.error.replace("|", "/")))
+    return "\n".join(text), "\n".join(md)
+
+
+def plots(suite, out_dir):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except Exception as e:  # noqa: BLE001
+        log("plots skipped: cannot import matplotlib: %s" % e)
+        return []
+    made = []
+
+    def one(name, jobs, field, ylabel, title, logy=True):
+        jobs = [j for j in jobs if j.rows]
+        if not jobs:
+            return
+        fig, ax = plt.subplots(figsize=(7.5, 4.8))
+        for j in jobs:
+            pts = sorted((r["size"], r[field]) for r in j.rows
+                         if r.get(field) not in (None, 0))
+            if not pts:
+                continue
+            xs, ys = zip(*pts)
+            style = "-o" if j.library.startswith("zcomm") else "--s"
+            ax.plot(xs, ys, style, markersize=3, label=j.library)
+        ax.set_xscale("log", base=2)
+        if logy:
+            ax.set_yscale("log")
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = os.path.join(out_dir, name)
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        made.append(path)
+
+    cpu = suite.machine.get("Model name", "")
+    tag = "%s, %s cores" % (cpu, suite.machine.get("nproc", "?"))
+    for g in sorted({j.group for j in suite.jobs if j.kind == "coll"}):
+        n = g[len("allreduce"):]
+        jobs = suite.group_jobs(g)
+        one("%s_time.png" % g, jobs, "time_us", "time per allreduce (us)",
+            "allreduce float32 sum, %s ranks — %s" % (n, tag))
+        one("%s_busbw.png" % g, jobs, "busbw_GBps", "bus bandwidth (GB/s)",
+            "allreduce busbw, %s ranks — %s" % (n, tag))
+    p2p = suite.group_jobs("p2p")
+    one("p2p_latency.png", p2p, "latency_us", "one-way latency (us)",
+        "point-to-point latency — %s" % tag)
+    one("p2p_bandwidth.png", p2p, "bw_GBps", "bandwidth (GB/s)",
+        "point-to-point bandwidth — %s" % tag)
+    return made
+
+
+def report(suite):
+    texts, mds = [], []
+    m = suite.machine
+    mds.append("## Machine\n")
+    for k in ("Model name", "nproc", "MemTotal", "kernel", "compiler",
+              "openmpi", "gloo", "grpc++", "protobuf", "torch", "date",
+              "loadavg_start"):
+        if k in m:
+            mds.append("- %s: %s" % (k, m[k]))
+    # memcpy
+    mem = suite.group_jobs("memcpy")
+    if mem:
+        lines = ["", "### memcpy / STREAM (GB/s, best of N)",
+                 "%10s %8s %12s %12s %12s" % ("size", "threads", "memcpy",
+                                              "copy", "triad")]
+        md = ["", "#### memcpy / STREAM (GB/s = 1e9 B/s, best of N)", "",
+              "| size | threads | memcpy | STREAM copy | STREAM triad |",
+              "|---:|---:|---:|---:|---:|"]
+        for j in mem:
+            if j.error:
+                lines.append("  %s: n/a: %s" % (j.label, j.error))
+                continue
+            th = j.data.get("threads", "?")
+            for r in j.rows:
+                vals = (human(r["size"]), th, r.get("memcpy_GBps"),
+                        r.get("copy_GBps"), r.get("triad_GBps"))
+                lines.append("%10s %8s %12.2f %12.2f %12.2f" % vals)
+                md.append("| %s | %s | %.2f | %.2f | %.2f |" % vals)
+        texts.append("\n".join(lines))
+        mds.append("\n".join(md))
+    # p2p
+    p2p = suite.group_jobs("p2p")
+    if p2p:
+        pairs = [("zcomm shm zerocopy", "mpi"), ("zcomm tcp zerocopy", "grpc"),
+                 ("zcomm shm copy", "zcomm shm zerocopy"),
+                 ("zcomm tcp copy", "zcomm tcp zerocopy")]
+        t, md = table("p2p one-way latency", p2p, "latency_us", pairs,
+                      unit="us")
+        texts.append(t)
+        mds.append(md)
+        t, md = table("p2p bandwidth", p2p, "bw_GBps", [
+            (b, a) for a, b in pairs], digits=3, unit="GB/s")
+        texts.append(t)
+        mds.append(md)
+    for g in sorted({j.group for j in suite.jobs if j.kind == "coll"}):
+        jobs = suite.group_jobs(g)
+        n = g[len("allreduce"):]
+        pairs = [("zcomm auto", "mpi"), ("zcomm auto", "gloo ring_chunked"),
+                 ("zcomm auto", "torch-gloo"), ("zcomm tcp", "gloo ring_chunked"),
+                 ("zcomm tcp", "torch-gloo")]
+        t, md = table("allreduce %s ranks, float32 sum: time" % n, jobs,
+                      "time_us", pairs, unit="us")
+        texts.append(t)
+        mds.append(md)
+        t, md = table("allreduce %s ranks, float32 sum: busbw" % n, jobs,
+                      "busbw_GBps", [], digits=3, unit="GB/s")
+        texts.append(t)
+        mds.append(md)
+    return "\n".join(texts), "\n".join(mds)
+
+
+def main():
+    ap = argparse.ArgumentParser(
+        description="zcomm benchmark suite vs Open MPI, Gloo, "
+                    "torch.distributed and gRPC")
+    ap.add_argument("--build", required=True, help="meson build directory")
+    ap.add_argument("--quick", action="store_true",
+                    help="smaller sizes, fewer iterations (~5 min on 2 cores)")
+    ap.add_argument("--out", default=os.path.join(PERF_DIR, "results"),
+                    help="output directory (default perf/results/)")
+    ap.add_argument("--only", default="machine,memcpy,p2p,allreduce2,"
+                    "allreduceN", help="comma-separated sections")
+    ap.add_argument("--np", type=int, default=4,
+                    help="ranks of the second allreduce run (default 4)")
+    ap.add_argument("--no-docs-img", action="store_true",
+                    help="do not copy the plots into docs/img/")
+    ap.add_argument("--timeout-scale", type=float, default=1.0,
+                    help="scale every child's timeout")
+    ap.add_argument("-v", "--verbose", action="store_true",
+                    help="print each benchmark's own output")
+    a = ap.parse_args()
+    if not os.path.isdir(a.build):
+        print("error: build directory %s does not exist" % a.build,
+              file=sys.stderr)
+        return 2
+    only = set(x.strip() for x in a.only.split(",") if x.strip())
+    suite = Suite(a)
+    t0 = time.time()
+    log("zcomm benchmark suite (%s mode), build %s, output %s" % (
+        "quick" if a.quick else "full", suite.build, suite.out))
+    suite.machine_info()  # always: the tables need it
+    if "memcpy" in only:
+        suite.memcpy()
+    if "p2p" in only:
+        suite.p2p()
+    if "allreduce2" in only:
+        suite.allreduce(2, suite.mode["coll_max"])
+    if "allreduceN" in only and a.np != 2:
+        suite.allreduce(a.np, suite.mode["collN_max"])
+
+    text, md = report(suite)
+    log(text)
+    made = plots(suite, suite.out)
+    results = dict(mode="quick" if a.quick else "full", machine=suite.machine,
+                   params=suite.mode, elapsed_s=round(time.time() - t0, 1),
+                   loadavg_end=os.getloadavg(),
+                   jobs=[j.to_dict() for j in suite.jobs])
+    with open(os.path.join(suite.out, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    with open(os.path.join(suite.out, "summary.md"), "w") as f:
+        f.write("# zcomm benchmark suite: %s mode\n\n" % results["mode"])
+        f.write("Ratios are zcomm time / peer time (below 1: zcomm faster); "
+                "for bandwidth, peer / zcomm. `!` marks a size whose result "
+                "was wrong.\n\n")
+        f.write(md + "\n")
+    if made and not a.no_docs_img:
+        img = os.path.join(SRC_DIR, "docs", "img")
+        os.makedirs(img, exist_ok=True)
+        for p in made:
+            shutil.copy(p, img)
+        log("\nplots copied to %s" % img)
+    log("\nresults: %s/results.json, summary.md, logs/, %d plots; %.0f s" % (
+        suite.out, len(made), time.time() - t0))
+    na = [j for j in suite.jobs if j.error]
+    if na:
+        log("n/a: " + ", ".join("%s (%s)" % (j.label, j.error[:80])
+                                for j in na))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,28 @@
+#!/bin/sh
+# Runs the benchmark suite: zcomm vs Open MPI, Gloo, torch.distributed, gRPC.
+#   scripts/run_perf.sh [--quick] [BUILDDIR] [-- extra run_suite.py options]
+# BUILDDIR defaults to ./build. Builds the benchmarks first (ninja -j2),
+# then runs perf/run_suite.py with Debian's /usr/bin/python3. Results go to
+# perf/results/ (results.json, summary.md, logs/, *.png); plots are copied
+# into docs/img/.
+set -eu
+here=$(cd "$(dirname "$0")/.." && pwd)
+quick=""
+build=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) quick="--quick"; shift ;;
+    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    --) shift; break ;;
+    -*) break ;;
+    *) if [ -z "$build" ]; then build="$1"; shift; else break; fi ;;
+  esac
+done
+[ -n "$build" ] || build="$here/build"
+if [ ! -d "$build" ]; then
+  echo "run_perf.sh: build directory $build not found; run: meson setup $build $here" >&2
+  exit 2
+fi
+# Build what is buildable; a benchmark that fails to build is reported n/a.
+ninja -C "$build" -j2 || echo "run_perf.sh: the build had errors; running what was built" >&2
+exec /usr/bin/python3 "$here/perf/run_suite.py" --build "$build" $quick "$@"

@@ -1,0 +1,36 @@
+#!/bin/sh
+# Installs what zcomm needs from Debian's packages, if missing.
+#   scripts/setup.sh            build + test dependencies
+#   scripts/setup.sh --perf     also the peers the benchmarks compare with
+#                               (Open MPI, Gloo, gRPC, torch, matplotlib)
+# Idempotent: when everything is present it only runs dpkg-query (< 1 s).
+set -eu
+perf=0
+[ "${1:-}" = "--perf" ] && perf=1
+
+pkgs="meson ninja-build g++ gcc pkg-config iproute2 procps
+libibverbs-dev librdmacm-dev ibverbs-providers libhwloc-dev hwloc libpmix-dev
+libgtest-dev libgmock-dev googletest
+openmpi-bin libopenmpi-dev
+python3 python3-numpy"
+if [ "$perf" = 1 ]; then
+  pkgs="$pkgs libgloo-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev
+protobuf-compiler python3-torch python3-matplotlib"
+fi
+
+missing=""
+for p in $pkgs; do
+  st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  case "$st" in *" installed") ;; *) missing="$missing $p" ;; esac
+done
+if [ -z "$missing" ]; then
+  echo "setup: all packages present"
+  exit 0
+fi
+echo "setup: installing:$missing"
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing

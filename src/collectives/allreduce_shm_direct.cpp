@@ -1,0 +1,131 @@
+#include "collectives/allreduce_shm_direct.h"
+
+#include "collectives/reduce_kernels.h"
+#include "common/log.h"
+
+namespace zc::coll {
+namespace {
+constexpr uint64_t kShmTag = 0x434f4c4c00000002ull;  // workspace descriptors
+}
+
+ShmDirect::ShmDirect(Device* dev, size_t shard_bytes)
+    : dev_(dev), me_(dev->rank()), n_(dev->size()),
+      shard_bytes_((std::max<size_t>(shard_bytes, 64) + 63) & ~size_t{63}) {}
+
+ShmDirect::~ShmDirect() {
+  if (ws_) dev_->Free(ws_->data());
+}
+
+Status ShmDirect::Create(Device* dev, size_t shard_bytes, const Deadline& dl,
+                         std::unique_ptr<ShmDirect>* out) {
+  auto s = std::unique_ptr<ShmDirect>(new ShmDirect(dev, shard_bytes));
+  ZC_RETURN_IF_ERROR(dev->Allocate(s->workspace_bytes(), &s->ws_));
+  memset(s->ws_->data(), 0, s->workspace_bytes());
+  s->peer_ws_.resize(s->n_);
+  std::string mine = s->ws_->remote().Serialize();
+  for (int p = 0; p < s->n_; ++p)
+    if (p != s->me_) ZC_RETURN_IF_ERROR(dev->SendControl(p, kShmTag, mine, dl));
+  for (int p = 0; p < s->n_; ++p) {
+    if (p == s->me_) continue;
+    std::string msg;
+    ZC_RETURN_IF_ERROR(dev->RecvControl(p, kShmTag, &msg, dl));
+    ZC_RETURN_IF_ERROR(RemoteRegion::Parse(msg, &s->peer_ws_[p]));
+    if (s->peer_ws_[p].size < s->workspace_bytes())
+      return Error(ZC_ERR_MISMATCH,
+                   "rank %d's shared-memory workspace holds %llu bytes, this rank needs %llu "
+                   "(ZC_CHUNK differs between ranks?)",
+                   p, static_cast<unsigned long long>(s->peer_ws_[p].size),
+                   static_cast<unsigned long long>(s->workspace_bytes()));
+  }
+  ZC_TRACE(kColl, "shm workspace ready: %llu bytes, shard %zu bytes",
+           static_cast<unsigned long long>(s->workspace_bytes()), s->shard_bytes_);
+  *out = std::move(s);
+  return Status::Ok();
+}
+
+Status ShmDirect::Allreduce(const Signature& sig, const void* send, void* recv, size_t count,
+                            zc_dtype dtype, zc_op op) {
+  const size_t es = DtypeSize(dtype);
+  const size_t per_round = static_cast<size_t>(n_) * (shard_bytes_ / es);
+  Deadline dl = dev_->NewDeadline();
+  const char* in = static_cast<const char*>(send);
+  char* out = static_cast<char*>(recv);
+  for (size_t base = 0; base < count; base += per_round)
+    ZC_RETURN_IF_ERROR(Round(sig, in, out, base, std::min(per_round, count - base), dtype, op, dl));
+  return Status::Ok();
+}
+
+Status ShmDirect::Round(const Signature& sig, const char* in, char* out, size_t base, size_t len,
+                        zc_dtype dtype, zc_op op, const Deadline& dl) {
+  const size_t es = DtypeSize(dtype);
+  const uint64_t g = ++round_;
+  const int set = static_cast<int>(g % kSets);
+  auto shard_at = [&](int o) { return (base + SegBegin(len, n_, o)) * es; };
+  auto shard_bytes = [&](int o) { return SegLen(len, n_, o) * es; };
+  const uint64_t tag = MessageTag(static_cast<uint32_t>(g >> 32), g);
+
+  // a. My input for every owner's shard, straight into the owner's slot.
+  //    The slot is free: I saw the owner's result of round g-2, which it
+  //    published only after reducing that round's inputs.
+  for (int i = 1; i < n_; ++i) {
+    int o = (me_ + i) % n_;
+    Channel& ch = dev_->channel(o);
+    size_t bytes = shard_bytes(o);
+    if (bytes)
+      ZC_RETURN_IF_ERROR(ch.Write(in + shard_at(o), bytes, peer_ws_[o], in_payload_off(set, me_), nullptr, dl));
+    SlotHeader h{};
+    h.bytes = bytes;
+    sig.Pack(h.aux, tag, me_);
+    FlagWrite f{&peer_ws_[o], in_flag_off(set, me_), g};
+    ZC_RETURN_IF_ERROR(ch.Write(&h, sizeof(h), peer_ws_[o], in_header_off(set, me_), &f, dl));
+  }
+
+  // b. Reduce my shard from every rank's input in one pass.
+  char* base_ptr = static_cast<char*>(ws_->data());
+  char* result = base_ptr + result_off(set);
+  const void* srcs[64];
+  std::vector<const void*> many;
+  const void** s = n_ <= 64 ? srcs : (many.resize(n_), many.data());
+  for (int p = 0; p < n_; ++p) {
+    if (p == me_) {
+      s[p] = in + shard_at(me_);
+      continue;
+    }
+    if (g > kSets)
+      ZC_RETURN_IF_ERROR(dev_->WaitFlag(flag(done_flag_off(p)), g - kSets, p, dl,
+                                        "the release of a shared-memory result"));
+    ZC_RETURN_IF_ERROR(dev_->WaitFlag(flag(in_flag_off(set, p)), g, p, dl, "a shared-memory input"));
+    const SlotHeader* h = reinterpret_cast<const SlotHeader*>(base_ptr + in_header_off(set, p));
+    ZC_RETURN_IF_ERROR(CheckSignature(sig, me_, tag, h->aux, p));
+    if (h->bytes != shard_bytes(me_))
+      return Error(ZC_ERR_INTERNAL, "%s: shared-memory input of %llu bytes from rank %d, expected %zu",
+                   sig.Describe().c_str(), static_cast<unsigned long long>(h->bytes), p,
+                   shard_bytes(me_));
+    s[p] = base_ptr + in_payload_off(set, p);
+  }
+  size_t mine = shard_bytes(me_) / es;
+  if (mine) {
+    ReduceN(dtype, op, result, s, n_, mine);
+    if (op == ZC_AVG) ScaleDiv(dtype, result, mine, n_);
+  }
+  for (int i = 1; i < n_; ++i) {
+    int p = (me_ + i) % n_;
+    FlagWrite f{&peer_ws_[p], res_flag_off(me_), g};
+    ZC_RETURN_IF_ERROR(dev_->channel(p).WriteFlag(f, dl));
+  }
+
+  // c. Every owner's result, straight from its workspace into my output.
+  if (mine) memcpy(out + shard_at(me_), result, mine * es);
+  for (int i = 1; i < n_; ++i) {
+    int o = (me_ + i) % n_;
+    ZC_RETURN_IF_ERROR(dev_->WaitFlag(flag(res_flag_off(o)), g, o, dl, "a shared-memory result"));
+    size_t bytes = shard_bytes(o);
+    Channel& ch = dev_->channel(o);
+    if (bytes) ZC_RETURN_IF_ERROR(ch.Read(out + shard_at(o), bytes, peer_ws_[o], result_off(set), dl));
+    FlagWrite f{&peer_ws_[o], done_flag_off(me_), g};
+    ZC_RETURN_IF_ERROR(IgnorePeerLost(ch.WriteFlag(f, dl)));
+  }
+  return Status::Ok();
+}
+
+}  // namespace zc::coll

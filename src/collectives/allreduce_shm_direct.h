@@ -1,0 +1,71 @@
+// Direct shared-memory allreduce, for when every rank is on this host.
+//
+// Each rank owns a workspace in its pool (shared segment) that every peer
+// maps: per buffer set (two, so round g+1 overlaps the tail of round g) one
+// input slot per peer and one result area, plus flags. A round covers up to
+// size x shard_bytes of the vector, split into one shard per rank:
+//   a. every rank writes its input for shard o straight from the user's
+//      buffer into owner o's input slot (header with the signature, then the
+//      flag in[set][me] = g in o's workspace);
+//   b. owner o waits for all inputs, checks every signature, reduces its own
+//      input and the n-1 slots in one pass (ReduceN: each byte read once,
+//      result written once) into its result area, then sets res[o] = g in
+//      every peer's workspace;
+//   c. every rank copies every owner's result straight from the owner's
+//      workspace into its own output (one-sided read) and tells the owner
+//      with done[me] = g, which frees that result area for round g+2.
+// Flags are monotonic round numbers that persist across calls. See
+// docs/algorithms.md for bytes moved.
+#pragma once
+
+#include <zcomm/zcomm.h>
+
+#include <vector>
+
+#include "collectives/links.h"
+
+namespace zc::coll {
+
+class ShmDirect {
+ public:
+  static constexpr int kSets = 2;
+
+  // Collective over all ranks: allocates the workspace and exchanges
+  // descriptors with every peer.
+  static Status Create(Device* dev, size_t shard_bytes, const Deadline& dl,
+                       std::unique_ptr<ShmDirect>* out);
+  ~ShmDirect();
+
+  Status Allreduce(const Signature& sig, const void* send, void* recv, size_t count, zc_dtype dtype,
+                   zc_op op);
+
+ private:
+  explicit ShmDirect(Device* dev, size_t shard_bytes);
+  // Offsets inside a workspace.
+  uint64_t in_flag_off(int set, int p) const { return (uint64_t(set) * n_ + p) * 64; }
+  uint64_t res_flag_off(int o) const { return (uint64_t(kSets) * n_ + o) * 64; }
+  uint64_t done_flag_off(int p) const { return (uint64_t(kSets) * n_ + n_ + p) * 64; }
+  uint64_t flags_bytes() const { return (uint64_t(kSets) * n_ + 2 * n_) * 64; }
+  uint64_t in_stride() const { return 64 + shard_bytes_; }
+  uint64_t in_header_off(int set, int p) const {
+    return flags_bytes() + (uint64_t(set) * n_ + p) * in_stride();
+  }
+  uint64_t in_payload_off(int set, int p) const { return in_header_off(set, p) + 64; }
+  uint64_t result_off(int set) const {
+    return flags_bytes() + uint64_t(kSets) * n_ * in_stride() + uint64_t(set) * shard_bytes_;
+  }
+  uint64_t workspace_bytes() const { return result_off(kSets); }
+  std::atomic<uint64_t>* flag(uint64_t off) const { return FlagAt(ws_, off); }
+
+  Status Round(const Signature& sig, const char* send, char* recv, size_t base, size_t len,
+               zc_dtype dtype, zc_op op, const Deadline& dl);
+
+  Device* dev_;
+  int me_, n_;
+  size_t shard_bytes_;
+  MemRegion* ws_ = nullptr;
+  std::vector<RemoteRegion> peer_ws_;
+  uint64_t round_ = 0;  // last round started (global across calls)
+};
+
+}  // namespace zc::coll

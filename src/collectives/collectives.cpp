@@ -1,0 +1,292 @@
+#include "collectives/collectives.h"
+
+#include <cstring>
+
+#include "collectives/allreduce_shm_direct.h"
+#include "collectives/dtype.h"
+#include "collectives/links.h"
+#include "collectives/reduce_kernels.h"
+#include "common/log.h"
+#include "p2p/control_plane.h"
+#include "p2p/device.h"
+
+namespace zc {
+
+using coll::Algo;
+using coll::Kind;
+
+Collectives::Collectives(Device* dev) : dev_(dev), rank_(dev->rank()), size_(dev->size()) {
+  chunk_bytes_ = dev->config().chunk_bytes;
+}
+
+Collectives::~Collectives() = default;
+
+Status Collectives::Create(Device* dev, std::unique_ptr<Collectives>* out) {
+  auto c = std::unique_ptr<Collectives>(new Collectives(dev));
+  ZC_RETURN_IF_ERROR(c->Init());
+  *out = std::move(c);
+  return Status::Ok();
+}
+
+Status Collectives::Init() {
+  const std::string& algo = dev_->config().algo;
+  if (algo != "auto" && algo != "ring" && algo != "hd" && algo != "shm")
+    return Error(ZC_ERR_INVALID_ARG, "ZC_ALGO=%s: expected auto, ring, hd or shm", algo.c_str());
+  links_ = std::make_unique<coll::Links>(dev_, chunk_bytes_);
+  if (size_ < 2) return Status::Ok();
+  Deadline dl = dev_->NewDeadline();
+  // The allreduce peers now (ring neighbours, halving-doubling partners);
+  // trees, alltoall and barrier partners on first use.
+  std::vector<int> peers = coll::RingPeers(rank_, size_);
+  for (int p : coll::HalvingDoublingPeers(rank_, size_)) peers.push_back(p);
+  ZC_RETURN_IF_ERROR(links_->Ensure(peers, dl));
+  bool all_local = true;
+  for (int p = 0; p < size_; ++p)
+    if (p != rank_ && !dev_->is_local(p)) all_local = false;
+  if (all_local) ZC_RETURN_IF_ERROR(coll::ShmDirect::Create(dev_, chunk_bytes_, dl, &shm_));
+  ZC_INFO(kColl, "collectives ready: %d ranks, chunk %zu bytes, ZC_ALGO=%s%s", size_, chunk_bytes_,
+          algo.c_str(), shm_ ? ", shared-memory workspace" : "");
+  return Status::Ok();
+}
+
+Status Collectives::Fail(const Status& st) {
+  if (st.ok()) return st;
+  // A failed collective leaves the streams mid-message: abort so that every
+  // peer's waits fail now instead of at their deadline. Not when the failure
+  // is a peer's alert, which the peers already have.
+  ControlPlane* cp = dev_->control();
+  bool alerted = cp && cp->alert_word()->load(std::memory_order_acquire) != 0;
+  if (!dev_->aborted() && !alerted) dev_->Abort(st);
+  return st;
+}
+
+template <typename Fn>
+Status Collectives::Run(Kind kind, size_t count, zc_dtype dtype, zc_op op, int root, Algo algo,
+                        Fn&& fn) {
+  coll::Signature sig;
+  sig.kind = kind;
+  sig.dtype = dtype;
+  sig.op = op;
+  sig.root = root;
+  sig.algo = algo;
+  sig.count = count;
+  sig.seq = ++seq_;
+  last_algo_ = algo;
+  if (dev_->aborted()) return dev_->Health(-1);
+  coll::OpCtx c(dev_, links_.get(), sig, kind == Kind::kBarrier ? 1 : DtypeSize(dtype));
+  return Fail(fn(c));
+}
+
+Algo Collectives::ChooseAllreduce(size_t count, zc_dtype dtype) const {
+  if (size_ < 2) return Algo::kLocal;
+  const std::string& want = dev_->config().algo;
+  if (want == "ring") return Algo::kRing;
+  if (want == "hd") return Algo::kHd;
+  if (want == "shm") {
+    if (shm_) return Algo::kShm;
+    // Not every rank is on this host: fall through to the automatic choice.
+  }
+  size_t bytes = count * DtypeSize(dtype);
+  if (shm_) {
+    // Every peer on this host: the direct algorithm when the data really
+    // moves through shared memory (not ZC_TRANSPORT=tcp on one host).
+    bool shm_transport = true;
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_ && dev_->transport_to(p) != TransportKind::kShm) shm_transport = false;
+    if (shm_transport) return Algo::kShm;
+  }
+  // Halving-doubling has log2(n) latency steps, the ring 2(n-1); both move
+  // about 2(n-1)/n of the vector per rank, but the ring streams large
+  // vectors through one neighbour's slots.
+  if (bytes <= 256 * 1024 || count < static_cast<size_t>(size_)) return Algo::kHd;
+  return Algo::kRing;
+}
+
+std::vector<int> Collectives::AllreducePeers(Algo algo) const {
+  if (algo == Algo::kRing) return coll::RingPeers(rank_, size_);
+  if (algo == Algo::kHd) return coll::HalvingDoublingPeers(rank_, size_);
+  return {};
+}
+
+Status Collectives::AllreduceWith(Algo algo, const void* send, void* recv, size_t count,
+                                  zc_dtype dtype, zc_op op) {
+  return Run(Kind::kAllreduce, count, dtype, op, -1, algo, [&](coll::OpCtx& c) -> Status {
+    switch (algo) {
+      case Algo::kLocal:
+        if (send != recv) memmove(recv, send, count * DtypeSize(dtype));
+        return Status::Ok();  // avg over one rank: nothing to divide
+      case Algo::kShm:
+        return shm_->Allreduce(c.sig(), send, recv, count, dtype, op);
+      case Algo::kHd:
+        ZC_RETURN_IF_ERROR(c.Ensure(coll::HalvingDoublingPeers(rank_, size_)));
+        return coll::AllreduceHalvingDoubling(c, send, recv, count, dtype, op);
+      case Algo::kRing:
+      default:
+        ZC_RETURN_IF_ERROR(c.Ensure(coll::RingPeers(rank_, size_)));
+        return coll::AllreduceRing(c, send, recv, count, dtype, op);
+    }
+  });
+}
+
+Status Collectives::Allreduce(const void* send, void* recv, size_t count, zc_dtype dtype, zc_op op) {
+  ZC_RETURN_IF_ERROR(CheckDtypeOp(dtype, op));
+  Algo algo = ChooseAllreduce(count, dtype);
+  ZC_INFO(kColl, "allreduce(count=%zu, %s, %s): %s", count, DtypeName(dtype), OpName(op),
+          coll::AlgoName(algo));
+  return AllreduceWith(algo, send, recv, count, dtype, op);
+}
+
+Status Collectives::Broadcast(void* buf, size_t count, zc_dtype dtype, int root) {
+  if (DtypeSize(dtype) == 0) return Error(ZC_ERR_INVALID_ARG, "unknown dtype %d", dtype);
+  bool chain = count * DtypeSize(dtype) > chunk_bytes_;
+  Algo algo = size_ < 2 ? Algo::kLocal : chain ? Algo::kChain : Algo::kTree;
+  ZC_INFO(kColl, "broadcast(count=%zu, %s, root=%d): %s", count, DtypeName(dtype), root,
+          coll::AlgoName(algo));
+  return Run(Kind::kBroadcast, count, dtype, ZC_SUM, root, algo, [&](coll::OpCtx& c) -> Status {
+    if (algo == Algo::kLocal) return Status::Ok();
+    return coll::BroadcastTree(c, buf, count, root, chain);
+  });
+}
+
+Status Collectives::Reduce(const void* send, void* recv, size_t count, zc_dtype dtype, zc_op op,
+                           int root) {
+  ZC_RETURN_IF_ERROR(CheckDtypeOp(dtype, op));
+  bool chain = count * DtypeSize(dtype) > chunk_bytes_;
+  Algo algo = size_ < 2 ? Algo::kLocal : chain ? Algo::kChain : Algo::kTree;
+  ZC_INFO(kColl, "reduce(count=%zu, %s, %s, root=%d): %s", count, DtypeName(dtype), OpName(op), root,
+          coll::AlgoName(algo));
+  return Run(Kind::kReduce, count, dtype, op, root, algo, [&](coll::OpCtx& c) -> Status {
+    if (algo == Algo::kLocal) {
+      if (send != recv) memmove(recv, send, count * DtypeSize(dtype));
+      return Status::Ok();
+    }
+    return coll::ReduceTree(c, send, recv, count, dtype, op, root, chain, &scratch_);
+  });
+}
+
+Status Collectives::Allgather(const void* send, void* recv, size_t sendcount, zc_dtype dtype) {
+  if (DtypeSize(dtype) == 0) return Error(ZC_ERR_INVALID_ARG, "unknown dtype %d", dtype);
+  Algo algo = size_ < 2 ? Algo::kLocal : Algo::kRing;
+  ZC_INFO(kColl, "allgather(count=%zu, %s): %s", sendcount, DtypeName(dtype), coll::AlgoName(algo));
+  return Run(Kind::kAllgather, sendcount, dtype, ZC_SUM, -1, algo, [&](coll::OpCtx& c) -> Status {
+    if (algo == Algo::kLocal) {
+      if (send != recv) memmove(recv, send, sendcount * DtypeSize(dtype));
+      return Status::Ok();
+    }
+    ZC_RETURN_IF_ERROR(c.Ensure(coll::RingPeers(rank_, size_)));
+    return coll::AllgatherRing(c, send, recv, sendcount);
+  });
+}
+
+Status Collectives::ReduceScatter(const void* send, void* recv, size_t recvcount, zc_dtype dtype,
+                                  zc_op op) {
+  ZC_RETURN_IF_ERROR(CheckDtypeOp(dtype, op));
+  Algo algo = size_ < 2 ? Algo::kLocal : Algo::kRing;
+  ZC_INFO(kColl, "reduce_scatter(count=%zu, %s, %s): %s", recvcount, DtypeName(dtype), OpName(op),
+          coll::AlgoName(algo));
+  return Run(Kind::kReduceScatter, recvcount, dtype, op, -1, algo, [&](coll::OpCtx& c) -> Status {
+    if (algo == Algo::kLocal) {
+      if (send != recv) memmove(recv, send, recvcount * DtypeSize(dtype));
+      return Status::Ok();
+    }
+    ZC_RETURN_IF_ERROR(c.Ensure(coll::RingPeers(rank_, size_)));
+    return coll::ReduceScatterRing(c, send, recv, recvcount, dtype, op, &scratch_);
+  });
+}
+
+Status Collectives::Alltoall(const void* send, void* recv, size_t count, zc_dtype dtype) {
+  if (DtypeSize(dtype) == 0) return Error(ZC_ERR_INVALID_ARG, "unknown dtype %d", dtype);
+  Algo algo = size_ < 2 ? Algo::kLocal : Algo::kPairwise;
+  ZC_INFO(kColl, "alltoall(count=%zu, %s): %s", count, DtypeName(dtype), coll::AlgoName(algo));
+  return Run(Kind::kAlltoall, count, dtype, ZC_SUM, -1, algo, [&](coll::OpCtx& c) -> Status {
+    if (algo == Algo::kLocal) {
+      if (send != recv) memmove(recv, send, count * DtypeSize(dtype));
+      return Status::Ok();
+    }
+    return coll::AlltoallPairwise(c, send, recv, count, &scratch_);
+  });
+}
+
+Status Collectives::Barrier() {
+  Algo algo = size_ < 2 ? Algo::kLocal : Algo::kDissemination;
+  return Run(Kind::kBarrier, 0, ZC_UINT8, ZC_SUM, -1, algo, [&](coll::OpCtx& c) -> Status {
+    if (algo == Algo::kLocal) return Status::Ok();
+    return coll::BarrierDissemination(c);
+  });
+}
+
+// ---- persistent allreduce plans ----
+
+Status Collectives::PlanAllreduce(size_t count, zc_dtype dtype, zc_op op,
+                                  std::unique_ptr<AllreducePlan>* out) {
+  ZC_RETURN_IF_ERROR(CheckDtypeOp(dtype, op));
+  if (count == 0) return Error(ZC_ERR_INVALID_ARG, "allreduce plan of 0 elements");
+  auto plan = std::unique_ptr<AllreducePlan>(new AllreducePlan());
+  plan->coll_ = this;
+  plan->count_ = count;
+  plan->dtype_ = dtype;
+  plan->op_ = op;
+  plan->algo_ = ChooseAllreduce(count, dtype);
+  // Everything a start needs exists now: links (made collectively here) or
+  // the shared-memory workspace (made at Create).
+  if (!dev_->aborted()) {
+    Status st = links_->Ensure(AllreducePeers(plan->algo_), dev_->NewDeadline());
+    if (!st.ok()) return Fail(st.with_context("allreduce plan"));
+  }
+  ZC_INFO(kColl, "allreduce plan(count=%zu, %s, %s): %s", count, DtypeName(dtype), OpName(op),
+          coll::AlgoName(plan->algo_));
+  AllreducePlan* p = plan.get();
+  plan->thread_ = std::thread([p] { p->Loop(); });
+  *out = std::move(plan);
+  return Status::Ok();
+}
+
+AllreducePlan::~AllreducePlan() {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return !pending_ && !running_; });
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+const char* AllreducePlan::algorithm() const { return coll::AlgoName(algo_); }
+
+Status AllreducePlan::Start(const void* send, void* recv) {
+  if (!send || !recv) return Error(ZC_ERR_INVALID_ARG, "allreduce plan start with a NULL buffer");
+  std::lock_guard<std::mutex> lock(mu_);
+  if (pending_ || running_) return Error(ZC_ERR_INVALID_ARG, "allreduce plan started twice without a wait");
+  send_ = send;
+  recv_ = recv;
+  pending_ = true;
+  result_ = Status::Ok();
+  cv_.notify_all();
+  return Status::Ok();
+}
+
+Status AllreducePlan::Wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !pending_ && !running_; });
+  return result_;
+}
+
+void AllreducePlan::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || pending_; });
+    if (stop_ && !pending_) return;
+    pending_ = false;
+    running_ = true;
+    const void* send = send_;
+    void* recv = recv_;
+    lock.unlock();
+    Status st = coll_->AllreduceWith(algo_, send, recv, count_, dtype_, op_);
+    lock.lock();
+    result_ = st;
+    running_ = false;
+    cv_.notify_all();
+  }
+}
+
+}  // namespace zc

@@ -1,0 +1,151 @@
+// Collectives: allreduce (ring, recursive halving-doubling, direct shared
+// memory), broadcast, reduce, allgather, reduce-scatter, alltoall, barrier and
+// persistent allreduce plans, all built on the p2p Device (SlotStreams,
+// one-sided writes and reads, flags) and never on a transport directly.
+// docs/algorithms.md describes every algorithm, its messages and bytes moved.
+//
+// Threading: one collective at a time per instance (the C API holds a lock);
+// a plan's Start/Wait must not overlap other collectives on the same instance.
+// Errors: a failed collective aborts the device (the peers' waits fail too),
+// so after any error the communicator is unusable, never hung.
+#pragma once
+
+#include <zcomm/zcomm.h>
+
+#include <condition_variable>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "collectives/signature.h"
+#include "common/status.h"
+
+namespace zc {
+
+class Device;
+
+namespace coll {
+class Links;
+class ShmDirect;
+class OpCtx;
+}  // namespace coll
+
+class Collectives;
+
+// A persistent allreduce (init once, start/wait many times). Plan init makes
+// every link and shared-memory descriptor the algorithm needs, so a Start is
+// only one-sided writes and flags. Every rank must create its plans and
+// start them in the same order as its other collectives.
+class AllreducePlan {
+ public:
+  ~AllreducePlan();
+  // Begins the allreduce of send into recv (count elements of the plan's
+  // dtype; send == recv: in place) on the plan's progress thread. The
+  // buffers must stay untouched until Wait returns.
+  Status Start(const void* send, void* recv);
+  // Waits for the started operation; its status. OK when none was started.
+  Status Wait();
+  const char* algorithm() const;
+  size_t count() const { return count_; }
+
+ private:
+  friend class Collectives;
+  AllreducePlan() = default;
+  void Loop();
+
+  Collectives* coll_ = nullptr;
+  size_t count_ = 0;
+  zc_dtype dtype_ = ZC_FLOAT32;
+  zc_op op_ = ZC_SUM;
+  coll::Algo algo_ = coll::Algo::kNone;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool pending_ = false, running_ = false, stop_ = false;
+  const void* send_ = nullptr;
+  void* recv_ = nullptr;
+  Status result_;
+  std::thread thread_;
+};
+
+class Collectives {
+ public:
+  // Collective over all ranks of dev: links with the ring neighbours and the
+  // halving-doubling partners, and the shared-memory workspace when every
+  // peer is on this host.
+  static Status Create(Device* dev, std::unique_ptr<Collectives>* out);
+  ~Collectives();
+
+  Status Allreduce(const void* send, void* recv, size_t count, zc_dtype dtype, zc_op op);
+  Status Broadcast(void* buf, size_t count, zc_dtype dtype, int root);
+  Status Reduce(const void* send, void* recv, size_t count, zc_dtype dtype, zc_op op, int root);
+  Status Allgather(const void* send, void* recv, size_t sendcount, zc_dtype dtype);
+  Status ReduceScatter(const void* send, void* recv, size_t recvcount, zc_dtype dtype, zc_op op);
+  Status Alltoall(const void* send, void* recv, size_t count, zc_dtype dtype);
+  Status Barrier();
+
+  // Collective (every rank, same arguments, same order as other calls).
+  Status PlanAllreduce(size_t count, zc_dtype dtype, zc_op op, std::unique_ptr<AllreducePlan>* out);
+
+  // Algorithm of the last collective: "ring", "hd", "shm", "tree", "chain",
+  // "pairwise", "dissemination", "local".
+  const char* last_algorithm() const { return coll::AlgoName(last_algo_); }
+
+  // The allreduce algorithm auto-selection (or ZC_ALGO) picks for this size.
+  coll::Algo ChooseAllreduce(size_t count, zc_dtype dtype) const;
+
+  Device* device() const { return dev_; }
+
+ private:
+  friend class AllreducePlan;
+  explicit Collectives(Device* dev);
+  Status Init();
+
+  // Runs one collective: signature, sequence number, error handling (a
+  // failure aborts the device so that no peer hangs).
+  template <typename Fn>
+  Status Run(coll::Kind kind, size_t count, zc_dtype dtype, zc_op op, int root, coll::Algo algo,
+             Fn&& fn);
+  Status Fail(const Status& st);
+
+  Status AllreduceWith(coll::Algo algo, const void* send, void* recv, size_t count, zc_dtype dtype,
+                       zc_op op);
+  // Peers each algorithm talks to (links made at Create / plan init).
+  std::vector<int> AllreducePeers(coll::Algo algo) const;
+
+  Device* dev_;
+  int rank_ = 0, size_ = 1;
+  size_t chunk_bytes_ = 1 << 20;
+  std::unique_ptr<coll::Links> links_;
+  std::unique_ptr<coll::ShmDirect> shm_;  // null unless every peer is local
+  uint64_t seq_ = 0;
+  coll::Algo last_algo_ = coll::Algo::kNone;
+  std::vector<char> scratch_;
+};
+
+namespace coll {
+// The algorithms (one file each). All take an OpCtx whose signature names
+// the call; count > 0 and size > 1 unless stated.
+Status AllreduceRing(OpCtx& c, const void* send, void* recv, size_t count, zc_dtype dtype, zc_op op);
+Status AllreduceHalvingDoubling(OpCtx& c, const void* send, void* recv, size_t count, zc_dtype dtype,
+                                zc_op op);
+Status BroadcastTree(OpCtx& c, void* buf, size_t count, int root, bool chain);
+Status ReduceTree(OpCtx& c, const void* send, void* recv, size_t count, zc_dtype dtype, zc_op op,
+                  int root, bool chain, std::vector<char>* scratch);
+Status AllgatherRing(OpCtx& c, const void* send, void* recv, size_t sendcount);
+Status ReduceScatterRing(OpCtx& c, const void* send, void* recv, size_t recvcount, zc_dtype dtype,
+                         zc_op op, std::vector<char>* scratch);
+Status AlltoallPairwise(OpCtx& c, const void* send, void* recv, size_t count,
+                        std::vector<char>* scratch);
+Status BarrierDissemination(OpCtx& c);
+
+// Peer sets (for link setup).
+std::vector<int> RingPeers(int rank, int size);
+std::vector<int> HalvingDoublingPeers(int rank, int size);
+std::vector<int> TreePeers(int rank, int size, int root, bool chain);
+std::vector<int> DisseminationPeers(int rank, int size);
+}  // namespace coll
+
+}  // namespace zc

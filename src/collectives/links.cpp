@@ -1,0 +1,111 @@
+#include "collectives/links.h"
+
+#include "common/log.h"
+
+namespace zc::coll {
+namespace {
+// Control-message tag of link descriptors ("COLL" in the top bytes, apart
+// from send/recv's small kinds).
+constexpr uint64_t kLinkTag = 0x434f4c4c00000001ull;
+}  // namespace
+
+Links::Links(Device* dev, size_t chunk_bytes) : dev_(dev) {
+  layout_.slots = kSlots;
+  layout_.slot_bytes = (std::max<size_t>(chunk_bytes, 64) + 63) & ~size_t{63};
+}
+
+Links::~Links() {
+  for (auto& [peer, l] : links_) {
+    if (l->slots) dev_->Free(l->slots->data());
+    if (l->credit) dev_->Free(l->credit->data());
+  }
+}
+
+Status Links::Ensure(const std::vector<int>& peers, const Deadline& dl) {
+  std::vector<int> todo;
+  for (int p : peers)
+    if (p != dev_->rank() && p >= 0 && p < dev_->size() && !links_.count(p) &&
+        std::find(todo.begin(), todo.end(), p) == todo.end())
+      todo.push_back(p);
+  if (todo.empty()) return Status::Ok();
+  // All sends first, then all receives: no cycle of waits whatever order
+  // the peers list their links in.
+  std::map<int, std::unique_ptr<Link>> fresh;
+  Status st;
+  for (int p : todo) {
+    auto l = std::make_unique<Link>();
+    st = dev_->Allocate(layout_.reader_bytes(), &l->slots);
+    if (st.ok()) st = dev_->Allocate(SlotLayout::kWriterBytes, &l->credit);
+    if (!st.ok()) {
+      if (l->slots) dev_->Free(l->slots->data());
+      break;
+    }
+    memset(l->slots->data(), 0, layout_.reader_bytes());
+    memset(l->credit->data(), 0, SlotLayout::kWriterBytes);
+    Link* raw = l.get();
+    fresh[p] = std::move(l);
+    std::string msg = raw->slots->remote().Serialize() + raw->credit->remote().Serialize();
+    st = dev_->SendControl(p, kLinkTag, msg, dl);
+    if (!st.ok()) break;
+  }
+  for (size_t i = 0; st.ok() && i < todo.size(); ++i) {
+    int p = todo[i];
+    std::string msg;
+    st = dev_->RecvControl(p, kLinkTag, &msg, dl);
+    if (!st.ok()) break;
+    size_t half = msg.size() / 2;
+    RemoteRegion their_slots, their_credit;
+    st = RemoteRegion::Parse(msg.substr(0, half), &their_slots);
+    if (st.ok()) st = RemoteRegion::Parse(msg.substr(half), &their_credit);
+    if (st.ok() && their_slots.size < layout_.reader_bytes())
+      st = Error(ZC_ERR_MISMATCH, "rank %d's collective slots hold %llu bytes, this rank needs %llu "
+                 "(ZC_CHUNK differs between ranks?)", p,
+                 static_cast<unsigned long long>(their_slots.size),
+                 static_cast<unsigned long long>(layout_.reader_bytes()));
+    if (!st.ok()) {
+      st = st.with_context(Format("collective link with rank %d", p));
+      break;
+    }
+    Link* l = fresh[p].get();
+    l->writer.Init(dev_, p, layout_, l->credit, their_slots);
+    l->reader.Init(dev_, p, layout_, l->slots, their_credit);
+    links_[p] = std::move(fresh[p]);
+    ZC_TRACE(kColl, "link with rank %d ready (%u slots of %llu bytes)", p, layout_.slots,
+             static_cast<unsigned long long>(layout_.slot_bytes));
+  }
+  if (!st.ok()) {
+    for (auto& [p, l] : fresh) {
+      if (!l) continue;  // moved into links_
+      if (l->slots) dev_->Free(l->slots->data());
+      if (l->credit) dev_->Free(l->credit->data());
+    }
+  }
+  return st;
+}
+
+Status OpCtx::Send(int peer, const void* src, size_t bytes, uint64_t tag) {
+  uint64_t aux[kSigWords];
+  sig_.Pack(aux, tag, rank_);
+  return links_->at(peer).writer.Put(src, bytes, aux, kSigWords, dl_);
+}
+
+Status OpCtx::Recv(int peer, size_t expect_bytes, uint64_t tag, const void** payload) {
+  const SlotHeader* h = nullptr;
+  ZC_RETURN_IF_ERROR(links_->at(peer).reader.Next(&h, payload, dl_));
+  ZC_RETURN_IF_ERROR(CheckSignature(sig_, rank_, tag, h->aux, peer));
+  if (h->bytes != expect_bytes)
+    return Error(ZC_ERR_INTERNAL, "%s: message of %llu bytes from rank %d, expected %zu",
+                 sig_.Describe().c_str(), static_cast<unsigned long long>(h->bytes), peer,
+                 expect_bytes);
+  return Status::Ok();
+}
+
+Status OpCtx::Release(int peer) {
+  // The credit only matters to the peer's next message. A peer that has
+  // finished and exited (the last message of a collective before
+  // zc_finalize) is not an error here; a peer that really died fails the
+  // next wait or write that needs it.
+  return IgnorePeerLost(links_->at(peer).reader.Release(dl_));
+}
+
+}  // namespace zc::coll

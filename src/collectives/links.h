@@ -1,0 +1,136 @@
+// Links: the persistent point-to-point streams collectives run on. A link to
+// a peer is a pair of SlotStreams (static placement, §3.2 of the paper): K
+// slots of Config::chunk_bytes in the peer's pool memory that I write, and K
+// slots in mine that the peer writes, each slot completed by a monotonic
+// flag and returned with a credit. Links are made once per peer pair (slot
+// descriptors exchanged over control messages) and then reused by every
+// collective, so steady-state traffic is one-sided writes and flags only.
+//
+// OpCtx wraps one collective call: it stamps every message with the call's
+// signature (signature.h), checks the signature of every message it reads,
+// and moves data in chunks of at most chunk_bytes.
+#pragma once
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "collectives/signature.h"
+#include "p2p/device.h"
+#include "p2p/slot_stream.h"
+
+namespace zc::coll {
+
+struct Link {
+  SlotWriter writer;  // into the peer's slots
+  SlotReader reader;  // from my slots
+  MemRegion* slots = nullptr;   // my slots (peer writes)
+  MemRegion* credit = nullptr;  // my credit word (peer writes)
+};
+
+class Links {
+ public:
+  static constexpr uint32_t kSlots = 4;
+
+  Links(Device* dev, size_t chunk_bytes);
+  ~Links();
+  Links(const Links&) = delete;
+  Links& operator=(const Links&) = delete;
+
+  // Makes links to every peer in `peers` that has none yet. Collective
+  // between each pair: both sides must ask for each other in the same
+  // collective (all sends happen before any receive, so any order of peers
+  // on either side works).
+  Status Ensure(const std::vector<int>& peers, const Deadline& dl);
+  bool has(int peer) const { return links_.count(peer) != 0; }
+  Link& at(int peer) { return *links_.at(peer); }
+  size_t chunk_bytes() const { return layout_.slot_bytes; }
+
+ private:
+  Device* dev_;
+  SlotLayout layout_;
+  std::map<int, std::unique_ptr<Link>> links_;
+};
+
+class OpCtx {
+ public:
+  OpCtx(Device* dev, Links* links, const Signature& sig, size_t elem_size)
+      : dev_(dev), links_(links), sig_(sig), es_(elem_size ? elem_size : 1),
+        chunk_elems_(std::max<size_t>(1, links->chunk_bytes() / (elem_size ? elem_size : 1))),
+        dl_(dev->NewDeadline()), rank_(dev->rank()), size_(dev->size()) {}
+
+  Device* dev() const { return dev_; }
+  const Signature& sig() const { return sig_; }
+  const Deadline& deadline() const { return dl_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  size_t es() const { return es_; }
+  size_t chunk_elems() const { return chunk_elems_; }
+  // Number of chunk messages for n elements (at least one: an empty message
+  // still carries the signature).
+  size_t Chunks(size_t n) const { return n == 0 ? 1 : (n + chunk_elems_ - 1) / chunk_elems_; }
+
+  Status Ensure(const std::vector<int>& peers) { return links_->Ensure(peers, dl_); }
+
+  // One slot message of `bytes` (<= chunk bytes) to `peer`.
+  Status Send(int peer, const void* src, size_t bytes, uint64_t tag);
+  // Waits for the next message from `peer`, checks its signature, tag and
+  // size; *payload stays valid until Release(peer).
+  Status Recv(int peer, size_t expect_bytes, uint64_t tag, const void** payload);
+  Status Release(int peer);
+
+  // Sends send_n elements from src to `to` and receives recv_n elements
+  // from `from`, chunk by chunk in lockstep (send chunk i, then receive chunk
+  // i), so two ranks exchanging with each other never deadlock whatever the
+  // sizes. to or from may be -1. consume(elem_offset, payload, elems) is
+  // called for every received chunk, in order.
+  template <typename Consume>
+  Status Exchange(int to, const void* src, size_t send_n, int from, size_t recv_n, uint32_t step,
+                  Consume&& consume) {
+    const char* s = static_cast<const char*>(src);
+    size_t ns = to >= 0 ? Chunks(send_n) : 0, nr = from >= 0 ? Chunks(recv_n) : 0;
+    for (size_t i = 0; i < ns || i < nr; ++i) {
+      size_t off = i * chunk_elems_;
+      if (i < ns) {
+        size_t m = send_n > off ? std::min(chunk_elems_, send_n - off) : 0;
+        ZC_RETURN_IF_ERROR(Send(to, m ? s + off * es_ : nullptr, m * es_, MessageTag(step, i)));
+      }
+      if (i < nr) {
+        size_t m = recv_n > off ? std::min(chunk_elems_, recv_n - off) : 0;
+        const void* payload = nullptr;
+        ZC_RETURN_IF_ERROR(Recv(from, m * es_, MessageTag(step, i), &payload));
+        if (m) consume(off, payload, m);
+        ZC_RETURN_IF_ERROR(Release(from));
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  Device* dev_;
+  Links* links_;
+  Signature sig_;
+  size_t es_, chunk_elems_;
+  Deadline dl_;
+  int rank_, size_;
+};
+
+// For acknowledgements (credits, "done" flags) that only matter to a peer's
+// next message: a peer that finished and exited is not an error.
+inline Status IgnorePeerLost(const Status& st) {
+  return st.code() == ZC_ERR_PEER_LOST ? Status::Ok() : st;
+}
+
+// Balanced split of n elements into `parts` segments: the first n % parts
+// segments get one more element.
+inline size_t SegBegin(size_t n, int parts, int k) {
+  size_t base = n / parts, rem = n % parts;
+  return base * k + std::min<size_t>(k, rem);
+}
+inline size_t SegLen(size_t n, int parts, int k) {
+  return n / parts + (static_cast<size_t>(k) < n % parts ? 1 : 0);
+}
+
+}  // namespace zc::coll

@@ -1,0 +1,100 @@
+#include "collectives/signature.h"
+
+#include "collectives/dtype.h"
+
+namespace zc::coll {
+
+const char* KindName(Kind k) {
+  switch (k) {
+    case Kind::kNone: return "none";
+    case Kind::kAllreduce: return "allreduce";
+    case Kind::kBroadcast: return "broadcast";
+    case Kind::kReduce: return "reduce";
+    case Kind::kAllgather: return "allgather";
+    case Kind::kReduceScatter: return "reduce_scatter";
+    case Kind::kAlltoall: return "alltoall";
+    case Kind::kBarrier: return "barrier";
+  }
+  return "unknown";
+}
+
+const char* AlgoName(Algo a) {
+  switch (a) {
+    case Algo::kNone: return "";
+    case Algo::kRing: return "ring";
+    case Algo::kHd: return "hd";
+    case Algo::kShm: return "shm";
+    case Algo::kTree: return "tree";
+    case Algo::kChain: return "chain";
+    case Algo::kPairwise: return "pairwise";
+    case Algo::kDissemination: return "dissemination";
+    case Algo::kLocal: return "local";
+  }
+  return "unknown";
+}
+
+void Signature::Pack(uint64_t* aux, uint64_t tag, int sender) const {
+  aux[0] = static_cast<uint64_t>(kind) | (static_cast<uint64_t>(dtype) & 0xff) << 8 |
+           (static_cast<uint64_t>(op) & 0xff) << 16 | static_cast<uint64_t>(algo) << 24 |
+           static_cast<uint64_t>(static_cast<uint32_t>(root + 1)) << 32;
+  aux[1] = count;
+  aux[2] = seq;
+  aux[3] = tag;
+  aux[4] = static_cast<uint64_t>(sender);
+}
+
+Signature Signature::Unpack(const uint64_t* aux) {
+  Signature s;
+  s.kind = static_cast<Kind>(aux[0] & 0xff);
+  s.dtype = static_cast<zc_dtype>((aux[0] >> 8) & 0xff);
+  s.op = static_cast<zc_op>((aux[0] >> 16) & 0xff);
+  s.algo = static_cast<Algo>((aux[0] >> 24) & 0xff);
+  s.root = static_cast<int>(static_cast<uint32_t>(aux[0] >> 32)) - 1;
+  s.count = aux[1];
+  s.seq = aux[2];
+  return s;
+}
+
+std::string Signature::Describe(bool with_algo, bool with_seq) const {
+  std::string s = Format("%s(", KindName(kind));
+  bool has_type = kind != Kind::kBarrier;
+  bool has_op = kind == Kind::kAllreduce || kind == Kind::kReduce || kind == Kind::kReduceScatter;
+  bool has_root = kind == Kind::kBroadcast || kind == Kind::kReduce;
+  if (has_type)
+    s += Format("count=%llu, %s", static_cast<unsigned long long>(count), DtypeName(dtype));
+  if (has_op) s += Format(", %s", OpName(op));
+  if (has_root) s += Format(", root=%d", root);
+  if (with_algo) s += Format("%salgo=%s", has_type ? ", " : "", AlgoName(algo));
+  s += ")";
+  if (with_seq) s += Format(" as collective #%llu", static_cast<unsigned long long>(seq));
+  return s;
+}
+
+bool Signature::SameCall(const Signature& o) const {
+  return kind == o.kind && dtype == o.dtype && op == o.op && root == o.root && algo == o.algo &&
+         count == o.count && seq == o.seq;
+}
+
+Status CheckSignature(const Signature& mine, int my_rank, uint64_t expect_tag, const uint64_t* aux,
+                      int peer) {
+  Signature theirs = Signature::Unpack(aux);
+  if (!theirs.SameCall(mine)) {
+    // Name what differs; the algorithm and sequence number only when the
+    // visible arguments agree (ZC_ALGO set differently, or calls skipped).
+    bool args_same = theirs.Describe() == mine.Describe();
+    bool with_algo = args_same && theirs.algo != mine.algo;
+    bool with_seq = args_same && !with_algo;
+    return Error(ZC_ERR_MISMATCH, "rank %d called %s but rank %d called %s", peer,
+                 theirs.Describe(with_algo, with_seq).c_str(), my_rank,
+                 mine.Describe(with_algo, with_seq).c_str());
+  }
+  if (aux[3] != expect_tag || static_cast<int>(aux[4]) != peer)
+    return Error(ZC_ERR_INTERNAL,
+                 "%s: message from rank %d out of step (step %u chunk %u, expected step %u chunk %u)",
+                 mine.Describe().c_str(), peer, static_cast<unsigned>(aux[3] >> 32),
+                 static_cast<unsigned>(aux[3]), static_cast<unsigned>(expect_tag >> 32),
+                 static_cast<unsigned>(expect_tag));
+  return Status::Ok();
+}
+
+}  // namespace zc::coll

@@ -1,0 +1,85 @@
+// Operation signatures for mismatch detection without an extra round trip.
+//
+// Every slot message a collective sends carries, in the slot header's aux
+// words, what the sender believes the operation is: collective kind, element
+// count, dtype, op, root, algorithm and the collective's sequence number.
+// A reader compares it with its own before it touches the payload; on a
+// difference it fails with ZC_ERR_MISMATCH naming both ranks and both calls,
+// e.g. "rank 1 called allreduce(count=100, float32, sum) but rank 0 called
+// allreduce(count=99, float32, sum)", and aborts the device so that every
+// other rank's waits fail too.
+//
+//   aux[0]  kind | dtype << 8 | op << 16 | algo << 24 | (root + 1) << 32
+//   aux[1]  count (elements, as the collective's count argument)
+//   aux[2]  sequence number of the collective on this communicator
+//   aux[3]  message tag: step << 32 | chunk (checks the algorithm's lockstep)
+//   aux[4]  sender rank
+#pragma once
+
+#include <zcomm/zcomm.h>
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace zc::coll {
+
+enum class Kind : uint8_t {
+  kNone = 0,
+  kAllreduce = 1,
+  kBroadcast = 2,
+  kReduce = 3,
+  kAllgather = 4,
+  kReduceScatter = 5,
+  kAlltoall = 6,
+  kBarrier = 7,
+};
+
+enum class Algo : uint8_t {
+  kNone = 0,
+  kRing = 1,      // allreduce, allgather, reduce-scatter
+  kHd = 2,        // recursive halving-doubling allreduce
+  kShm = 3,       // direct shared-memory allreduce
+  kTree = 4,      // binomial tree broadcast / reduce
+  kChain = 5,     // pipelined chain broadcast / reduce
+  kPairwise = 6,  // alltoall
+  kDissemination = 7,  // barrier
+  kLocal = 8,     // one rank: a local copy
+};
+
+const char* KindName(Kind k);
+const char* AlgoName(Algo a);
+
+constexpr int kSigWords = 5;
+
+struct Signature {
+  Kind kind = Kind::kNone;
+  zc_dtype dtype = ZC_UINT8;
+  zc_op op = ZC_SUM;
+  int root = -1;  // -1: the collective has no root
+  Algo algo = Algo::kNone;
+  uint64_t count = 0;
+  uint64_t seq = 0;
+
+  // Fills aux[0..4] (tag and sender included).
+  void Pack(uint64_t* aux, uint64_t tag, int sender) const;
+  static Signature Unpack(const uint64_t* aux);
+  // "allreduce(count=100, float32, sum)", "broadcast(count=7, int32, root=2)".
+  // with_algo/with_seq add ", algo=ring" / " as collective #5".
+  std::string Describe(bool with_algo = false, bool with_seq = false) const;
+  // Same collective call (everything but tag and sender).
+  bool SameCall(const Signature& o) const;
+};
+
+inline uint64_t MessageTag(uint32_t step, uint64_t chunk) {
+  return (static_cast<uint64_t>(step) << 32) | (chunk & 0xffffffffu);
+}
+
+// OK when aux (a peer's message) matches `mine` and `expect_tag`; otherwise
+// ZC_ERR_MISMATCH naming both ranks and both calls (or ZC_ERR_INTERNAL when
+// the calls agree but the messages are out of step).
+Status CheckSignature(const Signature& mine, int my_rank, uint64_t expect_tag, const uint64_t* aux,
+                      int peer);
+
+}  // namespace zc::coll

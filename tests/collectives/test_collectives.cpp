@@ -1,0 +1,426 @@
+// Multi-process tests of the collectives through the C ABI: the allreduce
+// matrix (ranks x dtypes x ops x counts x in/out of place x algorithms x
+// transports), every other collective, persistent plans, mismatch detection
+// and a rank killed mid-allreduce. Each TEST is its own meson test (see
+// meson.build) so that every part has its own timeout.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+#include <zcomm/zcomm.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "api/comm.h"
+#include "coll_check.h"
+#include "collectives/collectives.h"
+#include "harness/multiproc.h"
+
+namespace {
+
+using zc::test::AllOk;
+using zc::test::Describe;
+using zc::test::RunRanks;
+using namespace zc::test;
+using zc::DtypeName;
+using zc::DtypeSize;
+
+#define CHILD_CHECK(cond, ...)                                        \
+  do {                                                                \
+    if (!(cond)) {                                                    \
+      fprintf(stderr, "line %d: ", __LINE__);                         \
+      fprintf(stderr, __VA_ARGS__);                                   \
+      fprintf(stderr, "\n");                                          \
+      return 1;                                                       \
+    }                                                                 \
+  } while (0)
+
+#define CHILD_OK(call)                                                                   \
+  do {                                                                                   \
+    zc_status s_ = (call);                                                               \
+    CHILD_CHECK(s_ == ZC_OK, "%s: %s: %s", #call, zc_status_string(s_), zc_last_error(comm)); \
+  } while (0)
+
+// Allreduce of every dtype x op x count, out of place and in place, with the
+// same buffers reused across all calls. Checks last_algorithm when forced.
+int AllreduceMatrixBody(int rank, const std::vector<size_t>& counts, const std::vector<zc_dtype>& dtypes,
+                        const char* expect_algo, size_t big) {
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  int n = zc_size(comm);
+  size_t max = big;
+  for (size_t c : counts) max = std::max(max, c);
+  std::vector<char> send(max * 8 + 64), recv(max * 8 + 64);
+  int it = 0;
+  // Unaligned user buffers on purpose (any alignment is allowed).
+  char* sb = send.data() + 3;
+  char* rb = recv.data() + 5;
+  auto run = [&](zc_dtype d, zc_op op, size_t count, bool inplace) -> int {
+    ++it;
+    FillInput(d, op, sb, count, rank, it);
+    char* out = inplace ? sb : rb;
+    if (!inplace) memset(rb, 0x7f, count * DtypeSize(d));
+    CHILD_OK(zc_allreduce(comm, sb, out, count, d, op));
+    if (expect_algo && n > 1)
+      CHILD_CHECK(strcmp(zc_last_algorithm(comm), expect_algo) == 0, "algorithm %s, expected %s",
+                  zc_last_algorithm(comm), expect_algo);
+    for (size_t i = 0; i < count; ++i) {
+      std::string err = CheckReduced(d, op, out, i, i, n, it);
+      CHILD_CHECK(err.empty(), "rank %d count %zu %s: %s", rank, count, inplace ? "in place" : "out of place",
+                  err.c_str());
+    }
+    return 0;
+  };
+  for (zc_dtype d : dtypes)
+    for (zc_op op : OpsFor(d))
+      for (size_t count : counts)
+        for (int inplace = 0; inplace < 2; ++inplace)
+          if (run(d, op, count, inplace)) return 1;
+  // Count 0 returns at once and touches nothing.
+  CHILD_OK(zc_allreduce(comm, sb, rb, 0, ZC_FLOAT32, ZC_SUM));
+  if (big) {
+    if (run(ZC_FLOAT32, ZC_SUM, big, false)) return 1;
+    if (run(ZC_INT32, ZC_MAX, big, true)) return 1;
+    if (run(ZC_BFLOAT16, ZC_AVG, big, false)) return 1;
+    if (run(ZC_FLOAT32, ZC_SUM, big, false)) return 1;  // again on the same buffers
+  }
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+
+struct MatrixCase {
+  const char* algo;       // ZC_ALGO
+  const char* transport;  // ZC_TRANSPORT
+  int ranks;
+};
+
+std::string CaseName(const ::testing::TestParamInfo<MatrixCase>& info) {
+  return std::string(info.param.algo) + "_" + info.param.transport + "_" + std::to_string(info.param.ranks);
+}
+
+zc::test::Env BaseEnv(const char* transport, const char* algo = "auto", const char* timeout = "60") {
+  // A small chunk so that even mid-size messages stream through many slots.
+  return {{"ZC_TRANSPORT", transport}, {"ZC_ALGO", algo}, {"ZC_TIMEOUT", timeout},
+          {"ZC_CHUNK", "64k"}};
+}
+
+class AllreduceMatrix : public ::testing::TestWithParam<MatrixCase> {};
+
+TEST_P(AllreduceMatrix, EveryDtypeOpCount) {
+  const MatrixCase& p = GetParam();
+  const char* expect = strcmp(p.algo, "auto") == 0 ? nullptr : p.algo;
+  std::vector<size_t> counts = {1, 2, 3, 7, 13, 1024, 65537};
+  std::vector<zc_dtype> dtypes(std::begin(kAllDtypes), std::end(kAllDtypes));
+  size_t big = (1u << 20) + 3;
+  if (strcmp(p.transport, "tcp") == 0) {
+    // tcp on one host is slow: fewer combinations, same code paths.
+    counts = {1, 3, 13, 1024, 65537};
+    dtypes = {ZC_INT8, ZC_UINT32, ZC_INT64, ZC_FLOAT16, ZC_BFLOAT16, ZC_FLOAT32};
+    big = p.ranks <= 3 ? big : 0;
+  }
+  auto res = RunRanks(p.ranks, [&](int rank) { return AllreduceMatrixBody(rank, counts, dtypes, expect, big); },
+                      BaseEnv(p.transport, p.algo), 240);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
+}
+
+std::vector<MatrixCase> Cases(const char* algo, const char* transport) {
+  std::vector<MatrixCase> v;
+  for (int n = 1; n <= 5; ++n) v.push_back({algo, transport, n});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ring, AllreduceMatrix, ::testing::ValuesIn(Cases("ring", "shm")), CaseName);
+INSTANTIATE_TEST_SUITE_P(Hd, AllreduceMatrix, ::testing::ValuesIn(Cases("hd", "shm")), CaseName);
+INSTANTIATE_TEST_SUITE_P(Shm, AllreduceMatrix, ::testing::ValuesIn(Cases("shm", "shm")), CaseName);
+INSTANTIATE_TEST_SUITE_P(Auto, AllreduceMatrix, ::testing::ValuesIn(Cases("auto", "shm")), CaseName);
+INSTANTIATE_TEST_SUITE_P(Tcp, AllreduceMatrix,
+                         ::testing::Values(MatrixCase{"ring", "tcp", 2}, MatrixCase{"ring", "tcp", 3},
+                                           MatrixCase{"hd", "tcp", 3}, MatrixCase{"hd", "tcp", 4},
+                                           MatrixCase{"shm", "tcp", 3}, MatrixCase{"auto", "tcp", 5}),
+                         CaseName);
+
+// ---- the other collectives ----
+
+int OtherCollectivesBody(int rank) {
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  const int n = zc_size(comm);
+  const std::vector<size_t> counts = {1, 2, 3, 7, 13, 1024, 65537, 300007};
+  const zc_dtype dtypes[] = {ZC_INT8, ZC_INT32, ZC_FLOAT16, ZC_FLOAT32, ZC_UINT64};
+  size_t maxc = 300007;
+  std::vector<char> a(maxc * 8 * n + 64), b(maxc * 8 * n + 64);
+  char* sa = a.data() + 1;
+  char* sb = b.data() + 7;
+  int it = 0;
+  for (zc_dtype d : dtypes) {
+    const size_t es = DtypeSize(d);
+    for (size_t count : counts) {
+      if (count > 65537 && d != ZC_FLOAT32 && d != ZC_INT8) continue;
+      ++it;
+      // Broadcast from every root.
+      for (int root = 0; root < n; ++root) {
+        if (rank == root) FillInput(d, ZC_SUM, sa, count, root, it);
+        else memset(sa, 0x5a, count * es);
+        CHILD_OK(zc_broadcast(comm, sa, count, d, root));
+        FillInput(d, ZC_SUM, sb, count, root, it);
+        CHILD_CHECK(memcmp(sa, sb, count * es) == 0, "broadcast %s count %zu root %d: wrong data",
+                    DtypeName(d), count, root);
+      }
+      // Reduce to every root, sum and max, out of place and (root) in place.
+      for (int root = 0; root < n; ++root) {
+        for (zc_op op : {ZC_SUM, ZC_MAX}) {
+          bool inplace = (root + it) % 2 == 1;
+          FillInput(d, op, sa, count, rank, it);
+          char* out = rank == root ? (inplace ? sa : sb) : nullptr;
+          CHILD_OK(zc_reduce(comm, sa, out, count, d, op, root));
+          if (rank == root)
+            for (size_t i = 0; i < count; ++i) {
+              std::string err = CheckReduced(d, op, out, i, i, n, it);
+              CHILD_CHECK(err.empty(), "reduce root %d count %zu: %s", root, count, err.c_str());
+            }
+        }
+      }
+      // Allgather (out of place, then in place with my block inside recv).
+      for (int inplace = 0; inplace < 2; ++inplace) {
+        char* mine = inplace ? sb + rank * count * es : sa;
+        FillInput(d, ZC_SUM, mine, count, rank, it);
+        CHILD_OK(zc_allgather(comm, mine, sb, count, d));
+        for (int r = 0; r < n; ++r) {
+          FillInput(d, ZC_SUM, sa + (inplace ? 0 : count * es), count, r, it);  // reference block
+          const char* ref = sa + (inplace ? 0 : count * es);
+          CHILD_CHECK(memcmp(sb + r * count * es, ref, count * es) == 0,
+                      "allgather %s count %zu: block of rank %d wrong", DtypeName(d), count, r);
+        }
+      }
+      // Reduce-scatter: element j of block k of rank r is input index k*count+j.
+      for (zc_op op : {ZC_SUM, ZC_MIN}) {
+        FillInput(d, op, sa, count * n, rank, it);
+        CHILD_OK(zc_reduce_scatter(comm, sa, sb, count, d, op));
+        for (size_t i = 0; i < count; ++i) {
+          std::string err = CheckReduced(d, op, sb, i, rank * count + i, n, it);
+          CHILD_CHECK(err.empty(), "reduce_scatter count %zu: %s", count, err.c_str());
+        }
+      }
+      // Alltoall: block for d from r holds FillInput(r*n+d).
+      for (int inplace = 0; inplace < 2; ++inplace) {
+        for (int dst = 0; dst < n; ++dst) FillInput(d, ZC_SUM, sa + dst * count * es, count, rank * n + dst, it);
+        char* out = inplace ? sa : sb;
+        CHILD_OK(zc_alltoall(comm, sa, out, count, d));
+        std::vector<char> ref(count * es);
+        for (int src = 0; src < n; ++src) {
+          FillInput(d, ZC_SUM, ref.data(), count, src * n + rank, it);
+          CHILD_CHECK(memcmp(out + src * count * es, ref.data(), count * es) == 0,
+                      "alltoall %s count %zu: block from rank %d wrong", DtypeName(d), count, src);
+        }
+      }
+      CHILD_OK(zc_barrier(comm));
+    }
+  }
+  // A reduce-scatter in place (recv is the start of send).
+  {
+    size_t count = 1001;
+    FillInput(ZC_FLOAT32, ZC_SUM, sa, count * n, rank, 99);
+    CHILD_OK(zc_reduce_scatter(comm, sa, sa, count, ZC_FLOAT32, ZC_SUM));
+    for (size_t i = 0; i < count; ++i) {
+      std::string err = CheckReduced(ZC_FLOAT32, ZC_SUM, sa, i, rank * count + i, n, 99);
+      CHILD_CHECK(err.empty(), "reduce_scatter in place: %s", err.c_str());
+    }
+  }
+  for (int i = 0; i < 20; ++i) CHILD_OK(zc_barrier(comm));
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+
+class Others : public ::testing::TestWithParam<MatrixCase> {};
+
+TEST_P(Others, BroadcastReduceAllgatherReduceScatterAlltoallBarrier) {
+  const MatrixCase& p = GetParam();
+  auto res = RunRanks(p.ranks, OtherCollectivesBody, BaseEnv(p.transport), 240);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shm, Others, ::testing::ValuesIn(Cases("auto", "shm")), CaseName);
+INSTANTIATE_TEST_SUITE_P(Tcp, Others,
+                         ::testing::Values(MatrixCase{"auto", "tcp", 2}, MatrixCase{"auto", "tcp", 3},
+                                           MatrixCase{"auto", "tcp", 5}),
+                         CaseName);
+
+// ---- persistent plans and nonblocking calls ----
+
+TEST(Plan, StartWaitManyTimes) {
+  for (const char* algo : {"ring", "hd", "shm"}) {
+    auto res = RunRanks(3, [&](int rank) {
+      zc_comm* comm = nullptr;
+      CHILD_OK(zc_init(&comm));
+      size_t count = 70001;
+      std::unique_ptr<zc::AllreducePlan> plan;
+      zc::Status st = comm->coll->PlanAllreduce(count, ZC_FLOAT32, ZC_SUM, &plan);
+      CHILD_CHECK(st.ok(), "plan: %s", st.message().c_str());
+      CHILD_CHECK(strcmp(plan->algorithm(), algo) == 0, "plan algorithm %s", plan->algorithm());
+      std::vector<float> in(count), out(count);
+      for (int it = 1; it <= 6; ++it) {
+        FillInput(ZC_FLOAT32, ZC_SUM, in.data(), count, rank, it);
+        st = plan->Start(in.data(), it % 2 ? out.data() : in.data());
+        CHILD_CHECK(st.ok(), "start: %s", st.message().c_str());
+        st = plan->Wait();
+        CHILD_CHECK(st.ok(), "wait: %s", st.message().c_str());
+        const float* r = it % 2 ? out.data() : in.data();
+        for (size_t i = 0; i < count; ++i) {
+          std::string err = CheckReduced(ZC_FLOAT32, ZC_SUM, r, i, i, 3, it);
+          CHILD_CHECK(err.empty(), "plan iteration %d: %s", it, err.c_str());
+        }
+        // Plans and ordinary collectives interleave.
+        CHILD_OK(zc_barrier(comm));
+      }
+      plan.reset();
+      CHILD_OK(zc_finalize(comm));
+      return 0;
+    }, BaseEnv("shm", algo), 120);
+    EXPECT_TRUE(AllOk(res)) << algo << "\n" << Describe(res);
+  }
+}
+
+TEST(Nonblocking, IallreduceOverlapsNothingElse) {
+  auto res = RunRanks(4, [](int rank) {
+    zc_comm* comm = nullptr;
+    CHILD_OK(zc_init(&comm));
+    for (int it = 1; it <= 5; ++it) {
+      size_t count = 5000 * it + 1;
+      std::vector<double> in(count), out(count);
+      FillInput(ZC_FLOAT64, ZC_AVG, in.data(), count, rank, it);
+      zc_request* req = nullptr;
+      CHILD_OK(zc_iallreduce(comm, in.data(), out.data(), count, ZC_FLOAT64, ZC_AVG, &req));
+      CHILD_OK(zc_wait(req));
+      for (size_t i = 0; i < count; ++i) {
+        std::string err = CheckReduced(ZC_FLOAT64, ZC_AVG, out.data(), i, i, 4, it);
+        CHILD_CHECK(err.empty(), "%s", err.c_str());
+      }
+    }
+    CHILD_OK(zc_finalize(comm));
+    return 0;
+  }, BaseEnv("shm"), 120);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
+}
+
+// ---- mismatches: every rank fails (no hang), the detector names both ----
+
+enum class Diff { kCount, kDtype, kOp, kRoot, kKind };
+
+int MismatchBody(int rank, Diff diff, const char* expect_text) {
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  std::vector<float> buf(4096, 1.0f), out(4096);
+  // One good call first: links are made and the sequence numbers agree. A
+  // slow rank may still be finishing it when a fast one finds the mismatch
+  // in the next call and aborts the job: then it fails here, with the cause.
+  zc_status st = zc_allreduce(comm, buf.data(), out.data(), 100, ZC_FLOAT32, ZC_SUM);
+  CHILD_CHECK(st == ZC_OK || st == ZC_ERR_MISMATCH, "first call: %s: %s", zc_status_string(st),
+              zc_last_error(comm));
+  bool odd = rank == 1;
+  if (st == ZC_OK) switch (diff) {
+    case Diff::kCount:
+      st = zc_allreduce(comm, buf.data(), out.data(), odd ? 99 : 100, ZC_FLOAT32, ZC_SUM);
+      break;
+    case Diff::kDtype:
+      st = zc_allreduce(comm, buf.data(), out.data(), 100, odd ? ZC_INT32 : ZC_FLOAT32, ZC_SUM);
+      break;
+    case Diff::kOp:
+      st = zc_allreduce(comm, buf.data(), out.data(), 100, ZC_FLOAT32, odd ? ZC_MAX : ZC_SUM);
+      break;
+    case Diff::kRoot:
+      // A root mismatch can leave every rank believing its part is done
+      // (two roots only send): the next collective reports it.
+      st = zc_broadcast(comm, buf.data(), 100, ZC_FLOAT32, odd ? 1 : 0);
+      if (st == ZC_OK) st = zc_barrier(comm);
+      break;
+    case Diff::kKind:
+      st = odd ? zc_barrier(comm) : zc_allreduce(comm, buf.data(), out.data(), 100, ZC_FLOAT32, ZC_SUM);
+      break;
+  }
+  std::string err = zc_last_error(comm);
+  printf("rank %d: status %s: %s\n", rank, zc_status_string(st), err.c_str());
+  CHILD_CHECK(st != ZC_OK, "rank %d: the mismatched call succeeded", rank);
+  // A later call fails at once (the communicator is aborted), never hangs.
+  CHILD_CHECK(zc_barrier(comm) != ZC_OK, "barrier after a mismatch succeeded");
+  zc_finalize(comm);
+  if (st == ZC_ERR_MISMATCH && expect_text && err.find(expect_text) != std::string::npos) return 10;
+  if (st == ZC_ERR_MISMATCH) return 11;
+  return 12;  // failed differently (timeout, aborted): allowed for some ranks
+}
+
+void ExpectMismatch(int n, Diff diff, const char* transport, const char* text,
+                    const char* algo = "auto") {
+  auto res = RunRanks(n, [&](int rank) { return MismatchBody(rank, diff, text); },
+                      BaseEnv(transport, algo, "10"), 60);
+  bool named = false;
+  int mismatch = 0;
+  for (auto& r : res) {
+    EXPECT_EQ(r.signal, 0) << Describe(res);
+    EXPECT_TRUE(r.exit_code >= 10 && r.exit_code <= 12) << Describe(res);
+    named |= r.exit_code == 10;
+    mismatch += r.exit_code == 10 || r.exit_code == 11;
+  }
+  EXPECT_GT(mismatch, 0) << Describe(res);
+  if (text) {
+    EXPECT_TRUE(named) << "no rank reported \"" << text << "\"\n" << Describe(res);
+  }
+}
+
+TEST(Mismatch, Count) {
+  for (const char* t : {"shm", "tcp"}) {
+    ExpectMismatch(2, Diff::kCount, t,
+                   "rank 1 called allreduce(count=99, float32, sum) but rank 0 called allreduce(count=100, float32, sum)");
+    ExpectMismatch(3, Diff::kCount, t, "allreduce(count=99, float32, sum)");
+  }
+}
+
+TEST(Mismatch, DtypeOpKind) {
+  ExpectMismatch(2, Diff::kDtype, "shm", "allreduce(count=100, int32, sum)");
+  ExpectMismatch(4, Diff::kOp, "shm", "allreduce(count=100, float32, max)");
+  // Different collectives are caught where their messages meet (the ring's
+  // right neighbour is the barrier's first partner). The shared-memory
+  // allreduce's workspace and the barrier's slots never meet: those ranks
+  // fail at the deadline instead (not tested here: it takes ZC_TIMEOUT).
+  ExpectMismatch(3, Diff::kKind, "shm", "barrier()", "ring");
+  ExpectMismatch(2, Diff::kKind, "tcp", "barrier()", "hd");
+  ExpectMismatch(3, Diff::kDtype, "tcp", "allreduce(count=100, int32, sum)");
+}
+
+TEST(Mismatch, Root) {
+  ExpectMismatch(2, Diff::kRoot, "shm", nullptr);
+  ExpectMismatch(3, Diff::kRoot, "tcp", nullptr);
+}
+
+// ---- a rank dies during an allreduce: the others fail with PEER_LOST ----
+
+TEST(PeerLost, KilledDuringAllreduce) {
+  for (const char* t : {"shm", "tcp"}) {
+    for (const char* algo : {"ring", "hd", "shm"}) {
+      auto res = RunRanks(3, [&](int rank) {
+        zc_comm* comm = nullptr;
+        CHILD_OK(zc_init(&comm));
+        size_t count = 1 << 18;
+        std::vector<float> buf(count, 1.0f);
+        // Rank 2 dies right after the first allreduce, possibly while a
+        // slower rank is still finishing it: that rank may fail here.
+        zc_status st = zc_allreduce(comm, buf.data(), buf.data(), count, ZC_FLOAT32, ZC_SUM);
+        CHILD_CHECK(st == ZC_OK || (rank != 2 && st == ZC_ERR_PEER_LOST), "first call: %s: %s",
+                    zc_status_string(st), zc_last_error(comm));
+        if (rank == 2) raise(SIGKILL);
+        for (int i = 0; i < 50 && st == ZC_OK; ++i)
+          st = zc_allreduce(comm, buf.data(), buf.data(), count, ZC_FLOAT32, ZC_SUM);
+        printf("rank %d: %s: %s\n", rank, zc_status_string(st), zc_last_error(comm));
+        CHILD_CHECK(st == ZC_ERR_PEER_LOST, "expected peer lost, got %s", zc_status_string(st));
+        zc_finalize(comm);
+        return 0;
+      }, BaseEnv(t, algo, "60"), 90);
+      ASSERT_EQ(res.size(), 3u);
+      EXPECT_EQ(res[2].signal, SIGKILL) << Describe(res);
+      EXPECT_TRUE(res[0].signal == 0 && res[0].exit_code == 0) << t << " " << algo << "\n" << Describe(res);
+      EXPECT_TRUE(res[1].signal == 0 && res[1].exit_code == 0) << t << " " << algo << "\n" << Describe(res);
+    }
+  }
+}
+
+}  // namespace

@@ -1,0 +1,357 @@
+// CUDA-aware collectives through the C ABI: 2, 3 and 4 processes sharing
+// one GPU pass device pointers to every collective. Allreduce of every dtype
+// and op at counts 0, 1, 7, 65537 with rank- and index-dependent data, in
+// place and out of place, blocking and nonblocking, the same buffers reused
+// on every call; broadcast, reduce, allgather, reduce-scatter, alltoall;
+// send/recv between host and device buffers in every combination; and the
+// errors of a bad device range and a freed buffer.
+//
+// The parent never touches CUDA (a forked child of a CUDA process cannot use
+// CUDA): whether a GPU exists is asked in a forked child, and without one
+// every test prints "SKIPPED: no CUDA device (...)" and skips.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zcomm/zcomm.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "collectives/coll_check.h"
+#include "gpu/cuda_driver.h"
+#include "harness/multiproc.h"
+#include "zc_build_config.h"
+
+namespace {
+
+using namespace zc::test;
+using zc::DtypeName;
+using zc::DtypeSize;
+namespace gpu = zc::gpu;
+
+#define CHILD_CHECK(cond, ...)                \
+  do {                                        \
+    if (!(cond)) {                            \
+      fprintf(stderr, "line %d: ", __LINE__); \
+      fprintf(stderr, __VA_ARGS__);           \
+      fprintf(stderr, "\n");                  \
+      return 1;                               \
+    }                                         \
+  } while (0)
+
+#define CHILD_OK(call)                                                                          \
+  do {                                                                                          \
+    zc_status s_ = (call);                                                                      \
+    CHILD_CHECK(s_ == ZC_OK, "%s: %s: %s", #call, zc_status_string(s_), zc_last_error(comm));  \
+  } while (0)
+
+#define CU_OK(call)                                                                     \
+  do {                                                                                  \
+    gpu::CuResult r_ = (call);                                                          \
+    CHILD_CHECK(r_ == 0, "%s: %s", #call, gpu::CuErrorText(drv, r_).c_str());          \
+  } while (0)
+
+// Asks a forked child whether a CUDA device exists; "" when one does.
+std::string NoGpuReason() {
+  if (!ZC_HAVE_CUDA) return "zcomm built without CUDA";
+  int fds[2];
+  if (pipe(fds) != 0) return "pipe failed";
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    std::string why;
+    int n = gpu::DeviceCount(&why);
+    if (n == 0 && write(fds[1], why.data(), why.size()) < 0) _exit(2);
+    _exit(n > 0 ? 0 : 77);
+  }
+  close(fds[1]);
+  std::string why;
+  char buf[256];
+  ssize_t k;
+  while ((k = read(fds[0], buf, sizeof buf)) > 0) why.append(buf, static_cast<size_t>(k));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
+  return why.empty() ? "device probe failed" : why;
+}
+
+#define SKIP_WITHOUT_GPU()                                          \
+  do {                                                              \
+    static const std::string why = NoGpuReason();                   \
+    if (!why.empty()) {                                             \
+      std::printf("SKIPPED: no CUDA device (%s)\n", why.c_str());   \
+      GTEST_SKIP() << "no CUDA device: " << why;                    \
+    }                                                               \
+  } while (0)
+
+Env GpuEnv() { return {{"ZC_TIMEOUT", "60"}, {"ZC_CHUNK", "64k"}}; }
+
+// Device memory of one rank, freed at scope exit.
+struct DeviceMem {
+  const gpu::DriverTable* drv = nullptr;
+  gpu::CuDevicePtr p = 0;
+  ~DeviceMem() {
+    if (p) drv->MemFree(p);
+  }
+  char* get() const { return reinterpret_cast<char*>(p); }
+};
+
+int InitGpu(const gpu::DriverTable** drv) {
+  zc::Status st = gpu::LoadDriver(drv);
+  CHILD_CHECK(st.ok(), "LoadDriver: %s", st.message().c_str());
+  st = gpu::EnsureContext(*drv, 0);
+  CHILD_CHECK(st.ok(), "EnsureContext: %s", st.message().c_str());
+  return 0;
+}
+
+int Alloc(const gpu::DriverTable* drv, DeviceMem* m, size_t bytes) {
+  m->drv = drv;
+  CU_OK(drv->MemAlloc(&m->p, bytes));
+  return 0;
+}
+
+int AllreduceBody(int rank) {
+  const gpu::DriverTable* drv = nullptr;
+  if (InitGpu(&drv)) return 1;
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  const int n = zc_size(comm);
+  const size_t counts[] = {0, 1, 7, 65537};
+  const size_t max_bytes = 65537 * 8 + 64;
+  DeviceMem dsend, drecv;
+  if (Alloc(drv, &dsend, max_bytes) || Alloc(drv, &drecv, max_bytes)) return 1;
+  // Not the allocation base: an offset inside it (8 keeps every dtype aligned).
+  char* sb = dsend.get() + 8;
+  char* rb = drecv.get() + 24;
+  std::vector<char> host(max_bytes), fill(max_bytes, 0x7f);
+  int it = 0;
+  for (zc_dtype d : kAllDtypes) {
+    const size_t es = DtypeSize(d);
+    for (zc_op op : OpsFor(d)) {
+      for (size_t count : counts) {
+        for (int mode = 0; mode < 3; ++mode) {  // out of place, in place, nonblocking
+          ++it;
+          const bool inplace = mode == 1;
+          FillInput(d, op, host.data(), count, rank, it);
+          if (count) CU_OK(drv->MemcpyHtoD(reinterpret_cast<gpu::CuDevicePtr>(sb), host.data(), count * es));
+          if (!inplace) CU_OK(drv->MemcpyHtoD(reinterpret_cast<gpu::CuDevicePtr>(rb), fill.data(), max_bytes - 64));
+          char* out = inplace ? sb : rb;
+          if (mode == 2) {
+            zc_request* req = nullptr;
+            CHILD_OK(zc_iallreduce(comm, sb, out, count, d, op, &req));
+            CHILD_OK(zc_wait(req));
+          } else {
+            CHILD_OK(zc_allreduce(comm, sb, out, count, d, op));
+          }
+          std::memset(host.data(), 0, max_bytes);
+          CU_OK(drv->MemcpyDtoH(host.data(), reinterpret_cast<gpu::CuDevicePtr>(out), count * es + 8));
+          for (size_t i = 0; i < count; ++i) {
+            std::string err = CheckReduced(d, op, host.data(), i, i, n, it);
+            CHILD_CHECK(err.empty(), "rank %d %s %s count %zu mode %d: %s", rank, DtypeName(d),
+                        zc_status_string(ZC_OK), count, mode, err.c_str());
+          }
+          // Nothing written past the end of recvbuf.
+          if (!inplace)
+            for (size_t i = count * es; i < count * es + 8; ++i)
+              CHILD_CHECK(host[i] == 0x7f, "rank %d %s count %zu: byte %zu past recvbuf written",
+                          rank, DtypeName(d), count, i);
+        }
+      }
+    }
+  }
+  // Host sendbuf, device recvbuf and the reverse.
+  for (int dir = 0; dir < 2; ++dir) {
+    ++it;
+    const size_t count = 4099;
+    std::vector<char> hbuf(count * 4);
+    FillInput(ZC_FLOAT32, ZC_SUM, hbuf.data(), count, rank, it);
+    if (dir == 0) {
+      CHILD_OK(zc_allreduce(comm, hbuf.data(), rb, count, ZC_FLOAT32, ZC_SUM));
+      CU_OK(drv->MemcpyDtoH(hbuf.data(), reinterpret_cast<gpu::CuDevicePtr>(rb), count * 4));
+    } else {
+      CU_OK(drv->MemcpyHtoD(reinterpret_cast<gpu::CuDevicePtr>(sb), hbuf.data(), count * 4));
+      std::memset(hbuf.data(), 0, hbuf.size());
+      CHILD_OK(zc_allreduce(comm, sb, hbuf.data(), count, ZC_FLOAT32, ZC_SUM));
+    }
+    for (size_t i = 0; i < count; ++i) {
+      std::string err = CheckReduced(ZC_FLOAT32, ZC_SUM, hbuf.data(), i, i, n, it);
+      CHILD_CHECK(err.empty(), "mixed allreduce dir %d: %s", dir, err.c_str());
+    }
+  }
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+
+int OthersBody(int rank) {
+  const gpu::DriverTable* drv = nullptr;
+  if (InitGpu(&drv)) return 1;
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  const int n = zc_size(comm);
+  const size_t maxc = 65537;
+  const size_t cap = maxc * 8 * n + 64;
+  DeviceMem da, db;
+  if (Alloc(drv, &da, cap) || Alloc(drv, &db, cap)) return 1;
+  char* sa = da.get();
+  char* sb = db.get() + 8;
+  auto H2D = [&](char* dst, const void* src, size_t bytes) {
+    return drv->MemcpyHtoD(reinterpret_cast<gpu::CuDevicePtr>(dst), src, bytes);
+  };
+  auto D2H = [&](void* dst, const char* src, size_t bytes) {
+    return drv->MemcpyDtoH(dst, reinterpret_cast<gpu::CuDevicePtr>(src), bytes);
+  };
+  std::vector<char> h(cap), ref(cap);
+  int it = 0;
+  for (zc_dtype d : {ZC_INT8, ZC_UINT32, ZC_FLOAT16, ZC_FLOAT32, ZC_FLOAT64}) {
+    const size_t es = DtypeSize(d);
+    for (size_t count : {size_t{1}, size_t{7}, maxc}) {
+      ++it;
+      for (int root = 0; root < n; ++root) {
+        if (rank == root) FillInput(d, ZC_SUM, h.data(), count, root, it);
+        else std::memset(h.data(), 0x5a, count * es);
+        CU_OK(H2D(sa, h.data(), count * es));
+        CHILD_OK(zc_broadcast(comm, sa, count, d, root));
+        CU_OK(D2H(h.data(), sa, count * es));
+        FillInput(d, ZC_SUM, ref.data(), count, root, it);
+        CHILD_CHECK(std::memcmp(h.data(), ref.data(), count * es) == 0,
+                    "broadcast %s count %zu root %d: wrong data", DtypeName(d), count, root);
+      }
+      for (int root = 0; root < n; ++root) {
+        for (zc_op op : {ZC_SUM, ZC_MAX}) {
+          const bool inplace = (root + it) % 2 == 1;
+          FillInput(d, op, h.data(), count, rank, it);
+          CU_OK(H2D(sa, h.data(), count * es));
+          char* out = rank == root ? (inplace ? sa : sb) : nullptr;
+          CHILD_OK(zc_reduce(comm, sa, out, count, d, op, root));
+          if (rank == root) {
+            CU_OK(D2H(h.data(), out, count * es));
+            for (size_t i = 0; i < count; ++i) {
+              std::string err = CheckReduced(d, op, h.data(), i, i, n, it);
+              CHILD_CHECK(err.empty(), "reduce root %d count %zu: %s", root, count, err.c_str());
+            }
+          }
+        }
+      }
+      // Allgather, out of place and in place (my block inside recvbuf).
+      for (int inplace = 0; inplace < 2; ++inplace) {
+        char* mine = inplace ? sb + rank * count * es : sa;
+        FillInput(d, ZC_SUM, h.data(), count, rank, it);
+        CU_OK(H2D(mine, h.data(), count * es));
+        CHILD_OK(zc_allgather(comm, mine, sb, count, d));
+        CU_OK(D2H(h.data(), sb, n * count * es));
+        for (int r = 0; r < n; ++r) {
+          FillInput(d, ZC_SUM, ref.data(), count, r, it);
+          CHILD_CHECK(std::memcmp(h.data() + r * count * es, ref.data(), count * es) == 0,
+                      "allgather %s count %zu inplace %d: block of rank %d wrong", DtypeName(d),
+                      count, inplace, r);
+        }
+      }
+      for (zc_op op : {ZC_SUM, ZC_MIN}) {
+        FillInput(d, op, h.data(), count * n, rank, it);
+        CU_OK(H2D(sa, h.data(), count * n * es));
+        CHILD_OK(zc_reduce_scatter(comm, sa, sb, count, d, op));
+        CU_OK(D2H(h.data(), sb, count * es));
+        for (size_t i = 0; i < count; ++i) {
+          std::string err = CheckReduced(d, op, h.data(), i, rank * count + i, n, it);
+          CHILD_CHECK(err.empty(), "reduce_scatter count %zu: %s", count, err.c_str());
+        }
+      }
+      for (int inplace = 0; inplace < 2; ++inplace) {
+        for (int dst = 0; dst < n; ++dst)
+          FillInput(d, ZC_SUM, h.data() + dst * count * es, count, rank * n + dst, it);
+        CU_OK(H2D(sa, h.data(), n * count * es));
+        char* out = inplace ? sa : sb;
+        CHILD_OK(zc_alltoall(comm, sa, out, count, d));
+        CU_OK(D2H(h.data(), out, n * count * es));
+        for (int src = 0; src < n; ++src) {
+          FillInput(d, ZC_SUM, ref.data(), count, src * n + rank, it);
+          CHILD_CHECK(std::memcmp(h.data() + src * count * es, ref.data(), count * es) == 0,
+                      "alltoall %s count %zu: block from rank %d wrong", DtypeName(d), count, src);
+        }
+      }
+    }
+  }
+  // Send/recv around the ring in every host/device combination.
+  const size_t bytes = 100003;
+  std::vector<char> hs(bytes), hr(bytes);
+  for (int combo = 0; combo < 4; ++combo) {
+    const bool send_dev = combo & 1, recv_dev = combo & 2;
+    const int to = (rank + 1) % n, from = (rank + n - 1) % n;
+    for (size_t i = 0; i < bytes; ++i) hs[i] = static_cast<char>(i * 31 + rank * 7 + combo);
+    if (send_dev) CU_OK(H2D(sa, hs.data(), bytes));
+    const void* src = send_dev ? static_cast<const void*>(sa) : hs.data();
+    void* dst = recv_dev ? static_cast<void*>(sb) : hr.data();
+    std::memset(hr.data(), 0, bytes);
+    // Even ranks send first, odd ranks receive first (no deadlock with any n).
+    if (rank % 2 == 0) {
+      CHILD_OK(zc_send(comm, src, bytes, to, combo));
+      CHILD_OK(zc_recv(comm, dst, bytes, from, combo));
+    } else {
+      CHILD_OK(zc_recv(comm, dst, bytes, from, combo));
+      CHILD_OK(zc_send(comm, src, bytes, to, combo));
+    }
+    if (recv_dev) CU_OK(D2H(hr.data(), sb, bytes));
+    for (size_t i = 0; i < bytes; ++i)
+      CHILD_CHECK(hr[i] == static_cast<char>(i * 31 + from * 7 + combo),
+                  "send/recv combo %d (send %s, recv %s): byte %zu wrong", combo,
+                  send_dev ? "device" : "host", recv_dev ? "device" : "host", i);
+  }
+  CHILD_OK(zc_barrier(comm));
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+
+TEST(GpuCollectives, AllreduceEveryDtypeOp) {
+  SKIP_WITHOUT_GPU();
+  for (int ranks : {2, 3, 4}) {
+    auto res = RunRanks(ranks, AllreduceBody, GpuEnv(), 300);
+    EXPECT_TRUE(AllOk(res)) << ranks << " ranks\n" << Describe(res);
+  }
+}
+
+TEST(GpuCollectives, OtherCollectivesAndSendRecv) {
+  SKIP_WITHOUT_GPU();
+  for (int ranks : {2, 3, 4}) {
+    auto res = RunRanks(ranks, OthersBody, GpuEnv(), 300);
+    EXPECT_TRUE(AllOk(res)) << ranks << " ranks\n" << Describe(res);
+  }
+}
+
+// On one rank (no peer to hang): a device range past its allocation is
+// ZC_ERR_INVALID_ARG; a buffer freed behind zcomm's back fails cleanly with
+// the rank, the operation and the CUDA error.
+TEST(GpuCollectives, Errors) {
+  SKIP_WITHOUT_GPU();
+  auto res = RunRanks(1, [](int) {
+    const gpu::DriverTable* drv = nullptr;
+    if (InitGpu(&drv)) return 1;
+    zc_comm* comm = nullptr;
+    CHILD_OK(zc_init(&comm));
+    gpu::CuDevicePtr p = 0;
+    CU_OK(drv->MemAlloc(&p, 1 << 20));
+    char* d = reinterpret_cast<char*>(p);
+    zc_status s = zc_allreduce(comm, d, d, (1 << 20) / 4 + 1, ZC_FLOAT32, ZC_SUM);
+    CHILD_CHECK(s == ZC_ERR_INVALID_ARG, "overrun: %s: %s", zc_status_string(s), zc_last_error(comm));
+    CHILD_CHECK(strstr(zc_last_error(comm), "allreduce") && strstr(zc_last_error(comm), "rank 0"),
+                "overrun message: %s", zc_last_error(comm));
+    CHILD_OK(zc_allreduce(comm, d, d, 1000, ZC_FLOAT32, ZC_SUM));  // now cached as device
+    CU_OK(drv->MemFree(p));
+    s = zc_allreduce(comm, d, d, 1000, ZC_FLOAT32, ZC_SUM);
+    fprintf(stderr, "freed buffer: %s: %s\n", zc_status_string(s), zc_last_error(comm));
+    CHILD_CHECK(s == ZC_ERR_SYSTEM || s == ZC_ERR_INVALID_ARG, "freed buffer: %s: %s",
+                zc_status_string(s), zc_last_error(comm));
+    if (s == ZC_ERR_SYSTEM)
+      CHILD_CHECK(strstr(zc_last_error(comm), "CUDA_ERROR") && strstr(zc_last_error(comm), "rank 0") &&
+                      strstr(zc_last_error(comm), "allreduce"),
+                  "freed buffer message: %s", zc_last_error(comm));
+    CHILD_OK(zc_finalize(comm));
+    return 0;
+  }, GpuEnv(), 120);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
+  for (const auto& r : res) std::printf("%s", r.output.c_str());
+}
+
+}  // namespace

@@ -1,0 +1,124 @@
+#include "harness/multiproc.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "bootstrap/store_server.h"
+#include "common/status.h"
+
+namespace zc::test {
+
+std::vector<RankResult> RunRanks(int n, const std::function<int(int rank)>& body, const Env& env,
+                                 double timeout_s) {
+  std::vector<RankResult> results(n);
+  char keybuf[33];
+  snprintf(keybuf, sizeof(keybuf), "%08x%08x%08x%08x", static_cast<unsigned>(getpid()),
+           static_cast<unsigned>(rand()), static_cast<unsigned>(time(nullptr)), 0x5a43u);
+  std::string key = keybuf;
+  std::unique_ptr<StoreServer> store;
+  Status st = StoreServer::Start("127.0.0.1", 0, key, &store);
+  if (!st.ok()) {
+    for (int r = 0; r < n; ++r) results[r].output = "store: " + st.message();
+    return results;
+  }
+  std::vector<pid_t> pids(n);
+  std::vector<int> out_fds(n);
+  auto start = std::chrono::steady_clock::now();
+  fflush(stdout);
+  fflush(stderr);
+  for (int r = 0; r < n; ++r) {
+    int pipefd[2];
+    if (pipe2(pipefd, O_CLOEXEC) != 0) abort();
+    pid_t pid = fork();
+    if (pid == 0) {
+      dup2(pipefd[1], 1);
+      dup2(pipefd[1], 2);
+      setenv("ZC_RANK", std::to_string(r).c_str(), 1);
+      setenv("ZC_SIZE", std::to_string(n).c_str(), 1);
+      setenv("ZC_LOCAL_RANK", std::to_string(r).c_str(), 1);
+      setenv("ZC_LOCAL_SIZE", std::to_string(n).c_str(), 1);
+      setenv("ZC_STORE", store->address().c_str(), 1);
+      setenv("ZC_JOB_KEY", key.c_str(), 1);
+      for (auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+      int rc = body(r);
+      fflush(stdout);
+      fflush(stderr);
+      _exit(rc);
+    }
+    close(pipefd[1]);
+    pids[r] = pid;
+    out_fds[r] = pipefd[0];
+    results[r].rank = r;
+  }
+  int alive = n;
+  std::vector<bool> done(n, false);
+  while (alive > 0) {
+    std::vector<pollfd> fds;
+    for (int r = 0; r < n; ++r)
+      if (out_fds[r] >= 0) fds.push_back({out_fds[r], POLLIN, 0});
+    if (!fds.empty()) poll(fds.data(), fds.size(), 20);
+    else usleep(20000);
+    for (int r = 0; r < n; ++r) {
+      if (out_fds[r] < 0) continue;
+      char buf[4096];
+      for (;;) {
+        pollfd p{out_fds[r], POLLIN, 0};
+        if (poll(&p, 1, 0) <= 0) break;
+        ssize_t k = read(out_fds[r], buf, sizeof(buf));
+        if (k <= 0) {
+          close(out_fds[r]);
+          out_fds[r] = -1;
+          break;
+        }
+        results[r].output.append(buf, static_cast<size_t>(k));
+      }
+    }
+    double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    for (int r = 0; r < n; ++r) {
+      if (done[r]) continue;
+      int status;
+      pid_t w = waitpid(pids[r], &status, WNOHANG);
+      if (w == pids[r]) {
+        done[r] = true;
+        --alive;
+        results[r].seconds = elapsed;
+        if (WIFEXITED(status)) results[r].exit_code = WEXITSTATUS(status), results[r].signal = 0;
+        else if (WIFSIGNALED(status)) results[r].signal = WTERMSIG(status);
+      } else if (elapsed > timeout_s) {
+        kill(pids[r], SIGKILL);
+        results[r].output += "\n[harness] killed after timeout\n";
+      }
+    }
+  }
+  for (int r = 0; r < n; ++r)
+    if (out_fds[r] >= 0) close(out_fds[r]);
+  return results;
+}
+
+std::string Describe(const std::vector<RankResult>& results) {
+  std::string s;
+  for (auto& r : results) {
+    s += Format("--- rank %d: exit %d signal %d (%.1f s)\n", r.rank, r.exit_code, r.signal, r.seconds);
+    s += r.output.size() > 4000 ? r.output.substr(r.output.size() - 4000) : r.output;
+    s += "\n";
+  }
+  return s;
+}
+
+bool AllOk(const std::vector<RankResult>& results) {
+  for (auto& r : results)
+    if (r.signal != 0 || r.exit_code != 0) return false;
+  return true;
+}
+
+}  // namespace zc::test

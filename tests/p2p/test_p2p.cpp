@@ -1,0 +1,373 @@
+// Point-to-point layer across processes, on both transports: send/recv
+// (eager and rendezvous), one-sided writes with flags through SlotStreams
+// (static placement), one-sided reads (dynamic placement), failure handling.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+#include <zcomm/zcomm.h>
+
+#include <cstring>
+#include <thread>
+#include <numeric>
+#include <vector>
+
+#include "api/comm.h"
+#include "harness/multiproc.h"
+#include "p2p/device.h"
+#include "p2p/slot_stream.h"
+
+namespace {
+
+using zc::test::AllOk;
+using zc::test::Describe;
+using zc::test::RunRanks;
+
+// Byte i of a message from `from` to `to` with sequence `seq`.
+inline uint8_t Pattern(int from, int to, uint64_t seq, size_t i) {
+  return static_cast<uint8_t>((i * 131u) ^ (from * 17u) ^ (to * 7u) ^ (seq * 29u) ^ (i >> 11));
+}
+
+void Fill(uint8_t* p, size_t n, int from, int to, uint64_t seq) {
+  for (size_t i = 0; i < n; ++i) p[i] = Pattern(from, to, seq, i);
+}
+
+size_t Check(const uint8_t* p, size_t n, int from, int to, uint64_t seq) {
+  size_t bad = 0;
+  for (size_t i = 0; i < n; ++i) bad += p[i] != Pattern(from, to, seq, i);
+  return bad;
+}
+
+#define CHILD_CHECK(cond, ...)                          \
+  do {                                                  \
+    if (!(cond)) {                                      \
+      fprintf(stderr, "line %d: ", __LINE__);           \
+      fprintf(stderr, __VA_ARGS__);                     \
+      fprintf(stderr, "\n");                            \
+      return 1;                                         \
+    }                                                   \
+  } while (0)
+
+class P2p : public ::testing::TestWithParam<const char*> {
+ protected:
+  zc::test::Env Env(zc::test::Env extra = {}) {
+    extra.push_back({"ZC_TRANSPORT", GetParam()});
+    extra.push_back({"ZC_TIMEOUT", "30"});
+    return extra;
+  }
+};
+
+// Every pair exchanges messages of odd sizes in both directions, from user
+// memory at unaligned addresses and from pool memory.
+TEST_P(P2p, SendRecvAllSizesAllPairs) {
+  const size_t sizes[] = {0, 1, 7, 4095, 4096, 4097, 8192, 8193, (1u << 20) + 3};
+  for (int n : {2, 3}) {
+    auto res = RunRanks(n, [&](int rank) -> int {
+      zc_comm* comm;
+      CHILD_CHECK(zc_init(&comm) == ZC_OK, "init: %s", zc_last_error(nullptr));
+      size_t maxb = (1u << 20) + 3 + 64;
+      std::vector<uint8_t> sendv(maxb + 1), recvv(maxb + 1);
+      void* pool_send;
+      CHILD_CHECK(zc_mem_alloc(comm, maxb, &pool_send) == ZC_OK, "alloc: %s", zc_last_error(comm));
+      for (int round = 0; round < 2; ++round) {
+        for (size_t s : sizes) {
+          for (int step = 1; step < n; ++step) {
+            int to = (rank + step) % n, from = (rank - step + n) % n;
+            uint64_t seq = s * 10 + step + round * 1000;
+            // Round 0: user memory, unaligned; round 1: pool memory.
+            uint8_t* src = round == 0 ? sendv.data() + 1 : static_cast<uint8_t*>(pool_send);
+            uint8_t* dst = recvv.data() + 1;
+            Fill(src, s, rank, to, seq);
+            memset(dst, 0xEE, s);
+            // Blocking sends along the cycles of i -> i+step: the smallest
+            // rank of each cycle (rank < gcd(n, step)) sends first, every
+            // other rank receives first, so no cycle of senders waits on itself.
+            bool starter = rank < std::gcd(n, step);
+            if (starter) {
+              CHILD_CHECK(zc_send(comm, src, s, to, 5) == ZC_OK, "send: %s", zc_last_error(comm));
+            }
+            CHILD_CHECK(zc_recv(comm, dst, s, from, 5) == ZC_OK, "recv: %s", zc_last_error(comm));
+            if (!starter) {
+              CHILD_CHECK(zc_send(comm, src, s, to, 5) == ZC_OK, "send: %s", zc_last_error(comm));
+            }
+            size_t bad = Check(dst, s, from, rank, seq);
+            CHILD_CHECK(bad == 0, "size %zu from %d: %zu wrong bytes", s, from, bad);
+          }
+        }
+      }
+      zc_mem_free(comm, pool_send);
+      CHILD_CHECK(zc_finalize(comm) == ZC_OK, "finalize: %s", zc_last_error(nullptr));
+      return 0;
+    }, Env());
+    ASSERT_TRUE(AllOk(res)) << n << " ranks\n" << Describe(res);
+  }
+}
+
+TEST_P(P2p, SizeMismatchIsReported) {
+  auto res = RunRanks(2, [&](int rank) -> int {
+    zc_comm* comm;
+    CHILD_CHECK(zc_init(&comm) == ZC_OK, "init");
+    std::vector<char> buf(100000);
+    if (rank == 0) {
+      zc_status s = zc_send(comm, buf.data(), 100000, 1, 3);
+      CHILD_CHECK(s == ZC_ERR_MISMATCH, "sender got %s", zc_status_string(s));
+      CHILD_CHECK(strstr(zc_last_error(comm), "99999") != nullptr, "message: %s", zc_last_error(comm));
+      s = zc_send(comm, buf.data(), 10, 1, 4);  // eager: the receiver reports it
+      CHILD_CHECK(s == ZC_OK, "eager sender got %s", zc_status_string(s));
+    } else {
+      zc_status s = zc_recv(comm, buf.data(), 99999, 0, 3);
+      CHILD_CHECK(s == ZC_ERR_MISMATCH, "receiver got %s", zc_status_string(s));
+      CHILD_CHECK(strstr(zc_last_error(comm), "peer 0") != nullptr, "message: %s", zc_last_error(comm));
+      s = zc_recv(comm, buf.data(), 11, 0, 4);
+      CHILD_CHECK(s == ZC_ERR_MISMATCH, "eager receiver got %s", zc_status_string(s));
+    }
+    // The communicator stays usable.
+    if (rank == 0) CHILD_CHECK(zc_send(comm, buf.data(), 50000, 1, 9) == ZC_OK, "send after mismatch");
+    else CHILD_CHECK(zc_recv(comm, buf.data(), 50000, 0, 9) == ZC_OK, "recv after mismatch");
+    zc_finalize(comm);
+    return 0;
+  }, Env());
+  ASSERT_TRUE(AllOk(res)) << Describe(res);
+}
+
+TEST_P(P2p, BadArgumentsFailLocally) {
+  auto res = RunRanks(2, [&](int rank) -> int {
+    zc_comm* comm;
+    CHILD_CHECK(zc_init(&comm) == ZC_OK, "init");
+    char b[8];
+    CHILD_CHECK(zc_send(comm, nullptr, 8, 1 - rank, 0) == ZC_ERR_INVALID_ARG, "null buf");
+    CHILD_CHECK(zc_send(comm, b, 8, 7, 0) == ZC_ERR_INVALID_ARG, "bad peer");
+    CHILD_CHECK(zc_recv(comm, b, 8, rank, 0) == ZC_ERR_INVALID_ARG, "self");
+    CHILD_CHECK(strstr(zc_last_error(comm), "self") != nullptr, "msg %s", zc_last_error(comm));
+    CHILD_CHECK(zc_send(comm, nullptr, 0, 1 - rank, 0) == ZC_OK || true, "zero");
+    zc_finalize(comm);
+    return 0;
+  }, Env());
+  ASSERT_TRUE(AllOk(res)) << Describe(res);
+}
+
+// Static placement: a SlotStream from every rank to the next, 10,000
+// messages through 4 slots, so every slot is reused 2,500 times.
+TEST_P(P2p, SlotStreamReuse10000) {
+  for (int n : {2, 4}) {
+    auto res = RunRanks(n, [&](int rank) -> int {
+      zc_comm* comm;
+      CHILD_CHECK(zc_init(&comm) == ZC_OK, "init: %s", zc_last_error(nullptr));
+      zc::Device* dev = comm->device.get();
+      int right = (rank + 1) % n, left = (rank - 1 + n) % n;
+      zc::SlotLayout layout;
+      layout.slots = 4;
+      layout.slot_bytes = 333;
+      zc::MemRegion *slots, *credit;
+      CHILD_CHECK(dev->Allocate(layout.reader_bytes(), &slots).ok(), "alloc");
+      CHILD_CHECK(dev->Allocate(zc::SlotLayout::kWriterBytes, &credit).ok(), "alloc");
+      memset(slots->data(), 0, slots->size());
+      memset(credit->data(), 0, credit->size());
+      zc::Deadline dl(60);
+      // Exchange descriptors: my slots go to my left (it writes to me).
+      CHILD_CHECK(dev->SendControl(left, 77, slots->remote().Serialize(), dl).ok(), "ctl");
+      CHILD_CHECK(dev->SendControl(right, 78, credit->remote().Serialize(), dl).ok(), "ctl");
+      std::string a, b;
+      CHILD_CHECK(dev->RecvControl(right, 77, &a, dl).ok(), "ctl");
+      CHILD_CHECK(dev->RecvControl(left, 78, &b, dl).ok(), "ctl");
+      zc::RemoteRegion right_slots, left_credit;
+      CHILD_CHECK(zc::RemoteRegion::Parse(a, &right_slots).ok(), "parse");
+      CHILD_CHECK(zc::RemoteRegion::Parse(b, &left_credit).ok(), "parse");
+      zc::SlotWriter w;
+      zc::SlotReader r;
+      w.Init(dev, right, layout, credit, right_slots);
+      r.Init(dev, left, layout, slots, left_credit);
+      const int kMessages = 10000;
+      std::string err;
+      std::thread writer([&] {
+        std::vector<uint8_t> msg(333);
+        for (int i = 0; i < kMessages && err.empty(); ++i) {
+          size_t len = 1 + (i * 7) % 333;
+          Fill(msg.data(), len, rank, right, i);
+          uint64_t aux[2] = {static_cast<uint64_t>(i), 0xABCD};
+          zc::Status st = w.Put(msg.data(), len, aux, 2, dl);
+          if (!st.ok()) err = st.message();
+        }
+      });
+      int bad = 0;
+      for (int i = 0; i < kMessages; ++i) {
+        const zc::SlotHeader* h;
+        const void* p;
+        zc::Status st = r.Next(&h, &p, dl);
+        if (!st.ok()) {
+          fprintf(stderr, "next: %s\n", st.message().c_str());
+          bad++;
+          break;
+        }
+        size_t len = 1 + (i * 7) % 333;
+        if (h->bytes != len || h->aux[0] != static_cast<uint64_t>(i) || h->aux[1] != 0xABCD ||
+            Check(static_cast<const uint8_t*>(p), len, left, rank, i) != 0)
+          ++bad;
+        if (!r.Release(dl).ok()) ++bad;
+      }
+      writer.join();
+      CHILD_CHECK(err.empty(), "writer: %s", err.c_str());
+      CHILD_CHECK(bad == 0, "%d bad messages", bad);
+      zc_finalize(comm);
+      return 0;
+    }, Env());
+    ASSERT_TRUE(AllOk(res)) << n << " ranks\n" << Describe(res);
+  }
+}
+
+// Dynamic placement: one-sided reads of a peer's registered user memory and
+// pool memory, at odd offsets, from several threads and channels at once.
+TEST_P(P2p, OneSidedReadsFromThreads) {
+  auto res = RunRanks(3, [&](int rank) -> int {
+    zc_comm* comm;
+    CHILD_CHECK(zc_init(&comm) == ZC_OK, "init");
+    zc::Device* dev = comm->device.get();
+    const size_t kBytes = (1u << 20) + 3;
+    zc::MemRegion* mine;
+    CHILD_CHECK(dev->Allocate(kBytes, &mine).ok(), "alloc");
+    Fill(static_cast<uint8_t*>(mine->data()), kBytes, rank, 0, 42);
+    zc::Deadline dl(60);
+    std::vector<zc::RemoteRegion> theirs(3);
+    for (int p = 0; p < 3; ++p)
+      if (p != rank) CHILD_CHECK(dev->SendControl(p, 90, mine->remote().Serialize(), dl).ok(), "ctl");
+    for (int p = 0; p < 3; ++p) {
+      if (p == rank) continue;
+      std::string s;
+      CHILD_CHECK(dev->RecvControl(p, 90, &s, dl).ok(), "ctl");
+      CHILD_CHECK(zc::RemoteRegion::Parse(s, &theirs[p]).ok(), "parse");
+    }
+    std::atomic<int> bad{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        std::vector<uint8_t> buf(kBytes + 1);
+        for (int p = 0; p < 3; ++p) {
+          if (p == rank) continue;
+          size_t off = (t * 4097) % 5000, len = kBytes - off - t;
+          zc::Status st = dev->channel(p, t).Read(buf.data() + 1, len, theirs[p], off, dl);
+          if (!st.ok()) {
+            fprintf(stderr, "read: %s\n", st.message().c_str());
+            ++bad;
+            continue;
+          }
+          for (size_t i = 0; i < len; ++i)
+            if (buf[1 + i] != Pattern(p, 0, 42, off + i)) {
+              ++bad;
+              break;
+            }
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    CHILD_CHECK(bad == 0, "%d bad reads", bad.load());
+    // Out-of-range reads are refused before reaching the wire.
+    std::vector<uint8_t> small(16);
+    zc::Status st = dev->channel((rank + 1) % 3).Read(small.data(), 16, theirs[(rank + 1) % 3], kBytes + 60, dl);
+    CHILD_CHECK(st.code() == ZC_ERR_INVALID_ARG, "out of range read gave %s", st.message().c_str());
+    zc_finalize(comm);
+    return 0;
+  }, Env());
+  ASSERT_TRUE(AllOk(res)) << Describe(res);
+}
+
+// A rank killed mid-transfer: the others fail with PEER_LOST promptly.
+TEST_P(P2p, PeerKilledMidTransfer) {
+  auto res = RunRanks(3, [&](int rank) -> int {
+    zc_comm* comm;
+    CHILD_CHECK(zc_init(&comm) == ZC_OK, "init");
+    std::vector<char> buf(64 << 20);
+    if (rank == 2) {
+      usleep(200000);
+      raise(SIGKILL);
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    // Waits for a message rank 2 will never send.
+    zc_status s = zc_recv(comm, buf.data(), buf.size(), 2, 1);
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    CHILD_CHECK(s == ZC_ERR_PEER_LOST, "got %s: %s", zc_status_string(s), zc_last_error(comm));
+    CHILD_CHECK(strstr(zc_last_error(comm), "peer 2") != nullptr, "message: %s", zc_last_error(comm));
+    CHILD_CHECK(secs < 5.0, "took %.1f s", secs);
+    return 0;  // no finalize: a peer is dead
+  }, Env({{"ZC_TIMEOUT", "60"}}), 60);
+  ASSERT_EQ(res[2].signal, SIGKILL) << Describe(res);
+  ASSERT_EQ(res[0].exit_code, 0) << Describe(res);
+  ASSERT_EQ(res[1].exit_code, 0) << Describe(res);
+}
+
+TEST_P(P2p, DeadlineExpires) {
+  auto res = RunRanks(2, [&](int rank) -> int {
+    zc_comm* comm;
+    CHILD_CHECK(zc_init(&comm) == ZC_OK, "init");
+    char b[16];
+    if (rank == 0) {
+      zc_status s = zc_recv(comm, b, 16, 1, 1);  // rank 1 never sends tag 1
+      CHILD_CHECK(s == ZC_ERR_TIMEOUT, "got %s", zc_status_string(s));
+      CHILD_CHECK(strstr(zc_last_error(comm), "peer 1") != nullptr, "message %s", zc_last_error(comm));
+      zc_send(comm, b, 16, 1, 2);
+    } else {
+      CHILD_CHECK(zc_recv(comm, b, 16, 0, 2) == ZC_OK, "late recv: %s", zc_last_error(comm));
+    }
+    zc_finalize(comm);
+    return 0;
+  }, {{"ZC_TRANSPORT", GetParam()}, {"ZC_TIMEOUT", "2"}});
+  ASSERT_TRUE(AllOk(res)) << Describe(res);
+}
+
+TEST_P(P2p, AbortWakesPeers) {
+  auto res = RunRanks(3, [&](int rank) -> int {
+    zc_comm* comm;
+    CHILD_CHECK(zc_init(&comm) == ZC_OK, "init");
+    char b[16];
+    if (rank == 1) {
+      usleep(100000);
+      zc_abort(comm);
+      return 0;
+    }
+    zc_status s = zc_recv(comm, b, 16, 1, 1);
+    CHILD_CHECK(s == ZC_ERR_ABORTED || s == ZC_ERR_PEER_LOST, "got %s", zc_status_string(s));
+    return 0;
+  }, Env());
+  ASSERT_TRUE(AllOk(res)) << Describe(res);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, P2p, ::testing::Values("shm", "tcp"),
+                         [](const auto& info) { return std::string(info.param); });
+
+// CMA forced off: user buffers on shm go through staged pool copies.
+TEST(P2pShm, StagedPathWhenCmaRefused) {
+  auto res = RunRanks(2, [&](int rank) -> int {
+    zc_comm* comm;
+    CHILD_CHECK(zc_init(&comm) == ZC_OK, "init");
+    const size_t s = (3u << 20) + 5;
+    std::vector<uint8_t> buf(s + 3);
+    for (int i = 0; i < 3; ++i) {
+      if (rank == 0) {
+        Fill(buf.data() + 3, s, 0, 1, i);
+        CHILD_CHECK(zc_send(comm, buf.data() + 3, s, 1, i) == ZC_OK, "send: %s", zc_last_error(comm));
+      } else {
+        CHILD_CHECK(zc_recv(comm, buf.data() + 3, s, 0, i) == ZC_OK, "recv: %s", zc_last_error(comm));
+        CHILD_CHECK(Check(buf.data() + 3, s, 0, 1, i) == 0, "wrong data");
+      }
+    }
+    zc_finalize(comm);
+    return 0;
+  }, {{"ZC_TRANSPORT", "shm"}, {"ZC_SHM_CMA", "off"}, {"ZC_TIMEOUT", "30"}});
+  ASSERT_TRUE(AllOk(res)) << Describe(res);
+}
+
+TEST(P2pShm, SegmentsRemovedAfterFinalize) {
+  auto res = RunRanks(2, [&](int) -> int {
+    zc_comm* comm;
+    CHILD_CHECK(zc_init(&comm) == ZC_OK, "init");
+    printf("pid %d\n", getpid());
+    zc_finalize(comm);
+    return 0;
+  }, {{"ZC_TRANSPORT", "shm"}});
+  ASSERT_TRUE(AllOk(res)) << Describe(res);
+  for (auto& r : res) {
+    int pid = atoi(r.output.substr(r.output.find("pid ") + 4).c_str());
+    std::string cmd = "ls /dev/shm | grep -c -- '-" + std::to_string(pid) + "-' > /dev/null";
+    EXPECT_NE(system(cmd.c_str()), 0) << "segments of pid " << pid << " left in /dev/shm";
+  }
+}
+
+}  // namespace
