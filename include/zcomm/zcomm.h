@@ -129,8 +129,53 @@ zc_status zc_wait(zc_request* req);
 /* Size in bytes of one element of dtype; 0 for an unknown dtype. */
 size_t zc_dtype_size(zc_dtype dtype);
 /* Names the algorithm the last collective on this thread used ("ring",
- * "halving_doubling", "shm_direct", ...). For benchmarks and tests. */
+ * "hd" (halving-doubling), "shm" (direct shared memory), "tree", "chain",
+ * "pairwise", "dissemination", "local"). For benchmarks and tests. */
 const char* zc_last_algorithm(const zc_comm* comm);
+
+/* Nonblocking variants of every collective: queued in call order on the
+ * communicator's worker thread, which progresses them; complete each with
+ * zc_test/zc_wait. Same arguments and rules as the blocking calls; do not
+ * start another collective on the communicator until the request is done. */
+zc_status zc_ibroadcast(zc_comm* comm, void* buf, size_t count, zc_dtype dtype,
+                        int root, zc_request** req);
+zc_status zc_ireduce(zc_comm* comm, const void* sendbuf, void* recvbuf,
+                     size_t count, zc_dtype dtype, zc_op op, int root,
+                     zc_request** req);
+zc_status zc_iallgather(zc_comm* comm, const void* sendbuf, void* recvbuf,
+                        size_t sendcount, zc_dtype dtype, zc_request** req);
+zc_status zc_ireduce_scatter(zc_comm* comm, const void* sendbuf, void* recvbuf,
+                             size_t recvcount, zc_dtype dtype, zc_op op,
+                             zc_request** req);
+zc_status zc_ialltoall(zc_comm* comm, const void* sendbuf, void* recvbuf,
+                       size_t count, zc_dtype dtype, zc_request** req);
+zc_status zc_ibarrier(zc_comm* comm, zc_request** req);
+
+/* Persistent allreduce (init once, start/wait many times). Init is
+ * collective (every rank, same count/dtype/op, same order as the other
+ * collectives) and sets up every link and descriptor, so each start is only
+ * one-sided writes and flags. count > 0. Between start and wait the buffers
+ * belong to zcomm and no other collective may run on the communicator. */
+typedef struct zc_plan zc_plan;
+zc_status zc_allreduce_plan_init(zc_comm* comm, size_t count, zc_dtype dtype,
+                                 zc_op op, zc_plan** plan);
+zc_status zc_plan_start(zc_plan* plan, const void* sendbuf, void* recvbuf);
+zc_status zc_plan_wait(zc_plan* plan);
+zc_status zc_plan_free(zc_plan* plan);
+
+/* Allocation-site hook (Xue et al. EuroSys'19 section 3.4), for frameworks.
+ * Allocate tensors through an id of the site that creates them (an op, a
+ * line). A site's memory is plain memory until one of its buffers is sent
+ * to a peer; from then on the site's allocations come from the registered
+ * pool, so later iterations send them with no registration and no copy. */
+zc_status zc_site_alloc(zc_comm* comm, uint64_t site, size_t bytes, void** ptr);
+/* ptr from zc_site_alloc (NULL: nothing). */
+zc_status zc_site_free(zc_comm* comm, void* ptr);
+/* *pooled = 1 once the site's allocations come from the pool. */
+zc_status zc_site_pooled(const zc_comm* comm, uint64_t site, int* pooled);
+/* *is_pool = 1 when ptr is the start of registered pool memory
+ * (zc_mem_alloc, or a pooled site's allocation). */
+zc_status zc_mem_is_pool(const zc_comm* comm, const void* ptr, int* is_pool);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -192,6 +192,11 @@ zc::Status Staged(const Buf (&bufs)[N], Fn&& fn) {
 
 }  // namespace
 
+namespace zc::api {
+// For the other files of src/api: records st as the thread's last error.
+zc_status SetLastError(const zc::Status& st) { return Fail(st); }
+}  // namespace zc::api
+
 extern "C" {
 
 const char* zc_status_string(zc_status s) {

@@ -6,8 +6,10 @@
 //
 // Threading: one collective at a time per instance (the C API holds a lock);
 // a plan's Start/Wait must not overlap other collectives on the same instance.
-// Errors: a failed collective aborts the device (the peers' waits fail too),
-// so after any error the communicator is unusable, never hung.
+// Errors: bad arguments are refused before anything is sent (the C API checks
+// them) and leave the communicator usable; a collective that fails once it
+// has started (timeout, peer lost, mismatch) aborts the device, so the peers'
+// waits fail too and nobody hangs; the communicator is unusable after that.
 #pragma once
 
 #include <zcomm/zcomm.h>

@@ -325,6 +325,9 @@ Status Device::LocalRegionFor(const void* ptr, size_t bytes, MemRegion** out) {
       }
     }
   }
+  // User memory going to a peer: if a traced allocation site made it, that
+  // site's later allocations come from the pool.
+  alloc_sites_.NoteExposed(ptr, bytes);
   return Register(const_cast<void*>(ptr), bytes, out);
 }
 

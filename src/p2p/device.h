@@ -17,6 +17,7 @@
 #include "common/deadline.h"
 #include "common/status.h"
 #include "p2p/channel.h"
+#include "p2p/alloc_sites.h"
 #include "p2p/mem_region.h"
 #include "p2p/pool.h"
 #include "p2p/transport.h"
@@ -54,6 +55,8 @@ class Device : public TransportHost {
   MemRegion* FindAllocation(const void* ptr);
   // Exposes user memory; cached by range until Deregister or shutdown.
   Status Register(void* ptr, size_t bytes, MemRegion** out);
+  // The allocation-site hook (§3.4): see alloc_sites.h.
+  AllocSites& alloc_sites() { return alloc_sites_; }
   void Deregister(void* ptr);
 
   // ---- channels ----
@@ -106,6 +109,7 @@ class Device : public TransportHost {
   mutable std::mutex regions_mu_;
   std::map<uint64_t, MemRegion*> regions_by_id_;           // every local region
   std::map<uintptr_t, std::unique_ptr<MemRegion>> registered_;  // user memory, by base
+  AllocSites alloc_sites_;
 
   std::atomic<bool> aborted_{false};
   mutable std::mutex health_mu_;

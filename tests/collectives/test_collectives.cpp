@@ -281,6 +281,80 @@ TEST(Plan, StartWaitManyTimes) {
   }
 }
 
+// The C ABI's nonblocking variants of every collective and persistent plans,
+// with rank- and index-dependent int64 data (exact), repeated on the same
+// buffers, on 3 ranks.
+TEST(Nonblocking, EveryCollectiveAndPlanThroughTheCAbi) {
+  auto res = RunRanks(3, [&](int rank) -> int {
+    zc_comm* comm = nullptr;
+    CHILD_OK(zc_init(&comm));
+    const int n = zc_size(comm);
+    auto val = [](int r, size_t i) { return static_cast<int64_t>((r + 1) * 1000003 + i * 7); };
+    for (size_t count : {size_t{1}, size_t{13}, size_t{65537}}) {
+      std::vector<int64_t> a(count * n), b(count * n);
+      zc_request* req = nullptr;
+      for (int root = 0; root < n; ++root) {
+        for (size_t i = 0; i < count; ++i) a[i] = rank == root ? val(root, i) : -1;
+        CHILD_OK(zc_ibroadcast(comm, a.data(), count, ZC_INT64, root, &req));
+        CHILD_OK(zc_wait(req));
+        for (size_t i = 0; i < count; ++i) CHILD_CHECK(a[i] == val(root, i), "ibroadcast root %d i %zu", root, i);
+      }
+      for (size_t i = 0; i < count; ++i) a[i] = val(rank, i);
+      CHILD_OK(zc_ireduce(comm, a.data(), b.data(), count, ZC_INT64, ZC_MAX, 1, &req));
+      int done = 0;
+      while (!done) CHILD_OK(zc_test(req, &done));
+      CHILD_OK(zc_wait(req));
+      if (rank == 1)
+        for (size_t i = 0; i < count; ++i) CHILD_CHECK(b[i] == val(n - 1, i), "ireduce i %zu", i);
+      CHILD_OK(zc_iallgather(comm, a.data(), b.data(), count, ZC_INT64, &req));
+      CHILD_OK(zc_wait(req));
+      for (int r = 0; r < n; ++r)
+        for (size_t i = 0; i < count; ++i) CHILD_CHECK(b[r * count + i] == val(r, i), "iallgather r %d i %zu", r, i);
+      for (size_t i = 0; i < count * n; ++i) a[i] = val(rank, i);
+      CHILD_OK(zc_ireduce_scatter(comm, a.data(), b.data(), count, ZC_INT64, ZC_SUM, &req));
+      CHILD_OK(zc_wait(req));
+      for (size_t i = 0; i < count; ++i) {
+        int64_t want = 0;
+        for (int r = 0; r < n; ++r) want += val(r, rank * count + i);
+        CHILD_CHECK(b[i] == want, "ireduce_scatter i %zu", i);
+      }
+      for (int d = 0; d < n; ++d)
+        for (size_t i = 0; i < count; ++i) a[d * count + i] = val(rank, d * 100 + i);
+      CHILD_OK(zc_ialltoall(comm, a.data(), b.data(), count, ZC_INT64, &req));
+      CHILD_OK(zc_wait(req));
+      for (int r = 0; r < n; ++r)
+        for (size_t i = 0; i < count; ++i) CHILD_CHECK(b[r * count + i] == val(r, rank * 100 + i), "ialltoall");
+      CHILD_OK(zc_ibarrier(comm, &req));
+      CHILD_OK(zc_wait(req));
+      // A persistent plan, started many times, in place and out of place.
+      zc_plan* plan = nullptr;
+      CHILD_OK(zc_allreduce_plan_init(comm, count, ZC_INT64, ZC_SUM, &plan));
+      for (int it = 0; it < 5; ++it) {
+        for (size_t i = 0; i < count; ++i) a[i] = val(rank, i) + it;
+        int64_t* out = it % 2 ? a.data() : b.data();
+        CHILD_OK(zc_plan_start(plan, a.data(), out));
+        CHILD_OK(zc_plan_wait(plan));
+        for (size_t i = 0; i < count; ++i) {
+          int64_t want = 0;
+          for (int r = 0; r < n; ++r) want += val(r, i) + it;
+          CHILD_CHECK(out[i] == want, "plan iteration %d i %zu", it, i);
+        }
+      }
+      CHILD_OK(zc_plan_free(plan));
+    }
+    // Bad arguments fail locally and leave the communicator usable.
+    zc_request* req = nullptr;
+    CHILD_CHECK(zc_ibroadcast(comm, nullptr, 4, ZC_INT64, 0, nullptr) == ZC_ERR_INVALID_ARG, "NULL req");
+    zc_plan* plan = nullptr;
+    CHILD_CHECK(zc_allreduce_plan_init(comm, 4, (zc_dtype)99, ZC_SUM, &plan) == ZC_ERR_INVALID_ARG, "bad dtype");
+    CHILD_OK(zc_ibarrier(comm, &req));
+    CHILD_OK(zc_wait(req));
+    CHILD_OK(zc_finalize(comm));
+    return 0;
+  }, BaseEnv("shm"), 120);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
+}
+
 TEST(Nonblocking, IallreduceOverlapsNothingElse) {
   auto res = RunRanks(4, [](int rank) {
     zc_comm* comm = nullptr;

@@ -129,6 +129,46 @@ TEST_P(P2p, SizeMismatchIsReported) {
   ASSERT_TRUE(AllOk(res)) << Describe(res);
 }
 
+// The allocation-site hook (§3.4): iteration 1 allocates from site 7 in
+// plain memory and sends it; from iteration 2 on, site 7's allocations are
+// pool memory (zero copy on the sender), site 8 (never sent) stays plain.
+TEST_P(P2p, AllocationSiteMovesToThePoolAfterASend) {
+  auto res = RunRanks(2, [&](int rank) -> int {
+    zc_comm* comm;
+    CHILD_CHECK(zc_init(&comm) == ZC_OK, "init: %s", zc_last_error(nullptr));
+    const size_t s = (1u << 20) + 3;  // rendezvous size: the buffer itself is exposed
+    for (int iter = 0; iter < 3; ++iter) {
+      void* t = nullptr;
+      void* other = nullptr;
+      CHILD_CHECK(zc_site_alloc(comm, 7, s, &t) == ZC_OK, "alloc: %s", zc_last_error(comm));
+      CHILD_CHECK(zc_site_alloc(comm, 8, 4096, &other) == ZC_OK, "alloc: %s", zc_last_error(comm));
+      int in_pool = -1, pooled = -1, other_pool = -1;
+      CHILD_CHECK(zc_mem_is_pool(comm, t, &in_pool) == ZC_OK, "is_pool");
+      CHILD_CHECK(zc_mem_is_pool(comm, other, &other_pool) == ZC_OK, "is_pool");
+      CHILD_CHECK(other_pool == 0, "site 8 was never sent but its memory is pool memory");
+      if (rank == 0) {
+        // Only the sender's site is traced.
+        CHILD_CHECK(in_pool == (iter > 0), "iteration %d: site memory in pool = %d", iter, in_pool);
+        CHILD_CHECK(zc_site_pooled(comm, 7, &pooled) == ZC_OK && pooled == (iter > 0), "pooled %d", pooled);
+        Fill(static_cast<uint8_t*>(t), s, 0, 1, iter);
+        CHILD_CHECK(zc_send(comm, t, s, 1, 3) == ZC_OK, "send: %s", zc_last_error(comm));
+        CHILD_CHECK(zc_site_pooled(comm, 7, &pooled) == ZC_OK && pooled == 1, "site 7 not marked");
+      } else {
+        CHILD_CHECK(zc_recv(comm, t, s, 0, 3) == ZC_OK, "recv: %s", zc_last_error(comm));
+        size_t bad = Check(static_cast<uint8_t*>(t), s, 0, 1, iter);
+        CHILD_CHECK(bad == 0, "iteration %d: %zu wrong bytes", iter, bad);
+      }
+      CHILD_CHECK(zc_site_free(comm, t) == ZC_OK, "free: %s", zc_last_error(comm));
+      CHILD_CHECK(zc_site_free(comm, other) == ZC_OK, "free: %s", zc_last_error(comm));
+    }
+    int dummy;
+    CHILD_CHECK(zc_site_free(comm, &dummy) == ZC_ERR_INVALID_ARG, "freeing a foreign pointer must fail");
+    CHILD_CHECK(zc_finalize(comm) == ZC_OK, "finalize: %s", zc_last_error(nullptr));
+    return 0;
+  }, {{"ZC_TRANSPORT", GetParam()}});
+  ASSERT_TRUE(AllOk(res)) << Describe(res);
+}
+
 TEST_P(P2p, BadArgumentsFailLocally) {
   auto res = RunRanks(2, [&](int rank) -> int {
     zc_comm* comm;
@@ -293,6 +333,37 @@ TEST_P(P2p, PeerKilledMidTransfer) {
   ASSERT_EQ(res[1].exit_code, 0) << Describe(res);
 }
 
+// 256 MiB each way: user memory at an odd address to pool memory and back.
+TEST_P(P2p, Transfer256MiBBothWays) {
+  auto res = RunRanks(2, [&](int rank) -> int {
+    zc_comm* comm;
+    CHILD_CHECK(zc_init(&comm) == ZC_OK, "init: %s", zc_last_error(nullptr));
+    const size_t s = 256u << 20;
+    std::vector<uint8_t> user(s + 1);
+    void* pool;
+    CHILD_CHECK(zc_mem_alloc(comm, s, &pool) == ZC_OK, "alloc: %s", zc_last_error(comm));
+    uint8_t* p = static_cast<uint8_t*>(pool);
+    int peer = 1 - rank;
+    if (rank == 0) {
+      Fill(user.data() + 1, s, 0, 1, 256);
+      CHILD_CHECK(zc_send(comm, user.data() + 1, s, peer, 9) == ZC_OK, "send: %s", zc_last_error(comm));
+      CHILD_CHECK(zc_recv(comm, p, s, peer, 9) == ZC_OK, "recv: %s", zc_last_error(comm));
+      size_t bad = Check(p, s, 1, 0, 257);
+      CHILD_CHECK(bad == 0, "%zu wrong bytes", bad);
+    } else {
+      CHILD_CHECK(zc_recv(comm, p, s, peer, 9) == ZC_OK, "recv: %s", zc_last_error(comm));
+      size_t bad = Check(p, s, 0, 1, 256);
+      CHILD_CHECK(bad == 0, "%zu wrong bytes", bad);
+      Fill(p, s, 1, 0, 257);
+      CHILD_CHECK(zc_send(comm, p, s, peer, 9) == ZC_OK, "send: %s", zc_last_error(comm));
+    }
+    zc_mem_free(comm, pool);
+    CHILD_CHECK(zc_finalize(comm) == ZC_OK, "finalize: %s", zc_last_error(nullptr));
+    return 0;
+  }, {{"ZC_TRANSPORT", GetParam()}});
+  ASSERT_TRUE(AllOk(res)) << Describe(res);
+}
+
 TEST_P(P2p, DeadlineExpires) {
   auto res = RunRanks(2, [&](int rank) -> int {
     zc_comm* comm;
@@ -304,7 +375,11 @@ TEST_P(P2p, DeadlineExpires) {
       CHILD_CHECK(strstr(zc_last_error(comm), "peer 1") != nullptr, "message %s", zc_last_error(comm));
       zc_send(comm, b, 16, 1, 2);
     } else {
-      CHILD_CHECK(zc_recv(comm, b, 16, 0, 2) == ZC_OK, "late recv: %s", zc_last_error(comm));
+      // Rank 0 sends only after its own 2 s deadline: our first waits may
+      // time out too, and the communicator must survive that.
+      zc_status s = ZC_ERR_TIMEOUT;
+      for (int attempt = 0; attempt < 5 && s == ZC_ERR_TIMEOUT; ++attempt) s = zc_recv(comm, b, 16, 0, 2);
+      CHILD_CHECK(s == ZC_OK, "late recv: %s", zc_last_error(comm));
     }
     zc_finalize(comm);
     return 0;

@@ -18,8 +18,12 @@ Status Segment::Create(const std::string& name, size_t bytes, std::unique_ptr<Se
   std::string path = "/" + name;
   int fd = shm_open(path.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) return SystemError(errno, "shm: cannot create segment /dev/shm/%s", name.c_str());
-  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    int err = errno;
+  // posix_fallocate, not just ftruncate: tmpfs pages are reserved now, so a
+  // full /dev/shm is an error here instead of a SIGBUS at first touch.
+  int ferr = ftruncate(fd, static_cast<off_t>(bytes)) != 0 ? errno
+                                                            : posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  if (ferr != 0) {
+    int err = ferr;
     close(fd);
     shm_unlink(path.c_str());
     return SystemError(err, "shm: cannot size segment /dev/shm/%s to %zu bytes (is /dev/shm full?)",
