@@ -12,6 +12,7 @@ which="${1:-all}"
 common="-Dcuda=disabled -Dperf=false -Dbuildtype=debugoptimized -Db_ndebug=false"
 run() {
   name=$1 opts=$2
+  shift 2
   dir="$here/build-$name"
   if [ ! -f "$dir/build.ninja" ]; then
     # shellcheck disable=SC2086
@@ -21,12 +22,13 @@ run() {
   meson test -C "$dir" --print-errorlogs --num-processes 1 --timeout-multiplier 4 "$@"
 }
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:halt_on_error=1"
+export LSAN_OPTIONS="suppressions=$here/scripts/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
 case "$which" in
   asan) run asan "-Db_sanitize=address,undefined -Db_lundef=false" "$@" ;;
   tsan) run tsan "-Db_sanitize=thread -Db_lundef=false" "$@" ;;
-  all)  run asan "-Db_sanitize=address,undefined -Db_lundef=false" "$@"
+  all)  run asan "-Db_sanitize=address,undefined -Db_lundef=false" "$@" &&
         run tsan "-Db_sanitize=thread -Db_lundef=false" "$@" ;;
   *) echo "usage: $0 [asan|tsan|all] [meson test args]" >&2; exit 2 ;;
 esac

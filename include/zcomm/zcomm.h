@@ -163,6 +163,14 @@ zc_status zc_plan_start(zc_plan* plan, const void* sendbuf, void* recvbuf);
 zc_status zc_plan_wait(zc_plan* plan);
 zc_status zc_plan_free(zc_plan* plan);
 
+/* Any memory can be passed to zcomm: user memory is registered with the
+ * transport on first use and the registration is cached by address range.
+ * Before freeing (or unmapping) such memory, drop its registrations, as with
+ * NCCL's ncclCommDeregister; otherwise an RDMA registration keeps pinning
+ * the old pages and a new buffer at the same address would be mistaken for
+ * it. Memory from zc_mem_alloc or zc_site_alloc never needs this. */
+zc_status zc_mem_deregister(zc_comm* comm, const void* ptr, size_t bytes);
+
 /* Allocation-site hook (Xue et al. EuroSys'19 section 3.4), for frameworks.
  * Allocate tensors through an id of the site that creates them (an op, a
  * line). A site's memory is plain memory until one of its buffers is sent

@@ -1,23 +1,21 @@
-// C ABI extension: the allocation-site hook (zc_site_alloc & co.), see
-// p2p/alloc_sites.h and docs/concepts.md.
+// C ABI extensions for memory: the allocation-site hook (zc_site_alloc &
+// co., see p2p/alloc_sites.h) and dropping cached registrations.
 #include <zcomm/zcomm.h>
 
+#include "api/checks.h"
 #include "api/comm.h"
 #include "common/status.h"
 
-namespace zc::api {
-zc_status SetLastError(const zc::Status& st);
-}
 
 namespace {
 zc_status Check(const zc_comm* comm, const char* op) {
   if (comm) return ZC_OK;
-  return zc::api::SetLastError(
+  return zc::api::Fail(
       zc::Status(ZC_ERR_INVALID_ARG, std::string(op) + ": invalid argument: comm is NULL"));
 }
 zc_status Result(const zc_comm* comm, const char* op, const zc::Status& st) {
   if (st.ok()) return ZC_OK;
-  return zc::api::SetLastError(st.with_context(zc::Format("rank %d: %s", comm->rank, op)));
+  return zc::api::Fail(st.with_context(zc::Format("rank %d: %s", comm->rank, op)));
 }
 }  // namespace
 
@@ -46,5 +44,12 @@ zc_status zc_mem_is_pool(const zc_comm* comm, const void* ptr, int* is_pool) {
   if (zc_status s = Check(comm, "zc_mem_is_pool")) return s;
   if (!is_pool) return Result(comm, "zc_mem_is_pool", zc::Status(ZC_ERR_INVALID_ARG, "invalid argument: is_pool is NULL"));
   *is_pool = ptr && comm->device->FindAllocation(ptr) != nullptr ? 1 : 0;
+  return ZC_OK;
+}
+
+zc_status zc_mem_deregister(zc_comm* comm, const void* ptr, size_t bytes) {
+  if (zc_status s = Check(comm, "zc_mem_deregister")) return s;
+  if (!ptr) return ZC_OK;
+  comm->device->Deregister(ptr, bytes);
   return ZC_OK;
 }

@@ -33,6 +33,9 @@ struct zc_comm {
   int rank = 0, size = 1, local_rank = 0, local_size = 1;
   std::atomic<uint64_t> op_seq{0};
   std::mutex coll_mu;  // one collective at a time per communicator
+  // Nonblocking collectives queued or running, plus plans started and not
+  // yet waited for: a blocking collective is refused while any is.
+  std::atomic<int> inflight{0};
 
   // Nonblocking operations run here, in order.
   std::mutex work_mu;

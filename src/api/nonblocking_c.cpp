@@ -1,43 +1,52 @@
-// C ABI extensions: nonblocking variants of every collective (beyond
-// zc_iallreduce) and persistent allreduce plans. Nonblocking calls run, in
-// order, on the communicator's worker thread, which progresses them without
-// the caller's help; zc_test / zc_wait complete them.
+// C ABI: nonblocking collectives (zc_iallreduce and the other zc_i*),
+// zc_test / zc_wait, and persistent allreduce plans. Nonblocking calls are
+// checked here, up front (a bad argument fails the call, never the wait),
+// then run in call order on the communicator's worker thread, which
+// progresses them without the caller's help. While any is in flight, a
+// blocking collective is refused with ZC_ERR_INVALID_ARG instead of racing
+// it (checks.h, CheckNothingInFlight).
 #include <zcomm/zcomm.h>
 
 #include <functional>
 #include <memory>
 
+#include "api/checks.h"
 #include "api/comm.h"
 #include "collectives/collectives.h"
-#include "common/status.h"
+#include "common/deadline.h"
 
-namespace zc::api {
-zc_status SetLastError(const zc::Status& st);
-}
+using namespace zc::api;
 
 struct zc_plan {
   zc_comm* comm;
   std::unique_ptr<zc::AllreducePlan> plan;
+  bool started = false;
 };
 
 namespace {
 
-zc_status BadArg(const zc_comm* comm, const char* op, const char* why) {
-  return zc::api::SetLastError(zc::Status(
-      ZC_ERR_INVALID_ARG, zc::Format("rank %d: %s: invalid argument: %s", comm ? comm->rank : -1, op, why)));
-}
+#define ZC_CHECK_REQ(comm, op, req)                                   \
+  do {                                                                \
+    if (!(comm)) {                                                    \
+      SetLastErrorText(std::string(op) + ": invalid argument: comm is NULL"); \
+      return ZC_ERR_INVALID_ARG;                                      \
+    }                                                                 \
+    if (!(req)) return BadArg(comm, op, "req is NULL");               \
+    *(req) = nullptr;                                                 \
+  } while (0)
 
-// Queues `call` (a blocking C ABI call) on the worker; *req completes with
-// its status and message.
-zc_status Enqueue(zc_comm* comm, const char* op, zc_request** req, std::function<zc_status()> call) {
-  if (!comm) return BadArg(comm, op, "comm is NULL");
-  if (!req) return BadArg(comm, op, "req is NULL");
+// Queues `call` (a blocking C ABI call, run on the worker thread); *req
+// completes with its status and message.
+zc_status Enqueue(zc_comm* comm, zc_request** req, std::function<zc_status()> call) {
   auto* r = new zc_request();
+  comm->inflight.fetch_add(1, std::memory_order_acq_rel);
   {
     std::lock_guard<std::mutex> lock(comm->work_mu);
     comm->work.push_back([comm, r, call = std::move(call)] {
       zc_status s = call();
-      r->status = s == ZC_OK ? zc::Status::Ok() : zc::Status(s, zc_last_error(comm));
+      r->status = s == ZC_OK ? zc::Status::Ok() : zc::Status(s, LastError());
+      // Not in flight any more before anyone can see it done.
+      comm->inflight.fetch_sub(1, std::memory_order_acq_rel);
       r->done.store(1, std::memory_order_release);
     });
   }
@@ -46,44 +55,118 @@ zc_status Enqueue(zc_comm* comm, const char* op, zc_request** req, std::function
   return ZC_OK;
 }
 
+zc_status Completed(zc_request** req) {
+  auto* r = new zc_request();
+  r->done.store(1);
+  *req = r;
+  return ZC_OK;
+}
+
 }  // namespace
 
+extern "C" {
+
+zc_status zc_iallreduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count, zc_dtype dtype,
+                        zc_op op, zc_request** req) {
+  ZC_CHECK_REQ(comm, "iallreduce", req);
+  ZC_TRY(CheckType(comm, "iallreduce", dtype));
+  ZC_TRY(CheckOp(comm, "iallreduce", dtype, op));
+  ZC_TRY(CheckBuf(comm, "iallreduce", sendbuf, "sendbuf", count));
+  ZC_TRY(CheckBuf(comm, "iallreduce", recvbuf, "recvbuf", count));
+  if (count == 0) return Completed(req);
+  return Enqueue(comm, req, [=] { return zc_allreduce(comm, sendbuf, recvbuf, count, dtype, op); });
+}
+
 zc_status zc_ibroadcast(zc_comm* comm, void* buf, size_t count, zc_dtype dtype, int root, zc_request** req) {
-  return Enqueue(comm, "ibroadcast", req, [=] { return zc_broadcast(comm, buf, count, dtype, root); });
+  ZC_CHECK_REQ(comm, "ibroadcast", req);
+  ZC_TRY(CheckType(comm, "ibroadcast", dtype));
+  ZC_TRY(CheckBuf(comm, "ibroadcast", buf, "buf", count));
+  ZC_TRY(CheckRoot(comm, "ibroadcast", root));
+  if (count == 0) return Completed(req);
+  return Enqueue(comm, req, [=] { return zc_broadcast(comm, buf, count, dtype, root); });
 }
 
 zc_status zc_ireduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count, zc_dtype dtype,
                      zc_op op, int root, zc_request** req) {
-  return Enqueue(comm, "ireduce", req,
-                 [=] { return zc_reduce(comm, sendbuf, recvbuf, count, dtype, op, root); });
+  ZC_CHECK_REQ(comm, "ireduce", req);
+  ZC_TRY(CheckType(comm, "ireduce", dtype));
+  ZC_TRY(CheckOp(comm, "ireduce", dtype, op));
+  ZC_TRY(CheckRoot(comm, "ireduce", root));
+  ZC_TRY(CheckBuf(comm, "ireduce", sendbuf, "sendbuf", count));
+  if (comm->rank == root) ZC_TRY(CheckBuf(comm, "ireduce", recvbuf, "recvbuf", count));
+  if (count == 0) return Completed(req);
+  return Enqueue(comm, req, [=] { return zc_reduce(comm, sendbuf, recvbuf, count, dtype, op, root); });
 }
 
 zc_status zc_iallgather(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t sendcount, zc_dtype dtype,
                         zc_request** req) {
-  return Enqueue(comm, "iallgather", req, [=] { return zc_allgather(comm, sendbuf, recvbuf, sendcount, dtype); });
+  ZC_CHECK_REQ(comm, "iallgather", req);
+  ZC_TRY(CheckType(comm, "iallgather", dtype));
+  ZC_TRY(CheckBytes(comm, "iallgather", sendcount, dtype, comm->size));
+  ZC_TRY(CheckBuf(comm, "iallgather", sendbuf, "sendbuf", sendcount));
+  ZC_TRY(CheckBuf(comm, "iallgather", recvbuf, "recvbuf", sendcount));
+  if (sendcount == 0) return Completed(req);
+  return Enqueue(comm, req, [=] { return zc_allgather(comm, sendbuf, recvbuf, sendcount, dtype); });
 }
 
 zc_status zc_ireduce_scatter(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t recvcount,
                              zc_dtype dtype, zc_op op, zc_request** req) {
-  return Enqueue(comm, "ireduce_scatter", req,
+  ZC_CHECK_REQ(comm, "ireduce_scatter", req);
+  ZC_TRY(CheckType(comm, "ireduce_scatter", dtype));
+  ZC_TRY(CheckOp(comm, "ireduce_scatter", dtype, op));
+  ZC_TRY(CheckBytes(comm, "ireduce_scatter", recvcount, dtype, comm->size));
+  ZC_TRY(CheckBuf(comm, "ireduce_scatter", sendbuf, "sendbuf", recvcount));
+  ZC_TRY(CheckBuf(comm, "ireduce_scatter", recvbuf, "recvbuf", recvcount));
+  if (recvcount == 0) return Completed(req);
+  return Enqueue(comm, req,
                  [=] { return zc_reduce_scatter(comm, sendbuf, recvbuf, recvcount, dtype, op); });
 }
 
 zc_status zc_ialltoall(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count, zc_dtype dtype,
                        zc_request** req) {
-  return Enqueue(comm, "ialltoall", req, [=] { return zc_alltoall(comm, sendbuf, recvbuf, count, dtype); });
+  ZC_CHECK_REQ(comm, "ialltoall", req);
+  ZC_TRY(CheckType(comm, "ialltoall", dtype));
+  ZC_TRY(CheckBytes(comm, "ialltoall", count, dtype, comm->size));
+  ZC_TRY(CheckBuf(comm, "ialltoall", sendbuf, "sendbuf", count));
+  ZC_TRY(CheckBuf(comm, "ialltoall", recvbuf, "recvbuf", count));
+  if (count == 0) return Completed(req);
+  return Enqueue(comm, req, [=] { return zc_alltoall(comm, sendbuf, recvbuf, count, dtype); });
 }
 
 zc_status zc_ibarrier(zc_comm* comm, zc_request** req) {
-  return Enqueue(comm, "ibarrier", req, [=] { return zc_barrier(comm); });
+  ZC_CHECK_REQ(comm, "ibarrier", req);
+  return Enqueue(comm, req, [=] { return zc_barrier(comm); });
+}
+
+zc_status zc_test(zc_request* req, int* done) {
+  if (!req || !done) {
+    SetLastErrorText("zc_test: invalid argument: req or done is NULL");
+    return ZC_ERR_INVALID_ARG;
+  }
+  *done = req->done.load(std::memory_order_acquire);
+  if (*done && !req->status.ok()) return Fail(req->status);
+  return ZC_OK;
+}
+
+zc_status zc_wait(zc_request* req) {
+  if (!req) {
+    SetLastErrorText("zc_wait: invalid argument: req is NULL");
+    return ZC_ERR_INVALID_ARG;
+  }
+  // The operation has its own deadlines; this only sleeps until it ends.
+  zc::Backoff backoff;
+  while (!req->done.load(std::memory_order_acquire)) backoff.Pause();
+  zc::Status st = req->status;
+  delete req;
+  return st.ok() ? ZC_OK : Fail(st);
 }
 
 zc_status zc_allreduce_plan_init(zc_comm* comm, size_t count, zc_dtype dtype, zc_op op, zc_plan** plan) {
-  if (!comm) return BadArg(comm, "allreduce_plan_init", "comm is NULL");
-  if (!plan) return BadArg(comm, "allreduce_plan_init", "plan is NULL");
-  *plan = nullptr;
-  if (zc_dtype_size(dtype) == 0) return BadArg(comm, "allreduce_plan_init", "unknown dtype");
-  if (op < ZC_SUM || op > ZC_AVG) return BadArg(comm, "allreduce_plan_init", "unknown op");
+  ZC_CHECK_REQ(comm, "allreduce_plan_init", plan);
+  ZC_TRY(CheckType(comm, "allreduce_plan_init", dtype));
+  ZC_TRY(CheckOp(comm, "allreduce_plan_init", dtype, op));
+  if (count == 0) return BadArg(comm, "allreduce_plan_init", "count is 0");
+  ZC_TRY(CheckNothingInFlight(comm, "allreduce_plan_init"));
   auto p = std::make_unique<zc_plan>();
   p->comm = comm;
   zc::Status st;
@@ -91,31 +174,42 @@ zc_status zc_allreduce_plan_init(zc_comm* comm, size_t count, zc_dtype dtype, zc
     std::lock_guard<std::mutex> lock(comm->coll_mu);
     st = comm->coll->PlanAllreduce(count, dtype, op, &p->plan);
   }
-  if (!st.ok())
-    return zc::api::SetLastError(st.with_context(zc::Format("rank %d: allreduce_plan_init", comm->rank)));
+  if (!st.ok()) return Fail(st.with_context(zc::Format("rank %d: allreduce_plan_init", comm->rank)));
   *plan = p.release();
   return ZC_OK;
 }
 
 zc_status zc_plan_start(zc_plan* plan, const void* sendbuf, void* recvbuf) {
   if (!plan) return BadArg(nullptr, "plan_start", "plan is NULL");
-  if (plan->plan->count() > 0 && (!sendbuf || !recvbuf))
-    return BadArg(plan->comm, "plan_start", "NULL buffer with count > 0");
+  zc_comm* comm = plan->comm;
+  if (!sendbuf || !recvbuf) return BadArg(comm, "plan_start", "NULL buffer with count %zu", plan->plan->count());
+  if (plan->started) return BadArg(comm, "plan_start", "the plan was started and not waited for");
+  ZC_TRY(CheckNothingInFlight(comm, "plan_start"));
+  comm->inflight.fetch_add(1, std::memory_order_acq_rel);
   zc::Status st = plan->plan->Start(sendbuf, recvbuf);
-  if (!st.ok())
-    return zc::api::SetLastError(st.with_context(zc::Format("rank %d: plan_start", plan->comm->rank)));
+  if (!st.ok()) {
+    comm->inflight.fetch_sub(1, std::memory_order_acq_rel);
+    return Fail(st.with_context(zc::Format("rank %d: plan_start", comm->rank)));
+  }
+  plan->started = true;
   return ZC_OK;
 }
 
 zc_status zc_plan_wait(zc_plan* plan) {
   if (!plan) return BadArg(nullptr, "plan_wait", "plan is NULL");
+  if (!plan->started) return ZC_OK;
   zc::Status st = plan->plan->Wait();
-  if (!st.ok())
-    return zc::api::SetLastError(st.with_context(zc::Format("rank %d: plan_wait", plan->comm->rank)));
+  plan->started = false;
+  plan->comm->inflight.fetch_sub(1, std::memory_order_acq_rel);
+  if (!st.ok()) return Fail(st.with_context(zc::Format("rank %d: plan_wait", plan->comm->rank)));
   return ZC_OK;
 }
 
 zc_status zc_plan_free(zc_plan* plan) {
+  if (!plan) return ZC_OK;
+  zc_status s = zc_plan_wait(plan);  // a started plan finishes first
   delete plan;
-  return ZC_OK;
+  return s;
 }
+
+}  // extern "C"

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "api/checks.h"
 #include "api/comm.h"
 #include "common/log.h"
 #include "p2p/send_recv.h"
@@ -21,14 +22,11 @@ class Collectives {};  // not built: every collective returns ZC_ERR_UNSUPPORTED
 #if __has_include("collectives/dtype.h")
 #include "collectives/dtype.h"
 #endif
-#if __has_include("gpu/pointer_cache.h") && !ZC_HAVE_CUDA
-#include "gpu/pointer_cache.h"
-#define ZC_CHECK_DEVICE_POINTERS 1
-#else
-#define ZC_CHECK_DEVICE_POINTERS 0
-#endif
 #if __has_include("gpu/host_staging.h") && ZC_HAVE_CUDA
+#include <map>
+
 #include "gpu/host_staging.h"
+#include "gpu/ipc_allreduce.h"
 #define ZC_STAGE_DEVICE_POINTERS 1
 #else
 #define ZC_STAGE_DEVICE_POINTERS 0
@@ -36,13 +34,9 @@ class Collectives {};  // not built: every collective returns ZC_ERR_UNSUPPORTED
 
 namespace {
 
-thread_local std::string t_last_error;
-thread_local const char* t_last_algorithm = "";
+using namespace zc::api;
 
-zc_status Fail(const zc::Status& st) {
-  t_last_error = st.message();
-  return st.code();
-}
+thread_local const char* t_last_algorithm = "";
 
 zc_status Done(zc_comm* comm, const char* op, uint64_t seq, const zc::Status& st) {
   if (st.ok()) return ZC_OK;
@@ -52,83 +46,16 @@ zc_status Done(zc_comm* comm, const char* op, uint64_t seq, const zc::Status& st
   return Fail(ctx);
 }
 
-zc_status BadArg(zc_comm* comm, const char* op, const char* fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-zc_status BadArg(zc_comm* comm, const char* op, const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  std::string why = zc::VFormat(fmt, ap);
-  va_end(ap);
-  t_last_error = zc::Format("rank %d: %s: invalid argument: %s", comm ? comm->rank : -1, op, why.c_str());
-  return ZC_ERR_INVALID_ARG;
-}
-
 #define ZC_CHECK_COMM(comm, op)                                              \
   do {                                                                       \
     if (!(comm)) {                                                           \
-      t_last_error = std::string(op) + ": invalid argument: comm is NULL";   \
+      zc::api::SetLastErrorText(std::string(op) + ": invalid argument: comm is NULL"); \
       return ZC_ERR_INVALID_ARG;                                             \
     }                                                                        \
   } while (0)
 
-size_t ElemSize(zc_dtype d) {
-  switch (d) {
-    case ZC_INT8: case ZC_UINT8: return 1;
-    case ZC_FLOAT16: case ZC_BFLOAT16: return 2;
-    case ZC_INT32: case ZC_UINT32: case ZC_FLOAT32: return 4;
-    case ZC_INT64: case ZC_UINT64: case ZC_FLOAT64: return 8;
-    default: return 0;
-  }
-}
-
-bool IsFloat(zc_dtype d) {
-  return d == ZC_FLOAT16 || d == ZC_BFLOAT16 || d == ZC_FLOAT32 || d == ZC_FLOAT64;
-}
-
-zc_status CheckType(zc_comm* comm, const char* op, zc_dtype dtype) {
-  if (ElemSize(dtype) == 0) return BadArg(comm, op, "unknown dtype %d", static_cast<int>(dtype));
-  return ZC_OK;
-}
-
-zc_status CheckOp(zc_comm* comm, const char* op, zc_dtype dtype, zc_op rop) {
-  if (rop < ZC_SUM || rop > ZC_AVG) return BadArg(comm, op, "unknown op %d", static_cast<int>(rop));
-  if (rop == ZC_AVG && !IsFloat(dtype))
-    return BadArg(comm, op, "avg needs a floating dtype (got dtype %d)", static_cast<int>(dtype));
-  return ZC_OK;
-}
-
-zc_status CheckBuf(zc_comm* comm, const char* op, const void* p, const char* name, size_t count) {
-  if (count > 0 && !p) return BadArg(comm, op, "%s is NULL with count %zu", name, count);
-#if ZC_CHECK_DEVICE_POINTERS
-  if (count > 0 && zc::gpu::IsDevicePointer(p)) {
-    t_last_error = zc::Format("rank %d: %s: %s is GPU memory, but zcomm was built without CUDA",
-                              comm->rank, op, name);
-    return ZC_ERR_UNSUPPORTED;
-  }
-#endif
-  return ZC_OK;
-}
-
-zc_status CheckBytes(zc_comm* comm, const char* op, size_t count, zc_dtype dtype, size_t factor) {
-  size_t es = ElemSize(dtype);
-  if (count && (count > SIZE_MAX / es / (factor ? factor : 1)))
-    return BadArg(comm, op, "count %zu x %zu ranks overflows", count, factor);
-  return ZC_OK;
-}
-
-zc_status CheckRoot(zc_comm* comm, const char* op, int root) {
-  if (root < 0 || root >= comm->size)
-    return BadArg(comm, op, "root %d is out of range [0, %d)", root, comm->size);
-  return ZC_OK;
-}
-
-#define ZC_TRY(expr)                 \
-  do {                               \
-    zc_status _s = (expr);           \
-    if (_s != ZC_OK) return _s;      \
-  } while (0)
-
 void WorkerLoop(zc_comm* comm) {
+  MarkWorkerThread();
   for (;;) {
     std::function<void()> job;
     {
@@ -146,6 +73,7 @@ void WorkerLoop(zc_comm* comm) {
 // context. fn returns zc::Status.
 template <typename Fn>
 zc_status RunCollective(zc_comm* comm, const char* op, Fn&& fn) {
+  ZC_TRY(CheckNothingInFlight(comm, op));
   std::lock_guard<std::mutex> lock(comm->coll_mu);
   uint64_t seq = ++comm->op_seq;
 #if ZC_HAVE_COLLECTIVES
@@ -190,12 +118,36 @@ zc::Status Staged(const Buf (&bufs)[N], Fn&& fn) {
 #endif
 }
 
+#if ZC_STAGE_DEVICE_POINTERS
+// Same-host CUDA IPC allreduce state (mapped peer buffers), per communicator.
+std::mutex g_ipc_mu;
+std::map<const zc_comm*, std::unique_ptr<zc::gpu::IpcAllreduce>> g_ipc;
+
+// The CUDA IPC allreduce applies when every rank is on this host, no host
+// algorithm was asked for (ZC_ALGO), ZC_GPU_IPC and the size allow it, and
+// both buffers are device memory. All but the last are the same on every rank.
+bool UseIpcAllreduce(const zc_comm* comm, const void* send, const void* recv, size_t bytes,
+                     int* device) {
+  return comm->size > 1 && comm->local_size == comm->size && comm->config.algo == "auto" &&
+         zc::gpu::IpcAllreduceWanted(bytes) && zc::gpu::LoadedDriver() != nullptr &&
+         zc::gpu::IpcAllreduce::Eligible(send, recv, bytes, device);
+}
+
+zc::gpu::IpcAllreduce* IpcState(const zc_comm* comm) {
+  std::lock_guard<std::mutex> lock(g_ipc_mu);
+  auto& p = g_ipc[comm];
+  if (!p) p = std::make_unique<zc::gpu::IpcAllreduce>();
+  return p.get();
+}
+
+void DropIpcState(const zc_comm* comm) {
+  std::lock_guard<std::mutex> lock(g_ipc_mu);
+  g_ipc.erase(comm);
+}
+#endif
+
 }  // namespace
 
-namespace zc::api {
-// For the other files of src/api: records st as the thread's last error.
-zc_status SetLastError(const zc::Status& st) { return Fail(st); }
-}  // namespace zc::api
 
 extern "C" {
 
@@ -215,13 +167,13 @@ const char* zc_status_string(zc_status s) {
   return "unknown status";
 }
 
-const char* zc_last_error(const zc_comm*) { return t_last_error.c_str(); }
+const char* zc_last_error(const zc_comm*) { return zc::api::LastError(); }
 const char* zc_last_algorithm(const zc_comm*) { return t_last_algorithm; }
 size_t zc_dtype_size(zc_dtype dtype) { return ElemSize(dtype); }
 
 zc_status zc_init(zc_comm** out) {
   if (!out) {
-    t_last_error = "zc_init: invalid argument: comm is NULL";
+    zc::api::SetLastErrorText("zc_init: invalid argument: comm is NULL");
     return ZC_ERR_INVALID_ARG;
   }
   *out = nullptr;
@@ -266,6 +218,9 @@ zc_status zc_finalize(zc_comm* comm) {
     zc::Status st = comm->coll->Barrier();
     if (!st.ok()) result = Done(comm, "zc_finalize", 0, st);
   }
+#endif
+#if ZC_STAGE_DEVICE_POINTERS
+  DropIpcState(comm);  // closes the mappings of peers' buffers
 #endif
   comm->coll.reset();
   comm->device.reset();
@@ -337,6 +292,24 @@ zc_status zc_allreduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t
   ZC_TRY(CheckBuf(comm, "allreduce", sendbuf, "sendbuf", count));
   ZC_TRY(CheckBuf(comm, "allreduce", recvbuf, "recvbuf", count));
   if (count == 0) return ZC_OK;
+#if ZC_STAGE_DEVICE_POINTERS
+  int device = -1;
+  if (UseIpcAllreduce(comm, sendbuf, recvbuf, count * ElemSize(dtype), &device)) {
+    zc::gpu::IpcAllreduce* ipc = IpcState(comm);
+    zc_status s = RunCollective(comm, "allreduce", [&](auto* c) {
+      zc::gpu::HostGroup g;
+      g.rank = comm->rank;
+      g.size = comm->size;
+      g.allgather = [c](const void* in, void* out, size_t bytes) {
+        return c->Allgather(in, out, bytes, ZC_UINT8);
+      };
+      g.barrier = [c] { return c->Barrier(); };
+      return ipc->Run(g, sendbuf, recvbuf, count, dtype, op, device);
+    });
+    t_last_algorithm = "cuda_ipc";
+    return s;
+  }
+#endif
   return RunCollective(comm, "allreduce", [&](auto* c) {
     const size_t bytes = count * ElemSize(dtype);
     return Staged({Buf{sendbuf, bytes, true, false, "sendbuf"},
@@ -430,57 +403,6 @@ zc_status zc_alltoall(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t 
 zc_status zc_barrier(zc_comm* comm) {
   ZC_CHECK_COMM(comm, "barrier");
   return RunCollective(comm, "barrier", [&](auto* c) { return c->Barrier(); });
-}
-
-zc_status zc_iallreduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
-                        zc_dtype dtype, zc_op op, zc_request** req) {
-  ZC_CHECK_COMM(comm, "iallreduce");
-  if (!req) return BadArg(comm, "iallreduce", "req is NULL");
-  *req = nullptr;
-  ZC_TRY(CheckType(comm, "iallreduce", dtype));
-  ZC_TRY(CheckOp(comm, "iallreduce", dtype, op));
-  ZC_TRY(CheckBuf(comm, "iallreduce", sendbuf, "sendbuf", count));
-  ZC_TRY(CheckBuf(comm, "iallreduce", recvbuf, "recvbuf", count));
-  auto* r = new zc_request();
-  if (count == 0) {
-    r->done.store(1);
-    *req = r;
-    return ZC_OK;
-  }
-  {
-    std::lock_guard<std::mutex> lock(comm->work_mu);
-    comm->work.push_back([=] {
-      zc_status s = zc_allreduce(comm, sendbuf, recvbuf, count, dtype, op);
-      r->status = s == ZC_OK ? zc::Status::Ok() : zc::Status(s, t_last_error);
-      r->done.store(1, std::memory_order_release);
-    });
-  }
-  comm->work_cv.notify_one();
-  *req = r;
-  return ZC_OK;
-}
-
-zc_status zc_test(zc_request* req, int* done) {
-  if (!req || !done) {
-    t_last_error = "zc_test: invalid argument: req or done is NULL";
-    return ZC_ERR_INVALID_ARG;
-  }
-  *done = req->done.load(std::memory_order_acquire);
-  if (*done && !req->status.ok()) return Fail(req->status);
-  return ZC_OK;
-}
-
-zc_status zc_wait(zc_request* req) {
-  if (!req) {
-    t_last_error = "zc_wait: invalid argument: req is NULL";
-    return ZC_ERR_INVALID_ARG;
-  }
-  // The operation has its own deadlines; this only sleeps until it ends.
-  zc::Backoff backoff;
-  while (!req->done.load(std::memory_order_acquire)) backoff.Pause();
-  zc::Status st = req->status;
-  delete req;
-  return st.ok() ? ZC_OK : Fail(st);
 }
 
 }  // extern "C"

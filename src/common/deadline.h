@@ -6,6 +6,9 @@
 #include <chrono>
 #include <cstdint>
 #include <thread>
+#include <algorithm>
+
+#include "common/wakeup.h"
 
 namespace zc {
 
@@ -34,9 +37,22 @@ class Deadline {
   Clock::time_point at_;
 };
 
-// Call Pause() in every iteration of a polling loop.
+// Call Pause() in every iteration of a polling loop: it spins briefly,
+// then yields, then sleeps. Sleeps grow from 20 us to 100 us, and to 1 ms
+// once the wait has lasted about 20 ms (bounded latency while data flows,
+// negligible CPU while idle).
+//
+// Notified mode (Backoff(true)), for flags that a thread of this process
+// sets and then calls Wakeup::Notify() (tcp progress, verbs completions,
+// peer loss): the sleeps end as soon as such a flag is set, so they may be
+// long (up to 10 ms, which only bounds how late a deadline is noticed).
+// The epoch is read before the caller's next check, so a Notify between the
+// check and the sleep is never lost.
 class Backoff {
  public:
+  explicit Backoff(bool notified = false) : notified_(notified) {
+    if (notified_) epoch_ = Wakeup::Epoch();
+  }
   void Pause() {
     ++n_;
     if (n_ < kSpins) {
@@ -48,13 +64,18 @@ class Backoff {
     } else if (n_ < kSpins + kYields) {
       std::this_thread::yield();
     } else {
-      // 20 us growing to 1 ms: bounded latency, negligible CPU.
-      if (sleep_us_ < 1000) sleep_us_ = sleep_us_ ? sleep_us_ * 2 : 20;
-      if (sleep_us_ > 1000) sleep_us_ = 1000;
-      std::this_thread::sleep_for(std::chrono::microseconds(sleep_us_));
+      const int cap = notified_ ? 10000 : slept_us_ < 20000 ? 100 : 1000;
+      sleep_us_ = sleep_us_ ? std::min(sleep_us_ * 2, cap) : 20;
+      if (notified_) {
+        Wakeup::Sleep(epoch_, sleep_us_);
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(sleep_us_));
+      }
+      slept_us_ += sleep_us_;
     }
+    if (notified_) epoch_ = Wakeup::Epoch();
   }
-  void Reset() { n_ = 0; sleep_us_ = 0; }
+  void Reset() { n_ = 0; sleep_us_ = 0; slept_us_ = 0; }
   // How many iterations so far (callers check expensive conditions, such as
   // the deadline or peer liveness, only every so often).
   uint64_t count() const { return n_; }
@@ -62,8 +83,11 @@ class Backoff {
  private:
   static constexpr uint64_t kSpins = 2000;
   static constexpr uint64_t kYields = 200;
+  bool notified_;
+  uint32_t epoch_ = 0;
   uint64_t n_ = 0;
   int sleep_us_ = 0;
+  int64_t slept_us_ = 0;
 };
 
 }  // namespace zc

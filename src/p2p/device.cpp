@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "common/auth.h"
 #include "common/log.h"
+#include "common/wakeup.h"
 #include "p2p/control_plane.h"
 #include "p2p/shm/segment.h"
 #include "p2p/shm/shm_transport.h"
@@ -23,6 +25,21 @@
 
 namespace zc {
 namespace {
+// True when pid has exited: it no longer exists, or it is a zombie that its
+// parent has not reaped yet (kill(pid, 0) still succeeds on a zombie).
+bool ProcessGone(pid_t pid) {
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+  FILE* f = fopen(path, "re");
+  if (!f) return false;  // no /proc: only kill() can tell
+  char buf[512];
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  const char* close_paren = strrchr(buf, ')');  // the name may contain spaces
+  return close_paren && close_paren[1] == ' ' && (close_paren[2] == 'Z' || close_paren[2] == 'X');
+}
 
 // A pool chunk: a shared segment (or anonymous memory when no local peer
 // needs sharing and /dev/shm is unusable).
@@ -305,13 +322,22 @@ Status Device::Register(void* ptr, size_t bytes, MemRegion** out) {
   return Status::Ok();
 }
 
-void Device::Deregister(void* ptr) {
+size_t Device::Deregister(const void* ptr, size_t bytes) {
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(ptr), hi = lo + std::max<size_t>(bytes, 1);
   std::lock_guard<std::mutex> lock(regions_mu_);
-  auto it = registered_.find(reinterpret_cast<uintptr_t>(ptr));
-  if (it == registered_.end()) return;
-  regions_by_id_.erase(it->second->id());
-  for (auto& [k, t] : transports_) t->Unexpose(it->second.get());
-  registered_.erase(it);
+  size_t dropped = 0;
+  for (auto it = registered_.begin(); it != registered_.end();) {
+    const uintptr_t b = it->first, e = b + it->second->size();
+    if (b < hi && lo < e) {
+      regions_by_id_.erase(it->second->id());
+      for (auto& [k, t] : transports_) t->Unexpose(it->second.get());
+      it = registered_.erase(it);
+      ++dropped;
+    } else {
+      ++it;
+    }
+  }
+  return dropped;
 }
 
 Status Device::LocalRegionFor(const void* ptr, size_t bytes, MemRegion** out) {
@@ -351,6 +377,7 @@ void Device::OnPeerLost(int peer, const Status& why) {
   if (lost_flag_[peer].load()) return;
   lost_[peer] = Status(ZC_ERR_PEER_LOST, Format("peer %d lost: %s", peer, why.message().c_str()));
   lost_flag_[peer].store(true, std::memory_order_release);
+  Wakeup::Notify();  // sleeping waiters look at the peer's health now
   ZC_INFO(kP2p, "%s", lost_[peer].message().c_str());
 }
 
@@ -380,7 +407,7 @@ Status Device::Health(int peer) const {
     int64_t last = last_pid_check_ns_[peer].load(std::memory_order_relaxed);
     if (now - last > 20'000'000) {
       last_pid_check_ns_[peer].store(now, std::memory_order_relaxed);
-      if (kill(peer_pid_[peer], 0) != 0 && errno == ESRCH) {
+      if (ProcessGone(peer_pid_[peer])) {
         const_cast<Device*>(this)->OnPeerLost(
             peer, Error(ZC_ERR_PEER_LOST, "process %d exited", peer_pid_[peer]));
         std::lock_guard<std::mutex> lock(health_mu_);
@@ -394,7 +421,10 @@ Status Device::Health(int peer) const {
 Status Device::WaitFlag(const std::atomic<uint64_t>* flag, uint64_t value, int peer,
                         const Deadline& deadline, const char* what) const {
   if (flag->load(std::memory_order_acquire) >= value) return Status::Ok();
-  Backoff backoff;
+  // tcp and verbs flags are set by our own progress threads, which notify;
+  // a shared-memory peer writes flags directly (bounded short sleeps).
+  const bool notified = peer >= 0 && peer < size_ && !local_[peer] && peer_kind_[peer] != TransportKind::kShm;
+  Backoff backoff(notified);
   for (;;) {
     backoff.Pause();
     if (flag->load(std::memory_order_acquire) >= value) return Status::Ok();
@@ -427,6 +457,7 @@ void Device::Abort(const Status& why) {
                            why.ok() ? Format("rank %d called zc_abort", rank_) : why.message());
     aborted_.store(true, std::memory_order_release);
   }
+  Wakeup::Notify();
   if (!control_) return;
   // Tell every peer (best effort, short deadline): their waits see the alert.
   uint64_t value = (static_cast<uint64_t>(why.ok() ? ZC_ERR_ABORTED : why.code()) << 32) |

@@ -57,7 +57,10 @@ class Device : public TransportHost {
   Status Register(void* ptr, size_t bytes, MemRegion** out);
   // The allocation-site hook (§3.4): see alloc_sites.h.
   AllocSites& alloc_sites() { return alloc_sites_; }
-  void Deregister(void* ptr);
+  // Drops every cached registration overlapping [ptr, ptr+bytes) (memory
+  // about to be freed: a verbs registration would otherwise keep pointing at
+  // the old pages). Returns how many were dropped.
+  size_t Deregister(const void* ptr, size_t bytes);
 
   // ---- channels ----
   TransportKind transport_to(int peer) const { return peer_kind_[peer]; }

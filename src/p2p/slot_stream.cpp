@@ -40,7 +40,12 @@ Status SlotWriter::Put2(const void* a, uint64_t abytes, const void* b, uint64_t 
   SlotHeader h{};
   h.bytes = abytes + bbytes;
   for (int i = 0; i < naux && i < 7; ++i) h.aux[i] = aux[i];
-  Channel& ch = dev_->channel(peer_, channel_);
+  // Slot k always travels on connection channel_ + k: the slots of a stream
+  // spread over the peer's connections (tcp sockets, verbs QPs) and their
+  // progress threads, while each slot's payload and flag stay on one ordered
+  // connection. Credits (Release) stay on channel_: they are one word that
+  // must never be overwritten by an older value.
+  Channel& ch = dev_->channel(peer_, channel_ + static_cast<int>(k));
   FlagWrite flag{&remote_, layout_.flag_offset(k), sent_ + 1};
   // Payload parts first, header last with the flag: one message on tcp when
   // there is no payload, and the flag is ordered after everything.

@@ -333,6 +333,15 @@ TEST(Nonblocking, EveryCollectiveAndPlanThroughTheCAbi) {
         for (size_t i = 0; i < count; ++i) a[i] = val(rank, i) + it;
         int64_t* out = it % 2 ? a.data() : b.data();
         CHILD_OK(zc_plan_start(plan, a.data(), out));
+        if (it == 0) {
+          // A blocking collective while the plan is in flight is refused
+          // (locally, on every rank alike), never raced.
+          std::vector<int64_t> x(4, 1);
+          zc_status s = zc_allreduce(comm, x.data(), x.data(), 4, ZC_INT64, ZC_SUM);
+          CHILD_CHECK(s == ZC_ERR_INVALID_ARG && strstr(zc_last_error(comm), "in flight"),
+                      "allreduce during a plan: %s: %s", zc_status_string(s), zc_last_error(comm));
+          CHILD_CHECK(zc_plan_start(plan, a.data(), out) == ZC_ERR_INVALID_ARG, "started twice");
+        }
         CHILD_OK(zc_plan_wait(plan));
         for (size_t i = 0; i < count; ++i) {
           int64_t want = 0;
@@ -345,6 +354,10 @@ TEST(Nonblocking, EveryCollectiveAndPlanThroughTheCAbi) {
     // Bad arguments fail locally and leave the communicator usable.
     zc_request* req = nullptr;
     CHILD_CHECK(zc_ibroadcast(comm, nullptr, 4, ZC_INT64, 0, nullptr) == ZC_ERR_INVALID_ARG, "NULL req");
+    // Checked at the call, not at the wait: nothing is queued.
+    CHILD_CHECK(zc_ibroadcast(comm, nullptr, 4, ZC_INT64, 0, &req) == ZC_ERR_INVALID_ARG && !req, "NULL buf");
+    CHILD_CHECK(zc_ireduce(comm, &req, &req, 1, ZC_INT32, ZC_AVG, 0, &req) == ZC_ERR_INVALID_ARG, "avg on int");
+    CHILD_CHECK(zc_ibroadcast(comm, &req, 1, ZC_INT64, 7, &req) == ZC_ERR_INVALID_ARG, "root out of range");
     zc_plan* plan = nullptr;
     CHILD_CHECK(zc_allreduce_plan_init(comm, 4, (zc_dtype)99, ZC_SUM, &plan) == ZC_ERR_INVALID_ARG, "bad dtype");
     CHILD_OK(zc_ibarrier(comm, &req));

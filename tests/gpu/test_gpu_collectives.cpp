@@ -1,5 +1,6 @@
 // CUDA-aware collectives through the C ABI: 2, 3 and 4 processes sharing
-// one GPU pass device pointers to every collective. Allreduce of every dtype
+// one GPU pass device pointers to every collective. Allreduce (CUDA IPC, and
+// host staging with ZC_GPU_IPC=0) of every dtype
 // and op at counts 0, 1, 7, 65537 with rank- and index-dependent data, in
 // place and out of place, blocking and nonblocking, the same buffers reused
 // on every call; broadcast, reduce, allgather, reduce-scatter, alltoall;
@@ -21,6 +22,7 @@
 
 #include "collectives/coll_check.h"
 #include "gpu/cuda_driver.h"
+#include "gpu/ipc_allreduce.h"
 #include "harness/multiproc.h"
 #include "zc_build_config.h"
 
@@ -53,9 +55,9 @@ namespace gpu = zc::gpu;
     CHILD_CHECK(r_ == 0, "%s: %s", #call, gpu::CuErrorText(drv, r_).c_str());          \
   } while (0)
 
-// Asks a forked child whether a CUDA device exists; "" when one does.
-std::string NoGpuReason() {
-  if (!ZC_HAVE_CUDA) return "zcomm built without CUDA";
+// Asks a forked child whether a CUDA device (and driver) exists; "" when
+// one does. Works in builds without CUDA too (the driver is dlopen'ed).
+std::string ProbeDevice() {
   int fds[2];
   if (pipe(fds) != 0) return "pipe failed";
   pid_t pid = fork();
@@ -76,6 +78,11 @@ std::string NoGpuReason() {
   waitpid(pid, &status, 0);
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
   return why.empty() ? "device probe failed" : why;
+}
+
+std::string NoGpuReason() {
+  if (!ZC_HAVE_CUDA) return "zcomm built without CUDA";
+  return ProbeDevice();
 }
 
 #define SKIP_WITHOUT_GPU()                                          \
@@ -113,6 +120,13 @@ int Alloc(const gpu::DriverTable* drv, DeviceMem* m, size_t bytes) {
   return 0;
 }
 
+// What the C ABI should choose for device buffers on one host.
+bool ExpectIpc(size_t bytes) {
+  const char* v = getenv("ZC_GPU_IPC");
+  if (v != nullptr) return strcmp(v, "0") != 0;
+  return bytes >= gpu::kIpcDefaultMinBytes;
+}
+
 int AllreduceBody(int rank) {
   const gpu::DriverTable* drv = nullptr;
   if (InitGpu(&drv)) return 1;
@@ -137,7 +151,7 @@ int AllreduceBody(int rank) {
           const bool inplace = mode == 1;
           FillInput(d, op, host.data(), count, rank, it);
           if (count) CU_OK(drv->MemcpyHtoD(reinterpret_cast<gpu::CuDevicePtr>(sb), host.data(), count * es));
-          if (!inplace) CU_OK(drv->MemcpyHtoD(reinterpret_cast<gpu::CuDevicePtr>(rb), fill.data(), max_bytes - 64));
+          if (!inplace) CU_OK(drv->MemcpyHtoD(reinterpret_cast<gpu::CuDevicePtr>(rb), fill.data(), max_bytes - 32));
           char* out = inplace ? sb : rb;
           if (mode == 2) {
             zc_request* req = nullptr;
@@ -145,6 +159,11 @@ int AllreduceBody(int rank) {
             CHILD_OK(zc_wait(req));
           } else {
             CHILD_OK(zc_allreduce(comm, sb, out, count, d, op));
+            const bool ipc = ExpectIpc(count * es);
+            if (count > 0)
+              CHILD_CHECK((strcmp(zc_last_algorithm(comm), "cuda_ipc") == 0) == ipc,
+                          "%zu bytes: algorithm %s, ZC_GPU_IPC %s", count * es,
+                          zc_last_algorithm(comm), getenv("ZC_GPU_IPC") ? getenv("ZC_GPU_IPC") : "unset");
           }
           std::memset(host.data(), 0, max_bytes);
           CU_OK(drv->MemcpyDtoH(host.data(), reinterpret_cast<gpu::CuDevicePtr>(out), count * es + 8));
@@ -162,6 +181,29 @@ int AllreduceBody(int rank) {
       }
     }
   }
+  // Above the automatic CUDA IPC threshold, in place and not.
+  {
+    const size_t count = (4u << 20) / 4 + 5;
+    DeviceMem big;
+    if (Alloc(drv, &big, count * 4 * 2)) return 1;
+    char* bs = big.get();
+    char* br = big.get() + count * 4;
+    std::vector<char> hb(count * 4);
+    for (int inplace = 0; inplace < 2; ++inplace) {
+      ++it;
+      FillInput(ZC_FLOAT32, ZC_AVG, hb.data(), count, rank, it);
+      CU_OK(drv->MemcpyHtoD(reinterpret_cast<gpu::CuDevicePtr>(bs), hb.data(), count * 4));
+      char* out = inplace ? bs : br;
+      CHILD_OK(zc_allreduce(comm, bs, out, count, ZC_FLOAT32, ZC_AVG));
+      CHILD_CHECK((strcmp(zc_last_algorithm(comm), "cuda_ipc") == 0) == ExpectIpc(count * 4),
+                  "large: algorithm %s", zc_last_algorithm(comm));
+      CU_OK(drv->MemcpyDtoH(hb.data(), reinterpret_cast<gpu::CuDevicePtr>(out), count * 4));
+      for (size_t i = 0; i < count; ++i) {
+        std::string err = CheckReduced(ZC_FLOAT32, ZC_AVG, hb.data(), i, i, n, it);
+        CHILD_CHECK(err.empty(), "large allreduce inplace %d: %s", inplace, err.c_str());
+      }
+    }
+  }
   // Host sendbuf, device recvbuf and the reverse.
   for (int dir = 0; dir < 2; ++dir) {
     ++it;
@@ -176,6 +218,7 @@ int AllreduceBody(int rank) {
       std::memset(hbuf.data(), 0, hbuf.size());
       CHILD_OK(zc_allreduce(comm, sb, hbuf.data(), count, ZC_FLOAT32, ZC_SUM));
     }
+    CHILD_CHECK(strcmp(zc_last_algorithm(comm), "cuda_ipc") != 0, "mixed buffers took CUDA IPC");
     for (size_t i = 0; i < count; ++i) {
       std::string err = CheckReduced(ZC_FLOAT32, ZC_SUM, hbuf.data(), i, i, n, it);
       CHILD_CHECK(err.empty(), "mixed allreduce dir %d: %s", dir, err.c_str());
@@ -304,10 +347,33 @@ int OthersBody(int rank) {
   return 0;
 }
 
+// Same host, device buffers, ZC_GPU_IPC=1: the CUDA IPC allreduce at every size.
 TEST(GpuCollectives, AllreduceEveryDtypeOp) {
   SKIP_WITHOUT_GPU();
   for (int ranks : {2, 3, 4}) {
+    Env env = GpuEnv();
+    env.push_back({"ZC_GPU_IPC", "1"});
+    auto res = RunRanks(ranks, AllreduceBody, env, 300);
+    EXPECT_TRUE(AllOk(res)) << ranks << " ranks\n" << Describe(res);
+  }
+}
+
+// ZC_GPU_IPC unset: staging for small messages, CUDA IPC from 4 MiB.
+TEST(GpuCollectives, AllreduceAutoEveryDtypeOp) {
+  SKIP_WITHOUT_GPU();
+  for (int ranks : {2, 3, 4}) {
     auto res = RunRanks(ranks, AllreduceBody, GpuEnv(), 300);
+    EXPECT_TRUE(AllOk(res)) << ranks << " ranks\n" << Describe(res);
+  }
+}
+
+// ZC_GPU_IPC=0: host staging through pinned memory.
+TEST(GpuCollectives, AllreduceStagedEveryDtypeOp) {
+  SKIP_WITHOUT_GPU();
+  for (int ranks : {2, 3, 4}) {
+    Env env = GpuEnv();
+    env.push_back({"ZC_GPU_IPC", "0"});
+    auto res = RunRanks(ranks, AllreduceBody, env, 300);
     EXPECT_TRUE(AllOk(res)) << ranks << " ranks\n" << Describe(res);
   }
 }
@@ -318,6 +384,33 @@ TEST(GpuCollectives, OtherCollectivesAndSendRecv) {
     auto res = RunRanks(ranks, OthersBody, GpuEnv(), 300);
     EXPECT_TRUE(AllOk(res)) << ranks << " ranks\n" << Describe(res);
   }
+}
+
+// Device buffers on rank 0, host buffers on rank 1, CUDA IPC forced: the
+// ranks run different collectives underneath, which must fail on both
+// (mismatch or timeout), never return a wrong result as success.
+TEST(GpuCollectives, MixedAcrossRanksFails) {
+  SKIP_WITHOUT_GPU();
+  Env env = {{"ZC_TIMEOUT", "10"}, {"ZC_GPU_IPC", "1"}};
+  auto res = RunRanks(2, [](int rank) {
+    const gpu::DriverTable* drv = nullptr;
+    if (InitGpu(&drv)) return 1;
+    zc_comm* comm = nullptr;
+    CHILD_OK(zc_init(&comm));
+    const size_t count = 1 << 16;
+    DeviceMem d;
+    if (Alloc(drv, &d, count * 4)) return 1;
+    std::vector<float> h(count, 1.0f);
+    void* buf = rank == 0 ? static_cast<void*>(d.get()) : h.data();
+    zc_status s = zc_allreduce(comm, buf, buf, count, ZC_FLOAT32, ZC_SUM);
+    fprintf(stderr, "mixed across ranks: rank %d: %s: %s\n", rank, zc_status_string(s),
+            zc_last_error(comm));
+    CHILD_CHECK(s != ZC_OK, "mixed host/device across ranks returned ok");
+    zc_finalize(comm);
+    return 0;
+  }, env, 120);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
+  for (const auto& r : res) std::printf("%s", r.output.c_str());
 }
 
 // On one rank (no peer to hang): a device range past its allocation is
@@ -347,6 +440,43 @@ TEST(GpuCollectives, Errors) {
       CHILD_CHECK(strstr(zc_last_error(comm), "CUDA_ERROR") && strstr(zc_last_error(comm), "rank 0") &&
                       strstr(zc_last_error(comm), "allreduce"),
                   "freed buffer message: %s", zc_last_error(comm));
+    CHILD_OK(zc_finalize(comm));
+    return 0;
+  }, GpuEnv(), 120);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
+  for (const auto& r : res) std::printf("%s", r.output.c_str());
+}
+
+}  // namespace
+
+namespace {
+
+// A build without CUDA on a machine with a GPU: device buffers are refused
+// with ZC_ERR_UNSUPPORTED and a message that says why, host buffers work.
+TEST(GpuCollectives, RefusedInBuildWithoutCuda) {
+  if (ZC_HAVE_CUDA) GTEST_SKIP() << "this build has CUDA";
+  const std::string why = ProbeDevice();
+  if (!why.empty()) {
+    std::printf("SKIPPED: no CUDA device (%s)\n", why.c_str());
+    GTEST_SKIP() << "no CUDA device: " << why;
+  }
+  auto res = RunRanks(2, [](int rank) {
+    const gpu::DriverTable* drv = nullptr;
+    if (InitGpu(&drv)) return 1;
+    zc_comm* comm = nullptr;
+    CHILD_OK(zc_init(&comm));
+    DeviceMem d;
+    if (Alloc(drv, &d, 4096)) return 1;
+    std::vector<float> h(100, 1.0f), out(100);
+    zc_status s = zc_allreduce(comm, d.get(), out.data(), 100, ZC_FLOAT32, ZC_SUM);
+    CHILD_CHECK(s == ZC_ERR_UNSUPPORTED, "allreduce: %s: %s", zc_status_string(s), zc_last_error(comm));
+    CHILD_CHECK(strstr(zc_last_error(comm), "GPU memory") && strstr(zc_last_error(comm), "without CUDA"),
+                "message: %s", zc_last_error(comm));
+    s = zc_send(comm, d.get(), 16, 1 - rank, 0);
+    CHILD_CHECK(s == ZC_ERR_UNSUPPORTED, "send: %s: %s", zc_status_string(s), zc_last_error(comm));
+    fprintf(stderr, "refused: %s\n", zc_last_error(comm));
+    CHILD_OK(zc_allreduce(comm, h.data(), out.data(), 100, ZC_FLOAT32, ZC_SUM));
+    CHILD_CHECK(out[99] == 2.0f, "host allreduce: %g", out[99]);
     CHILD_OK(zc_finalize(comm));
     return 0;
   }, GpuEnv(), 120);

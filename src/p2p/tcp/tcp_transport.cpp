@@ -14,6 +14,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "common/socket.h"
+#include "common/wakeup.h"
 
 namespace zc {
 namespace {
@@ -307,6 +308,7 @@ Status TcpTransport::HandleMessage(Socket* s) {
         } else {
           reinterpret_cast<std::atomic<uint64_t>*>(static_cast<char*>(f->data()) + h.flag_offset)
               ->store(h.flag_value, std::memory_order_release);
+          Wakeup::Notify();
         }
       }
       return Status::Ok();
@@ -341,11 +343,13 @@ Status TcpTransport::HandleMessage(Socket* s) {
         p->status = Error(static_cast<zc_status>(h.status),
                           "tcp read from peer %d: range outside the peer's region", s->peer);
         p->state.store(2, std::memory_order_release);
+        Wakeup::Notify();
         return Status::Ok();
       }
       Status st = net::RecvAll(s->fd, p->dst, h.bytes, dl);
       p->status = st;
       p->state.store(st.ok() ? 1 : 2, std::memory_order_release);
+      Wakeup::Notify();
       return st;
     }
     case kBye:
@@ -443,8 +447,8 @@ Status TcpConnection::Read(void* dst, size_t bytes, const RemoteRegion& src, uin
   h.offset = src_off;
   h.bytes = bytes;
   h.token = token;
+  Backoff backoff(/*notified=*/true);  // the progress thread notifies
   Status st = t_->SendMsg(s_, h, nullptr, deadline);
-  Backoff backoff;
   while (st.ok()) {
     int state = p.state.load(std::memory_order_acquire);
     if (state == 1) break;

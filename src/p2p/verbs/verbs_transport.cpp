@@ -8,6 +8,7 @@
 #include <random>
 
 #include "p2p/verbs/verbs_internal.h"
+#include "common/wakeup.h"
 
 namespace zc {
 namespace verbs {
@@ -198,6 +199,7 @@ bool VerbsTransport::StoreFlag(const LandingEntry& e) {
   if (e.addr < base || e.addr - base > mr->length || mr->length - (e.addr - base) < 8) return false;
   // The MR stays registered while we hold mr_mu_, so the memory is mapped.
   reinterpret_cast<std::atomic<uint64_t>*>(e.addr)->store(e.value, std::memory_order_release);
+  Wakeup::Notify();
   return true;
 }
 

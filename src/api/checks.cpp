@@ -1,0 +1,98 @@
+#include "api/checks.h"
+
+#include <cstdarg>
+#include <cstdint>
+
+#include "api/comm.h"
+#include "zc_build_config.h"
+#if !ZC_HAVE_CUDA
+#include "gpu/pointer_cache.h"
+#endif
+
+namespace zc::api {
+namespace {
+thread_local std::string t_last_error;
+thread_local bool t_on_worker = false;
+}  // namespace
+
+void MarkWorkerThread() { t_on_worker = true; }
+bool OnWorkerThread() { return t_on_worker; }
+
+const char* LastError() { return t_last_error.c_str(); }
+void SetLastErrorText(std::string text) { t_last_error = std::move(text); }
+
+zc_status Fail(const Status& st) {
+  t_last_error = st.message();
+  return st.code();
+}
+
+zc_status BadArg(const zc_comm* comm, const char* op, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  std::string why = VFormat(fmt, ap);
+  va_end(ap);
+  t_last_error = Format("rank %d: %s: invalid argument: %s", comm ? comm->rank : -1, op, why.c_str());
+  return ZC_ERR_INVALID_ARG;
+}
+
+size_t ElemSize(zc_dtype d) {
+  switch (d) {
+    case ZC_INT8: case ZC_UINT8: return 1;
+    case ZC_FLOAT16: case ZC_BFLOAT16: return 2;
+    case ZC_INT32: case ZC_UINT32: case ZC_FLOAT32: return 4;
+    case ZC_INT64: case ZC_UINT64: case ZC_FLOAT64: return 8;
+    default: return 0;
+  }
+}
+
+bool IsFloat(zc_dtype d) {
+  return d == ZC_FLOAT16 || d == ZC_BFLOAT16 || d == ZC_FLOAT32 || d == ZC_FLOAT64;
+}
+
+zc_status CheckType(const zc_comm* comm, const char* op, zc_dtype dtype) {
+  if (ElemSize(dtype) == 0) return BadArg(comm, op, "unknown dtype %d", static_cast<int>(dtype));
+  return ZC_OK;
+}
+
+zc_status CheckOp(const zc_comm* comm, const char* op, zc_dtype dtype, zc_op rop) {
+  if (rop < ZC_SUM || rop > ZC_AVG) return BadArg(comm, op, "unknown op %d", static_cast<int>(rop));
+  if (rop == ZC_AVG && !IsFloat(dtype))
+    return BadArg(comm, op, "avg needs a floating dtype (got dtype %d)", static_cast<int>(dtype));
+  return ZC_OK;
+}
+
+zc_status CheckBuf(const zc_comm* comm, const char* op, const void* p, const char* name, size_t count) {
+  if (count > 0 && !p) return BadArg(comm, op, "%s is NULL with count %zu", name, count);
+#if !ZC_HAVE_CUDA
+  if (count > 0 && gpu::IsDevicePointer(p)) {
+    t_last_error = Format("rank %d: %s: %s is GPU memory, but zcomm was built without CUDA",
+                          comm ? comm->rank : -1, op, name);
+    return ZC_ERR_UNSUPPORTED;
+  }
+#endif
+  return ZC_OK;
+}
+
+zc_status CheckBytes(const zc_comm* comm, const char* op, size_t count, zc_dtype dtype, size_t factor) {
+  size_t es = ElemSize(dtype);
+  if (count && (count > SIZE_MAX / es / (factor ? factor : 1)))
+    return BadArg(comm, op, "count %zu x %zu ranks overflows", count, factor);
+  return ZC_OK;
+}
+
+zc_status CheckRoot(const zc_comm* comm, const char* op, int root) {
+  if (root < 0 || root >= comm->size)
+    return BadArg(comm, op, "root %d is out of range [0, %d)", root, comm->size);
+  return ZC_OK;
+}
+
+zc_status CheckNothingInFlight(const zc_comm* comm, const char* op) {
+  if (comm->inflight.load(std::memory_order_acquire) > 0 && !OnWorkerThread())
+    return BadArg(comm, op,
+                  "%d nonblocking collective(s) or started plan(s) still in flight: complete them "
+                  "(zc_wait, zc_plan_wait) first; one collective at a time per communicator",
+                  comm->inflight.load());
+  return ZC_OK;
+}
+
+}  // namespace zc::api

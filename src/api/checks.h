@@ -1,0 +1,48 @@
+// The C ABI's calling thread's last error, and the argument checks every
+// entry point makes before anything is sent (a bad argument fails locally
+// with ZC_ERR_INVALID_ARG and the communicator stays usable).
+#pragma once
+
+#include <zcomm/zcomm.h>
+
+#include <cstddef>
+#include <string>
+
+#include "common/status.h"
+
+namespace zc::api {
+
+// The detail zc_last_error() returns on this thread.
+const char* LastError();
+void SetLastErrorText(std::string text);
+// Records st's message as the last error; returns its code.
+zc_status Fail(const Status& st);
+// "rank R: OP: invalid argument: WHY" as the last error; ZC_ERR_INVALID_ARG.
+zc_status BadArg(const zc_comm* comm, const char* op, const char* fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+size_t ElemSize(zc_dtype d);  // 0 for an unknown dtype
+bool IsFloat(zc_dtype d);
+zc_status CheckType(const zc_comm* comm, const char* op, zc_dtype dtype);
+// Known op; avg only on floating types.
+zc_status CheckOp(const zc_comm* comm, const char* op, zc_dtype dtype, zc_op rop);
+// Not NULL when count > 0; in a build without CUDA, not GPU memory.
+zc_status CheckBuf(const zc_comm* comm, const char* op, const void* p, const char* name, size_t count);
+// count x factor elements fit in size_t bytes.
+zc_status CheckBytes(const zc_comm* comm, const char* op, size_t count, zc_dtype dtype, size_t factor);
+zc_status CheckRoot(const zc_comm* comm, const char* op, int root);
+// No nonblocking collective or started plan may be in flight when a
+// blocking collective starts (one collective at a time per communicator).
+zc_status CheckNothingInFlight(const zc_comm* comm, const char* op);
+// The communicator's worker thread runs the queued nonblocking calls through
+// the blocking entry points: the in-flight check does not apply there.
+void MarkWorkerThread();
+bool OnWorkerThread();
+
+}  // namespace zc::api
+
+#define ZC_TRY(expr)                 \
+  do {                               \
+    zc_status _s = (expr);           \
+    if (_s != ZC_OK) return _s;      \
+  } while (0)

@@ -1,0 +1,70 @@
+// IpcAllreduce: allreduce of device buffers between processes on one host,
+// GPU to GPU through CUDA IPC (Awan et al. §V.A, direct reduce-scatter then
+// allgather, reductions on the GPU). No host copy of the data:
+//
+//  1. every rank exports its sendbuf and recvbuf (IpcCache: handles cached
+//     and validated by buffer id) and the descriptors are allgathered over
+//     the host collectives, with each rank's export status;
+//  2. each rank maps its peers' buffers (opened once per allocation) and,
+//     after all ranks agree that every step so far succeeded (an allgather
+//     of status codes, which is also the barrier), reduces its shard
+//     [lo, hi) reading every peer's sendbuf directly:
+//     recv = op(send_r, send_r+1), recv = op(recv, ...) (starting with its
+//     own, so in place works), then divides for AVG;
+//  3. after a second status agreement, each rank copies the other shards
+//     from their owners' recvbufs into its own; a last barrier keeps peers
+//     from reading a recvbuf the caller has got back.
+// Synchronisation is host-side only: flags stay in host memory (§3.5).
+//
+// Every rank must take this path together: the C ABI chooses it when all
+// ranks are on this host and this rank's buffers are device memory, so all
+// ranks must pass device buffers (mixing host and device buffers across
+// ranks fails on every rank, at the deadline: the ranks run different host
+// collectives underneath).
+// ZC_GPU_IPC=0 forces host staging instead, ZC_GPU_IPC=1 this path at every
+// size.
+#pragma once
+
+#include <zcomm/zcomm.h>
+
+#include <cstddef>
+#include <functional>
+
+#include "common/status.h"
+#include "gpu/ipc_cache.h"
+
+namespace zc::gpu {
+
+// What the algorithm needs from the communicator: its rank and size, an
+// allgather of `bytes` bytes per rank over host memory, and a barrier.
+struct HostGroup {
+  int rank = 0, size = 1;
+  std::function<Status(const void* send, void* recv, size_t bytes)> allgather;
+  std::function<Status()> barrier;
+};
+
+// Whether an allreduce of `bytes` should take this path (the caller checks
+// the rest). ZC_GPU_IPC=0: never; ZC_GPU_IPC=1: always; unset: from
+// ZC_GPU_IPC_MIN_BYTES (default kIpcDefaultMinBytes) up. Below that, host
+// staging was faster on the only GPU measured (one H100 shared by all ranks,
+// where every GPU step waits for a context switch between processes).
+// Read once, so the same on every rank that has the same environment.
+constexpr size_t kIpcDefaultMinBytes = size_t{4} << 20;
+bool IpcAllreduceWanted(size_t bytes);
+
+class IpcAllreduce {
+ public:
+  IpcAllreduce() : ipc_(nullptr, nullptr) {}
+
+  // True when both buffers are device memory (not managed) of one device;
+  // *device is its ordinal. Host buffers cost one classification each.
+  static bool Eligible(const void* send, const void* recv, size_t bytes, int* device);
+
+  Status Run(const HostGroup& g, const void* send, void* recv, size_t count, zc_dtype dtype,
+             zc_op op, int device);
+
+ private:
+  IpcCache ipc_;
+};
+
+}  // namespace zc::gpu
