@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +18,51 @@
 
 namespace zc::test {
 
+namespace {
+
+// Forks a process that serves the job's store until it is killed (or this
+// process dies: it watches its parent). Returns its pid and the address, or
+// -1 and the error in *addr.
+pid_t StartStoreProcess(const std::string& key, std::string* addr) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    *addr = strerror(errno);
+    return -1;
+  }
+  fflush(stdout);
+  fflush(stderr);
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    std::unique_ptr<StoreServer> store;
+    Status st = StoreServer::Start("127.0.0.1", 0, key, &store);
+    std::string msg = st.ok() ? "+" + store->address() : "-" + st.message();
+    if (write(fds[1], msg.data(), msg.size()) < 0) _exit(1);
+    close(fds[1]);
+    while (getppid() == parent) usleep(100000);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string msg;
+  char buf[256];
+  ssize_t k;
+  while ((k = read(fds[0], buf, sizeof(buf))) > 0) msg.append(buf, static_cast<size_t>(k));
+  close(fds[0]);
+  if (pid < 0 || msg.empty() || msg[0] != '+') {
+    *addr = pid < 0 ? std::string("fork: ") + strerror(errno) : msg.empty() ? "store process died" : msg.substr(1);
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+    return -1;
+  }
+  *addr = msg.substr(1);
+  return pid;
+}
+
+}  // namespace
+
 std::vector<RankResult> RunRanks(int n, const std::function<int(int rank)>& body, const Env& env,
                                  double timeout_s) {
   std::vector<RankResult> results(n);
@@ -24,10 +70,14 @@ std::vector<RankResult> RunRanks(int n, const std::function<int(int rank)>& body
   snprintf(keybuf, sizeof(keybuf), "%08x%08x%08x%08x", static_cast<unsigned>(getpid()),
            static_cast<unsigned>(rand()), static_cast<unsigned>(time(nullptr)), 0x5a43u);
   std::string key = keybuf;
-  std::unique_ptr<StoreServer> store;
-  Status st = StoreServer::Start("127.0.0.1", 0, key, &store);
-  if (!st.ok()) {
-    for (int r = 0; r < n; ++r) results[r].output = "store: " + st.message();
+  // The store runs in a process of its own, forked while this process has no
+  // other thread; the ranks are forked after it, still from a single-threaded
+  // process. (Forking while the store's threads run can leave a child stuck
+  // on a lock one of them held: seen under AddressSanitizer.)
+  std::string store_addr;
+  pid_t store_pid = StartStoreProcess(key, &store_addr);
+  if (store_pid < 0) {
+    for (int r = 0; r < n; ++r) results[r].output = "store: " + store_addr;
     return results;
   }
   std::vector<pid_t> pids(n);
@@ -46,7 +96,7 @@ std::vector<RankResult> RunRanks(int n, const std::function<int(int rank)>& body
       setenv("ZC_SIZE", std::to_string(n).c_str(), 1);
       setenv("ZC_LOCAL_RANK", std::to_string(r).c_str(), 1);
       setenv("ZC_LOCAL_SIZE", std::to_string(n).c_str(), 1);
-      setenv("ZC_STORE", store->address().c_str(), 1);
+      setenv("ZC_STORE", store_addr.c_str(), 1);
       setenv("ZC_JOB_KEY", key.c_str(), 1);
       for (auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
       int rc = body(r);
@@ -102,6 +152,8 @@ std::vector<RankResult> RunRanks(int n, const std::function<int(int rank)>& body
   }
   for (int r = 0; r < n; ++r)
     if (out_fds[r] >= 0) close(out_fds[r]);
+  kill(store_pid, SIGKILL);
+  waitpid(store_pid, nullptr, 0);
   return results;
 }
 

@@ -118,6 +118,7 @@ struct Fabric {
   bool stop = false;
   std::thread nic;
   std::vector<EDev*> devs;
+  std::vector<EDev*> retired;  // devices of earlier tests: kept (contexts may point at them)
   std::set<ECtx*> ctxs;
   std::set<EPd*> pds;
   std::map<uint32_t, EMr*> mrs;  // key -> mr (lkey == rkey)
@@ -1133,7 +1134,9 @@ void Reset(const std::vector<DeviceSpec>& devices) {
   f.ev_chs.clear();
   f.comp_chs.clear();
   f.ports.clear();
-  f.devs.clear();  // old devices leak on purpose: contexts may point at them
+  // Old devices stay allocated (contexts may point at them) and reachable.
+  f.retired.insert(f.retired.end(), f.devs.begin(), f.devs.end());
+  f.devs.clear();
   for (auto& s : devices) {
     auto* d = new EDev();
     d->spec = s;
