@@ -16,6 +16,12 @@ PinnedPool& PinnedPool::Global() {
   return *pool;
 }
 
+PinnedPool::~PinnedPool() {
+  const DriverTable* drv = driver();
+  if (drv == nullptr || drv->MemFreeHost == nullptr) return;
+  for (auto& [cap, p] : free_) drv->MemFreeHost(p);
+}
+
 const DriverTable* PinnedPool::driver() const {
   return fixed_driver_ != nullptr ? fixed_driver_ : LoadedDriver();
 }

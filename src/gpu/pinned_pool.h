@@ -27,7 +27,9 @@ class PinnedPool {
   // drv == nullptr: the process driver (which must be loaded: device memory
   // exists only then). Tests pass a table of fakes.
   explicit PinnedPool(const DriverTable* drv) : fixed_driver_(drv) {}
-  ~PinnedPool() = default;  // buffers are not freed: the driver may be gone
+  // Frees the cached buffers. (Global() is never destroyed: at process exit
+  // the CUDA driver may already be gone.)
+  ~PinnedPool();
   PinnedPool(const PinnedPool&) = delete;
   PinnedPool& operator=(const PinnedPool&) = delete;
 

@@ -7,6 +7,8 @@ build=$1 src=$2 zcrun=$3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 flags=$(PKG_CONFIG_PATH="$build/meson-uninstalled" pkg-config --cflags --libs zcomm-uninstalled)
+# A sanitizer build of libzcomm needs the program built with the same runtime.
+case "${ZC_TEST_SANITIZE:-none}" in none|"") ;; *) flags="$flags -fsanitize=$ZC_TEST_SANITIZE" ;; esac
 # shellcheck disable=SC2086
 cc -std=c11 -Wall -Werror -o "$work/prog" "$src" $flags
 export LD_LIBRARY_PATH="$build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

@@ -26,22 +26,6 @@ using namespace zc::test;
 using zc::DtypeName;
 using zc::DtypeSize;
 
-#define CHILD_CHECK(cond, ...)                                        \
-  do {                                                                \
-    if (!(cond)) {                                                    \
-      fprintf(stderr, "line %d: ", __LINE__);                         \
-      fprintf(stderr, __VA_ARGS__);                                   \
-      fprintf(stderr, "\n");                                          \
-      return 1;                                                       \
-    }                                                                 \
-  } while (0)
-
-#define CHILD_OK(call)                                                                   \
-  do {                                                                                   \
-    zc_status s_ = (call);                                                               \
-    CHILD_CHECK(s_ == ZC_OK, "%s: %s: %s", #call, zc_status_string(s_), zc_last_error(comm)); \
-  } while (0)
-
 // Allreduce of every dtype x op x count, out of place and in place, with the
 // same buffers reused across all calls. Checks last_algorithm when forced.
 int AllreduceMatrixBody(int rank, const std::vector<size_t>& counts, const std::vector<zc_dtype>& dtypes,

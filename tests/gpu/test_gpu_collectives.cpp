@@ -33,22 +33,6 @@ using zc::DtypeName;
 using zc::DtypeSize;
 namespace gpu = zc::gpu;
 
-#define CHILD_CHECK(cond, ...)                \
-  do {                                        \
-    if (!(cond)) {                            \
-      fprintf(stderr, "line %d: ", __LINE__); \
-      fprintf(stderr, __VA_ARGS__);           \
-      fprintf(stderr, "\n");                  \
-      return 1;                               \
-    }                                         \
-  } while (0)
-
-#define CHILD_OK(call)                                                                          \
-  do {                                                                                          \
-    zc_status s_ = (call);                                                                      \
-    CHILD_CHECK(s_ == ZC_OK, "%s: %s: %s", #call, zc_status_string(s_), zc_last_error(comm));  \
-  } while (0)
-
 #define CU_OK(call)                                                                     \
   do {                                                                                  \
     gpu::CuResult r_ = (call);                                                          \

@@ -4,10 +4,29 @@
 // exit codes, signals and output. A child that outlives timeout_s is killed.
 #pragma once
 
+#include <cstdio>
 #include <functional>
 #include <string>
 #include <utility>
 #include <vector>
+
+// In a rank's body: fail the rank (return 1) with a message naming the line.
+#define CHILD_CHECK(cond, ...)                \
+  do {                                        \
+    if (!(cond)) {                            \
+      fprintf(stderr, "line %d: ", __LINE__); \
+      fprintf(stderr, __VA_ARGS__);           \
+      fprintf(stderr, "\n");                  \
+      return 1;                               \
+    }                                         \
+  } while (0)
+
+// A C ABI call that must succeed (`comm` in scope): the status and detail.
+#define CHILD_OK(call)                                                                         \
+  do {                                                                                         \
+    zc_status s_ = (call);                                                                     \
+    CHILD_CHECK(s_ == ZC_OK, "%s: %s: %s", #call, zc_status_string(s_), zc_last_error(comm)); \
+  } while (0)
 
 namespace zc::test {
 

@@ -37,16 +37,6 @@ size_t Check(const uint8_t* p, size_t n, int from, int to, uint64_t seq) {
   return bad;
 }
 
-#define CHILD_CHECK(cond, ...)                          \
-  do {                                                  \
-    if (!(cond)) {                                      \
-      fprintf(stderr, "line %d: ", __LINE__);           \
-      fprintf(stderr, __VA_ARGS__);                     \
-      fprintf(stderr, "\n");                            \
-      return 1;                                         \
-    }                                                   \
-  } while (0)
-
 class P2p : public ::testing::TestWithParam<const char*> {
  protected:
   zc::test::Env Env(zc::test::Env extra = {}) {
