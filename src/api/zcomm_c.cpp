@@ -129,7 +129,8 @@ std::map<const zc_comm*, std::unique_ptr<zc::gpu::IpcAllreduce>> g_ipc;
 bool UseIpcAllreduce(const zc_comm* comm, const void* send, const void* recv, size_t bytes,
                      int* device) {
   return comm->size > 1 && comm->local_size == comm->size && comm->config.algo == "auto" &&
-         zc::gpu::IpcAllreduceWanted(bytes) && zc::gpu::LoadedDriver() != nullptr &&
+         zc::gpu::IpcAllreduceWanted(bytes, comm->config.gpu_ipc, comm->config.gpu_ipc_min_bytes) &&
+         zc::gpu::LoadedDriver() != nullptr &&
          zc::gpu::IpcAllreduce::Eligible(send, recv, bytes, device);
 }
 

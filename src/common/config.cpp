@@ -44,6 +44,10 @@ const std::vector<ConfigVar>& ConfigVars() {
       {"ZC_ALGO", "auto",
        "force a collective algorithm: auto, ring, hd (halving-doubling), shm"},
       {"ZC_CHUNK", "1M", "pipeline chunk size of ring algorithms"},
+      {"ZC_GPU_IPC", "auto",
+       "same-host allreduce of device buffers through CUDA IPC: auto (from "
+       "ZC_GPU_IPC_MIN_BYTES up), 0 never (host staging), 1 always"},
+      {"ZC_GPU_IPC_MIN_BYTES", "4M", "smallest allreduce that takes the CUDA IPC path in auto mode"},
   };
   return vars;
 }
@@ -179,6 +183,14 @@ Status Config::FromEnv(Config* out) {
   if ((v = get("ZC_VERBS_FLAG"))) {
     if (!OneOf(v, {"imm", "ordered"})) return Bad("ZC_VERBS_FLAG", v, "imm or ordered");
     c.verbs_flag_mode = v;
+  }
+  if ((v = get("ZC_GPU_IPC"))) {
+    if (!OneOf(v, {"auto", "0", "1"})) return Bad("ZC_GPU_IPC", v, "auto, 0 or 1");
+    c.gpu_ipc = v;
+  }
+  if ((v = get("ZC_GPU_IPC_MIN_BYTES"))) {
+    if (!ParseBytes(v, &c.gpu_ipc_min_bytes))
+      return Bad("ZC_GPU_IPC_MIN_BYTES", v, "a size in bytes (k, M, G suffixes)");
   }
   if ((v = get("ZC_ALGO"))) {
     if (!OneOf(v, {"auto", "ring", "hd", "shm"}))

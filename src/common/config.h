@@ -36,6 +36,8 @@ struct Config {
   std::string verbs_flag_mode = "imm";  // ZC_VERBS_FLAG: imm|ordered
   std::string algo = "auto";         // ZC_ALGO: auto|ring|hd|shm|...
   size_t chunk_bytes = 1u << 20;     // ZC_CHUNK: pipeline chunk of the ring
+  std::string gpu_ipc = "auto";      // ZC_GPU_IPC: auto|0|1 (same-host CUDA IPC allreduce)
+  size_t gpu_ipc_min_bytes = 4u << 20;  // ZC_GPU_IPC_MIN_BYTES: auto mode threshold
 
   // Reads the environment. Returns ZC_ERR_INVALID_ARG naming the first
   // variable with a bad value.

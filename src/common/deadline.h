@@ -3,6 +3,7 @@
 // a busy-polling rank must not starve the one that would set the flag).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <thread>
@@ -37,15 +38,17 @@ class Deadline {
   Clock::time_point at_;
 };
 
-// Call Pause() in every iteration of a polling loop: it spins briefly,
-// then yields, then sleeps. Sleeps grow from 20 us to 100 us, and to 1 ms
-// once the wait has lasted about 20 ms (bounded latency while data flows,
-// negligible CPU while idle).
+// Call Pause() in every iteration of a polling loop: it spins briefly
+// (2000 pauses), then yields for about 1 ms, then sleeps. Sleeps grow from
+// 20 us to 100 us, and to 1 ms once the wait has lasted about 20 ms
+// (bounded latency while data flows, negligible CPU while idle).
 //
 // Notified mode (Backoff(true)), for flags that a thread of this process
 // sets and then calls Wakeup::Notify() (tcp progress, verbs completions,
-// peer loss): the sleeps end as soon as such a flag is set, so they may be
-// long (up to 10 ms, which only bounds how late a deadline is noticed).
+// peer loss): a few spins, then it sleeps on a futex at once (no yield
+// phase: that thread needs the core); the sleeps end as soon as such a flag
+// is set, so they may be long (up to 10 ms, which only bounds how late a
+// deadline is noticed).
 // The epoch is read before the caller's next check, so a Notify between the
 // check and the sleep is never lost.
 class Backoff {
@@ -55,17 +58,26 @@ class Backoff {
   }
   void Pause() {
     ++n_;
-    if (n_ < kSpins) {
+    // Notified: the flag's setter is a thread of this process, usually
+    // bound to the same core, so spinning or yielding only delays it.
+    if (n_ < (notified_ ? kNotifiedSpins : g_spins.load(std::memory_order_relaxed))) {
 #if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();
 #elif defined(__aarch64__)
       asm volatile("yield");
 #endif
-    } else if (n_ < kSpins + kYields) {
+    } else if (yielding_ && !notified_) {
+      // Yield for about a millisecond: with more ranks than cores this hands
+      // the core to the rank that will set the flag, at a fraction of a
+      // sleep's wake-up latency; alone on a core it returns at once.
       std::this_thread::yield();
+      if ((n_ & 15) == 0) {
+        if (yield_start_ == Clock::time_point()) yield_start_ = Clock::now();
+        else if (Clock::now() - yield_start_ > std::chrono::microseconds(kYieldUs)) yielding_ = false;
+      }
     } else {
       const int cap = notified_ ? 10000 : slept_us_ < 20000 ? 100 : 1000;
-      sleep_us_ = sleep_us_ ? std::min(sleep_us_ * 2, cap) : 20;
+      sleep_us_ = sleep_us_ ? std::min(sleep_us_ * 2, cap) : notified_ ? 2000 : 20;
       if (notified_) {
         Wakeup::Sleep(epoch_, sleep_us_);
       } else {
@@ -75,15 +87,28 @@ class Backoff {
     }
     if (notified_) epoch_ = Wakeup::Epoch();
   }
-  void Reset() { n_ = 0; sleep_us_ = 0; slept_us_ = 0; }
+  void Reset() {
+    n_ = 0;
+    sleep_us_ = 0;
+    slept_us_ = 0;
+    yielding_ = true;
+    yield_start_ = Clock::time_point();
+  }
   // How many iterations so far (callers check expensive conditions, such as
   // the deadline or peer liveness, only every so often).
   uint64_t count() const { return n_; }
+  // Oversubscribed (more ranks than cores on this host): spin only briefly
+  // before yielding. Process-wide; set once by the Device.
+  static void SetOversubscribed(bool on) { g_spins.store(on ? 16 : kSpins, std::memory_order_relaxed); }
 
  private:
   static constexpr uint64_t kSpins = 2000;
-  static constexpr uint64_t kYields = 200;
+  static constexpr uint64_t kNotifiedSpins = 64;
+  static inline std::atomic<uint64_t> g_spins{kSpins};
+  static constexpr int kYieldUs = 1000;
   bool notified_;
+  bool yielding_ = true;
+  Clock::time_point yield_start_{};
   uint32_t epoch_ = 0;
   uint64_t n_ = 0;
   int sleep_us_ = 0;

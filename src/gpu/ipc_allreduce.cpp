@@ -44,19 +44,9 @@ Status Agree(const HostGroup& g, const Status& st) {
 
 }  // namespace
 
-bool IpcAllreduceWanted(size_t bytes) {
-  // -1: auto (by size), 0: never, 1: always. Read once.
-  static const int mode = [] {
-    const char* v = std::getenv("ZC_GPU_IPC");
-    if (v == nullptr || *v == 0) return -1;
-    return std::strcmp(v, "0") == 0 ? 0 : 1;
-  }();
-  static const size_t min_bytes = [] {
-    const char* v = std::getenv("ZC_GPU_IPC_MIN_BYTES");
-    return v != nullptr && *v != 0 ? static_cast<size_t>(std::strtoull(v, nullptr, 0))
-                                   : kIpcDefaultMinBytes;
-  }();
-  if (mode >= 0) return mode == 1;
+bool IpcAllreduceWanted(size_t bytes, const std::string& mode, size_t min_bytes) {
+  if (mode == "0") return false;
+  if (mode == "1") return true;
   return bytes >= min_bytes;
 }
 

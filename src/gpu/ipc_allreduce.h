@@ -29,6 +29,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <string>
 
 #include "common/status.h"
 #include "gpu/ipc_cache.h"
@@ -44,13 +45,11 @@ struct HostGroup {
 };
 
 // Whether an allreduce of `bytes` should take this path (the caller checks
-// the rest). ZC_GPU_IPC=0: never; ZC_GPU_IPC=1: always; unset: from
-// ZC_GPU_IPC_MIN_BYTES (default kIpcDefaultMinBytes) up. Below that, host
+// the rest). mode (ZC_GPU_IPC) "0": never; "1": always; "auto": from
+// min_bytes (ZC_GPU_IPC_MIN_BYTES, default 4 MiB) up. Below that, host
 // staging was faster on the only GPU measured (one H100 shared by all ranks,
 // where every GPU step waits for a context switch between processes).
-// Read once, so the same on every rank that has the same environment.
-constexpr size_t kIpcDefaultMinBytes = size_t{4} << 20;
-bool IpcAllreduceWanted(size_t bytes);
+bool IpcAllreduceWanted(size_t bytes, const std::string& mode, size_t min_bytes);
 
 class IpcAllreduce {
  public:

@@ -110,7 +110,7 @@ Status ControlPlane::Recv(int peer, uint64_t tag, std::string* msg, const Deadli
   if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer])
     return Error(ZC_ERR_INVALID_ARG, "control message from invalid peer %d", peer);
   Peer& p = *peers_[peer];
-  Backoff backoff;
+  Backoff backoff(dev_->FlagsNotified(peer));
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(p.recv_mu);

@@ -1,5 +1,6 @@
 #include "p2p/device.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -170,6 +171,19 @@ Status Device::Init(Bootstrap* bootstrap, const Config& config) {
         local_[j] = same_host;
         any_remote |= !same_host;
       }
+    }
+  }
+  // More ranks on this host than cores we may run on: spinning only keeps
+  // the rank that would set our flag off the core, so waits yield at once.
+  {
+    int local = 1;
+    for (int p = 0; p < size_; ++p) local += (p != rank_ && local_[p]) ? 1 : 0;
+    cpu_set_t set;
+    int cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
+    if (cores <= 0) cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+    if (local > cores) {
+      Backoff::SetOversubscribed(true);
+      ZC_INFO(kP2p, "%d ranks on this host share %d cores: waits yield without spinning", local, cores);
     }
   }
   if (config_.transport == "auto" && !verbs_ok && any_remote)
@@ -421,10 +435,7 @@ Status Device::Health(int peer) const {
 Status Device::WaitFlag(const std::atomic<uint64_t>* flag, uint64_t value, int peer,
                         const Deadline& deadline, const char* what) const {
   if (flag->load(std::memory_order_acquire) >= value) return Status::Ok();
-  // tcp and verbs flags are set by our own progress threads, which notify;
-  // a shared-memory peer writes flags directly (bounded short sleeps).
-  const bool notified = peer >= 0 && peer < size_ && !local_[peer] && peer_kind_[peer] != TransportKind::kShm;
-  Backoff backoff(notified);
+  Backoff backoff(FlagsNotified(peer));
   for (;;) {
     backoff.Pause();
     if (flag->load(std::memory_order_acquire) >= value) return Status::Ok();

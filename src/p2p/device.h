@@ -68,6 +68,12 @@ class Device : public TransportHost {
   // Connection `index` (mod connections per peer) to peer.
   Channel& channel(int peer, int index = 0);
 
+  // True when what peer writes into our memory is stored by a thread of
+  // this process that calls Wakeup::Notify() (tcp, verbs), so waits on it
+  // may sleep until notified; false for shared memory written by the peer.
+  bool FlagsNotified(int peer) const {
+    return peer >= 0 && peer < size_ && peer_kind_[peer] != TransportKind::kShm;
+  }
   // Waits until *flag >= value. Spins, yields, then sleeps; fails with the
   // peer's health (lost, aborted) or ZC_ERR_TIMEOUT naming `what`.
   Status WaitFlag(const std::atomic<uint64_t>* flag, uint64_t value, int peer,

@@ -23,6 +23,7 @@
 #include "collectives/coll_check.h"
 #include "gpu/cuda_driver.h"
 #include "gpu/ipc_allreduce.h"
+#include "common/config.h"
 #include "harness/multiproc.h"
 #include "zc_build_config.h"
 
@@ -107,8 +108,8 @@ int Alloc(const gpu::DriverTable* drv, DeviceMem* m, size_t bytes) {
 // What the C ABI should choose for device buffers on one host.
 bool ExpectIpc(size_t bytes) {
   const char* v = getenv("ZC_GPU_IPC");
-  if (v != nullptr) return strcmp(v, "0") != 0;
-  return bytes >= gpu::kIpcDefaultMinBytes;
+  if (v != nullptr && strcmp(v, "auto") != 0) return strcmp(v, "0") != 0;
+  return bytes >= zc::Config().gpu_ipc_min_bytes;
 }
 
 int AllreduceBody(int rank) {
