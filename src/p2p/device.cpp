@@ -1,6 +1,5 @@
 #include "p2p/device.h"
 
-#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -178,9 +177,9 @@ Status Device::Init(Bootstrap* bootstrap, const Config& config) {
   {
     int local = 1;
     for (int p = 0; p < size_; ++p) local += (p != rank_ && local_[p]) ? 1 : 0;
-    cpu_set_t set;
-    int cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
-    if (cores <= 0) cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+    // The host's online CPUs, not this process's affinity: a launcher that
+    // binds each rank to one core must not make every rank look crowded.
+    int cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
     if (local > cores) {
       Backoff::SetOversubscribed(true);
       ZC_INFO(kP2p, "%d ranks on this host share %d cores: waits yield without spinning", local, cores);
