@@ -332,43 +332,39 @@ int OthersBody(int rank) {
   return 0;
 }
 
+// Runs body on 2, 3 and 4 processes sharing the GPU, with ZC_GPU_IPC set to
+// ipc (unset when null).
+void RunOnTwoToFourRanks(int (*body)(int), const char* ipc) {
+  for (int ranks : {2, 3, 4}) {
+    Env env = GpuEnv();
+    if (ipc) env.push_back({"ZC_GPU_IPC", ipc});
+    auto res = RunRanks(ranks, body, env, 300);
+    EXPECT_TRUE(AllOk(res)) << ranks << " ranks, ZC_GPU_IPC " << (ipc ? ipc : "unset") << "\n"
+                            << Describe(res);
+  }
+}
+
 // Same host, device buffers, ZC_GPU_IPC=1: the CUDA IPC allreduce at every size.
 TEST(GpuCollectives, AllreduceEveryDtypeOp) {
   SKIP_WITHOUT_GPU();
-  for (int ranks : {2, 3, 4}) {
-    Env env = GpuEnv();
-    env.push_back({"ZC_GPU_IPC", "1"});
-    auto res = RunRanks(ranks, AllreduceBody, env, 300);
-    EXPECT_TRUE(AllOk(res)) << ranks << " ranks\n" << Describe(res);
-  }
+  RunOnTwoToFourRanks(AllreduceBody, "1");
 }
 
 // ZC_GPU_IPC unset: staging for small messages, CUDA IPC from 4 MiB.
 TEST(GpuCollectives, AllreduceAutoEveryDtypeOp) {
   SKIP_WITHOUT_GPU();
-  for (int ranks : {2, 3, 4}) {
-    auto res = RunRanks(ranks, AllreduceBody, GpuEnv(), 300);
-    EXPECT_TRUE(AllOk(res)) << ranks << " ranks\n" << Describe(res);
-  }
+  RunOnTwoToFourRanks(AllreduceBody, nullptr);
 }
 
 // ZC_GPU_IPC=0: host staging through pinned memory.
 TEST(GpuCollectives, AllreduceStagedEveryDtypeOp) {
   SKIP_WITHOUT_GPU();
-  for (int ranks : {2, 3, 4}) {
-    Env env = GpuEnv();
-    env.push_back({"ZC_GPU_IPC", "0"});
-    auto res = RunRanks(ranks, AllreduceBody, env, 300);
-    EXPECT_TRUE(AllOk(res)) << ranks << " ranks\n" << Describe(res);
-  }
+  RunOnTwoToFourRanks(AllreduceBody, "0");
 }
 
 TEST(GpuCollectives, OtherCollectivesAndSendRecv) {
   SKIP_WITHOUT_GPU();
-  for (int ranks : {2, 3, 4}) {
-    auto res = RunRanks(ranks, OthersBody, GpuEnv(), 300);
-    EXPECT_TRUE(AllOk(res)) << ranks << " ranks\n" << Describe(res);
-  }
+  RunOnTwoToFourRanks(OthersBody, nullptr);
 }
 
 // Device buffers on rank 0, host buffers on rank 1, CUDA IPC forced: the
