@@ -294,13 +294,16 @@ Status Device::Allocate(size_t bytes, MemRegion** out) {
   return pool_->Allocate(bytes, out);
 }
 
-Status Device::Free(void* ptr) { return pool_->Free(ptr); }
+Status Device::Free(void* ptr) {
+  std::unique_lock<std::shared_mutex> use(region_use_mu_);
+  return pool_->Free(ptr);
+}
 
 MemRegion* Device::FindAllocation(const void* ptr) { return pool_->Find(ptr); }
 
 Status Device::Register(void* ptr, size_t bytes, MemRegion** out) {
   if (!ptr || bytes == 0) return Error(ZC_ERR_INVALID_ARG, "registration of an empty range");
-  std::lock_guard<std::mutex> lock(regions_mu_);
+  std::unique_lock<std::mutex> lock(regions_mu_);
   auto it = registered_.upper_bound(reinterpret_cast<uintptr_t>(ptr));
   if (it != registered_.begin()) {
     MemRegion* r = std::prev(it)->second.get();
@@ -325,6 +328,14 @@ Status Device::Register(void* ptr, size_t bytes, MemRegion** out) {
   // A larger registration at the same base replaces the old one.
   auto old = registered_.find(reinterpret_cast<uintptr_t>(ptr));
   if (old != registered_.end()) {
+    // No progress thread may be using the old region (lock order: region
+    // use, then regions_mu_; so drop regions_mu_ first).
+    lock.unlock();
+    std::unique_lock<std::shared_mutex> use(region_use_mu_);
+    lock.lock();
+    old = registered_.find(reinterpret_cast<uintptr_t>(ptr));
+  }
+  if (old != registered_.end()) {
     regions_by_id_.erase(old->second->id());
     for (auto& [k, t] : transports_) t->Unexpose(old->second.get());
     registered_.erase(old);
@@ -337,6 +348,7 @@ Status Device::Register(void* ptr, size_t bytes, MemRegion** out) {
 
 size_t Device::Deregister(const void* ptr, size_t bytes) {
   const uintptr_t lo = reinterpret_cast<uintptr_t>(ptr), hi = lo + std::max<size_t>(bytes, 1);
+  std::unique_lock<std::shared_mutex> use(region_use_mu_);
   std::lock_guard<std::mutex> lock(regions_mu_);
   size_t dropped = 0;
   for (auto it = registered_.begin(); it != registered_.end();) {

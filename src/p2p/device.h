@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,7 @@ class Device : public TransportHost {
                    std::vector<std::string>* all) override;
   void OnPeerLost(int peer, const Status& why) override;
   MemRegion* FindLocalRegion(uint64_t id) override;
+  std::shared_mutex& region_use() override { return region_use_mu_; }
   Status LocalRegionFor(const void* ptr, size_t bytes, MemRegion** out) override;
   Status Health(int peer) const override;
 
@@ -119,6 +121,7 @@ class Device : public TransportHost {
   std::map<uint64_t, MemRegion*> regions_by_id_;           // every local region
   std::map<uintptr_t, std::unique_ptr<MemRegion>> registered_;  // user memory, by base
   AllocSites alloc_sites_;
+  std::shared_mutex region_use_mu_;  // see TransportHost::region_use
 
   std::atomic<bool> aborted_{false};
   mutable std::mutex health_mu_;

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,10 @@ class TransportHost {
   // Looks up one of my regions by id (tcp's progress thread places incoming
   // data with it). Returns nullptr when unknown.
   virtual MemRegion* FindLocalRegion(uint64_t id) = 0;
+  // A progress thread holds this shared while it reads or writes a region
+  // it looked up with FindLocalRegion; the Device holds it exclusively to
+  // free or replace a region, so no region goes away under a transfer.
+  virtual std::shared_mutex& region_use() = 0;
   // The region that holds [ptr, ptr+bytes): a pool region, or user memory
   // registered now through the registration cache (verbs needs an lkey for
   // every source and destination).

@@ -56,6 +56,7 @@ class FakeHost : public TransportHost {
     if (lost_[peer].ok()) lost_[peer] = Status(ZC_ERR_PEER_LOST, why.message());
     ++lost_calls_;
   }
+  std::shared_mutex& region_use() override { return region_use_; }
   MemRegion* FindLocalRegion(uint64_t id) override {
     std::lock_guard<std::mutex> l(mu_);
     for (auto& r : regions_)
@@ -77,7 +78,12 @@ class FakeHost : public TransportHost {
   }
 
   Status Expose(void* p, size_t n, MemRegion** out) {
-    auto r = std::make_unique<MemRegion>(p, n, next_id_++);
+    uint64_t id;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      id = next_id_++;
+    }
+    auto r = std::make_unique<MemRegion>(p, n, id);
     r->mutable_remote().transport = TransportKind::kVerbs;
     ZC_RETURN_IF_ERROR(t_->Expose(r.get()));
     std::lock_guard<std::mutex> l(mu_);
@@ -102,6 +108,7 @@ class FakeHost : public TransportHost {
   int lost_calls_ = 0;
   std::vector<std::unique_ptr<MemRegion>> regions_;
   uint64_t next_id_ = 1;
+  std::shared_mutex region_use_;
 };
 
 Config TestConfig(int qps, int cqs, const char* mode = "imm") {

@@ -288,6 +288,7 @@ Status TcpTransport::HandleMessage(Socket* s) {
     return Error(ZC_ERR_PEER_LOST, "tcp: corrupt message from peer %d (magic %#x)", s->peer, h.magic);
   switch (h.type) {
     case kWrite: {
+      std::shared_lock<std::shared_mutex> use(host_->region_use());
       if (h.bytes) {
         MemRegion* r = host_->FindLocalRegion(h.region_id);
         if (!r || h.offset > r->size() || h.bytes > r->size() - h.offset) {
@@ -314,6 +315,7 @@ Status TcpTransport::HandleMessage(Socket* s) {
       return Status::Ok();
     }
     case kReadReq: {
+      std::shared_lock<std::shared_mutex> use(host_->region_use());
       MemRegion* r = host_->FindLocalRegion(h.region_id);
       MsgHeader resp{};
       resp.magic = kMagic;
