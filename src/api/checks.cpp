@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "api/comm.h"
+#include "collectives/dtype.h"
 #include "zc_build_config.h"
 #if !ZC_HAVE_CUDA
 #include "gpu/pointer_cache.h"
@@ -35,28 +36,20 @@ zc_status BadArg(const zc_comm* comm, const char* op, const char* fmt, ...) {
   return ZC_ERR_INVALID_ARG;
 }
 
-size_t ElemSize(zc_dtype d) {
-  switch (d) {
-    case ZC_INT8: case ZC_UINT8: return 1;
-    case ZC_FLOAT16: case ZC_BFLOAT16: return 2;
-    case ZC_INT32: case ZC_UINT32: case ZC_FLOAT32: return 4;
-    case ZC_INT64: case ZC_UINT64: case ZC_FLOAT64: return 8;
-    default: return 0;
-  }
-}
-
-bool IsFloat(zc_dtype d) {
-  return d == ZC_FLOAT16 || d == ZC_BFLOAT16 || d == ZC_FLOAT32 || d == ZC_FLOAT64;
+zc_status CheckComm(const zc_comm* comm, const char* op) {
+  if (comm) return ZC_OK;
+  t_last_error = std::string(op) + ": invalid argument: comm is NULL";
+  return ZC_ERR_INVALID_ARG;
 }
 
 zc_status CheckType(const zc_comm* comm, const char* op, zc_dtype dtype) {
-  if (ElemSize(dtype) == 0) return BadArg(comm, op, "unknown dtype %d", static_cast<int>(dtype));
+  if (DtypeSize(dtype) == 0) return BadArg(comm, op, "unknown dtype %d", static_cast<int>(dtype));
   return ZC_OK;
 }
 
 zc_status CheckOp(const zc_comm* comm, const char* op, zc_dtype dtype, zc_op rop) {
   if (rop < ZC_SUM || rop > ZC_AVG) return BadArg(comm, op, "unknown op %d", static_cast<int>(rop));
-  if (rop == ZC_AVG && !IsFloat(dtype))
+  if (rop == ZC_AVG && !IsFloating(dtype))
     return BadArg(comm, op, "avg needs a floating dtype (got dtype %d)", static_cast<int>(dtype));
   return ZC_OK;
 }
@@ -74,7 +67,7 @@ zc_status CheckBuf(const zc_comm* comm, const char* op, const void* p, const cha
 }
 
 zc_status CheckBytes(const zc_comm* comm, const char* op, size_t count, zc_dtype dtype, size_t factor) {
-  size_t es = ElemSize(dtype);
+  size_t es = DtypeSize(dtype);
   if (count && (count > SIZE_MAX / es / (factor ? factor : 1)))
     return BadArg(comm, op, "count %zu x %zu ranks overflows", count, factor);
   return ZC_OK;

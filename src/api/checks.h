@@ -21,8 +21,8 @@ zc_status Fail(const Status& st);
 zc_status BadArg(const zc_comm* comm, const char* op, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-size_t ElemSize(zc_dtype d);  // 0 for an unknown dtype
-bool IsFloat(zc_dtype d);
+// comm is not NULL.
+zc_status CheckComm(const zc_comm* comm, const char* op);
 zc_status CheckType(const zc_comm* comm, const char* op, zc_dtype dtype);
 // Known op; avg only on floating types.
 zc_status CheckOp(const zc_comm* comm, const char* op, zc_dtype dtype, zc_op rop);
@@ -40,6 +40,8 @@ void MarkWorkerThread();
 bool OnWorkerThread();
 
 }  // namespace zc::api
+
+#define ZC_CHECK_COMM(comm, op) ZC_TRY(zc::api::CheckComm(comm, op))
 
 #define ZC_TRY(expr)                 \
   do {                               \

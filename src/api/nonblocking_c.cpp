@@ -25,14 +25,11 @@ struct zc_plan {
 
 namespace {
 
-#define ZC_CHECK_REQ(comm, op, req)                                   \
-  do {                                                                \
-    if (!(comm)) {                                                    \
-      SetLastErrorText(std::string(op) + ": invalid argument: comm is NULL"); \
-      return ZC_ERR_INVALID_ARG;                                      \
-    }                                                                 \
-    if (!(req)) return BadArg(comm, op, "req is NULL");               \
-    *(req) = nullptr;                                                 \
+#define ZC_CHECK_REQ(comm, op, req)                      \
+  do {                                                   \
+    ZC_CHECK_COMM(comm, op);                             \
+    if (!(req)) return BadArg(comm, op, "req is NULL");  \
+    *(req) = nullptr;                                    \
   } while (0)
 
 // Queues `call` (a blocking C ABI call, run on the worker thread); *req

@@ -46,14 +46,6 @@ zc_status Done(zc_comm* comm, const char* op, uint64_t seq, const zc::Status& st
   return Fail(ctx);
 }
 
-#define ZC_CHECK_COMM(comm, op)                                              \
-  do {                                                                       \
-    if (!(comm)) {                                                           \
-      zc::api::SetLastErrorText(std::string(op) + ": invalid argument: comm is NULL"); \
-      return ZC_ERR_INVALID_ARG;                                             \
-    }                                                                        \
-  } while (0)
-
 void WorkerLoop(zc_comm* comm) {
   MarkWorkerThread();
   for (;;) {
@@ -170,7 +162,7 @@ const char* zc_status_string(zc_status s) {
 
 const char* zc_last_error(const zc_comm*) { return zc::api::LastError(); }
 const char* zc_last_algorithm(const zc_comm*) { return t_last_algorithm; }
-size_t zc_dtype_size(zc_dtype dtype) { return ElemSize(dtype); }
+size_t zc_dtype_size(zc_dtype dtype) { return zc::DtypeSize(dtype); }
 
 zc_status zc_init(zc_comm** out) {
   if (!out) {
@@ -295,7 +287,7 @@ zc_status zc_allreduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t
   if (count == 0) return ZC_OK;
 #if ZC_STAGE_DEVICE_POINTERS
   int device = -1;
-  if (UseIpcAllreduce(comm, sendbuf, recvbuf, count * ElemSize(dtype), &device)) {
+  if (UseIpcAllreduce(comm, sendbuf, recvbuf, count * zc::DtypeSize(dtype), &device)) {
     zc::gpu::IpcAllreduce* ipc = IpcState(comm);
     zc_status s = RunCollective(comm, "allreduce", [&](auto* c) {
       zc::gpu::HostGroup g;
@@ -312,7 +304,7 @@ zc_status zc_allreduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t
   }
 #endif
   return RunCollective(comm, "allreduce", [&](auto* c) {
-    const size_t bytes = count * ElemSize(dtype);
+    const size_t bytes = count * zc::DtypeSize(dtype);
     return Staged({Buf{sendbuf, bytes, true, false, "sendbuf"},
                    Buf{recvbuf, bytes, false, true, "recvbuf"}},
                   [&](void** h) { return c->Allreduce(h[0], h[1], count, dtype, op); });
@@ -327,7 +319,7 @@ zc_status zc_broadcast(zc_comm* comm, void* buf, size_t count, zc_dtype dtype, i
   if (count == 0) return ZC_OK;
   return RunCollective(comm, "broadcast", [&](auto* c) {
     const bool is_root = comm->rank == root;
-    return Staged({Buf{buf, count * ElemSize(dtype), is_root, !is_root, "buf"}},
+    return Staged({Buf{buf, count * zc::DtypeSize(dtype), is_root, !is_root, "buf"}},
                   [&](void** h) { return c->Broadcast(h[0], count, dtype, root); });
   });
 }
@@ -342,7 +334,7 @@ zc_status zc_reduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t co
   if (comm->rank == root) ZC_TRY(CheckBuf(comm, "reduce", recvbuf, "recvbuf", count));
   if (count == 0) return ZC_OK;
   return RunCollective(comm, "reduce", [&](auto* c) {
-    const size_t bytes = count * ElemSize(dtype);
+    const size_t bytes = count * zc::DtypeSize(dtype);
     const bool is_root = comm->rank == root;
     return Staged({Buf{sendbuf, bytes, true, false, "sendbuf"},
                    Buf{is_root ? recvbuf : nullptr, is_root ? bytes : 0, false, true, "recvbuf"}},
@@ -361,7 +353,7 @@ zc_status zc_allgather(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t
   ZC_TRY(CheckBuf(comm, "allgather", recvbuf, "recvbuf", sendcount));
   if (sendcount == 0) return ZC_OK;
   return RunCollective(comm, "allgather", [&](auto* c) {
-    const size_t bytes = sendcount * ElemSize(dtype);
+    const size_t bytes = sendcount * zc::DtypeSize(dtype);
     return Staged({Buf{sendbuf, bytes, true, false, "sendbuf"},
                    Buf{recvbuf, bytes * comm->size, false, true, "recvbuf"}},
                   [&](void** h) { return c->Allgather(h[0], h[1], sendcount, dtype); });
@@ -378,7 +370,7 @@ zc_status zc_reduce_scatter(zc_comm* comm, const void* sendbuf, void* recvbuf, s
   ZC_TRY(CheckBuf(comm, "reduce_scatter", recvbuf, "recvbuf", recvcount));
   if (recvcount == 0) return ZC_OK;
   return RunCollective(comm, "reduce_scatter", [&](auto* c) {
-    const size_t bytes = recvcount * ElemSize(dtype);
+    const size_t bytes = recvcount * zc::DtypeSize(dtype);
     return Staged({Buf{sendbuf, bytes * comm->size, true, false, "sendbuf"},
                    Buf{recvbuf, bytes, false, true, "recvbuf"}},
                   [&](void** h) { return c->ReduceScatter(h[0], h[1], recvcount, dtype, op); });
@@ -394,7 +386,7 @@ zc_status zc_alltoall(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t 
   ZC_TRY(CheckBuf(comm, "alltoall", recvbuf, "recvbuf", count));
   if (count == 0) return ZC_OK;
   return RunCollective(comm, "alltoall", [&](auto* c) {
-    const size_t bytes = count * ElemSize(dtype) * comm->size;
+    const size_t bytes = count * zc::DtypeSize(dtype) * comm->size;
     return Staged({Buf{sendbuf, bytes, true, false, "sendbuf"},
                    Buf{recvbuf, bytes, false, true, "recvbuf"}},
                   [&](void** h) { return c->Alltoall(h[0], h[1], count, dtype); });

@@ -3,53 +3,15 @@
 #include <cmath>
 #include <cstdint>
 
+#include "collectives/dtype.h"
 #include "gpu/reduce_kernels.h"
 
 namespace zc::gpu {
 
-size_t GpuDtypeSize(zc_dtype dtype) {
-  switch (dtype) {
-    case ZC_INT8: case ZC_UINT8: return 1;
-    case ZC_FLOAT16: case ZC_BFLOAT16: return 2;
-    case ZC_INT32: case ZC_UINT32: case ZC_FLOAT32: return 4;
-    case ZC_INT64: case ZC_UINT64: case ZC_FLOAT64: return 8;
-  }
-  return 0;
-}
-
-const char* GpuDtypeName(zc_dtype dtype) {
-  switch (dtype) {
-    case ZC_INT8: return "int8";
-    case ZC_UINT8: return "uint8";
-    case ZC_INT32: return "int32";
-    case ZC_UINT32: return "uint32";
-    case ZC_INT64: return "int64";
-    case ZC_UINT64: return "uint64";
-    case ZC_FLOAT16: return "float16";
-    case ZC_BFLOAT16: return "bfloat16";
-    case ZC_FLOAT32: return "float32";
-    case ZC_FLOAT64: return "float64";
-  }
-  return "unknown";
-}
-
-const char* GpuOpName(zc_op op) {
-  switch (op) {
-    case ZC_SUM: return "sum";
-    case ZC_PROD: return "prod";
-    case ZC_MIN: return "min";
-    case ZC_MAX: return "max";
-    case ZC_AVG: return "avg";
-  }
-  return "unknown";
-}
-
-namespace {
-bool IsFloat(zc_dtype d) {
-  return d == ZC_FLOAT16 || d == ZC_BFLOAT16 || d == ZC_FLOAT32 ||
-         d == ZC_FLOAT64;
-}
-}  // namespace
+// The one dtype/op table of the library (collectives/dtype.h).
+size_t GpuDtypeSize(zc_dtype dtype) { return DtypeSize(dtype); }
+const char* GpuDtypeName(zc_dtype dtype) { return DtypeName(dtype); }
+const char* GpuOpName(zc_op op) { return OpName(op); }
 
 Status CheckReduceArgs(const char* what, const void* c, const void* a,
                        const void* b, size_t count, zc_dtype dtype, zc_op op) {
@@ -62,7 +24,7 @@ Status CheckReduceArgs(const char* what, const void* c, const void* a,
     return Error(ZC_ERR_INVALID_ARG, "%s: unknown op %d", what,
                  static_cast<int>(op));
   }
-  if (op == ZC_AVG && !IsFloat(dtype)) {
+  if (op == ZC_AVG && !IsFloating(dtype)) {
     return Error(ZC_ERR_INVALID_ARG,
                  "%s: avg is defined for floating types only, not %s", what,
                  GpuDtypeName(dtype));
@@ -95,7 +57,7 @@ Status CheckScaleArgs(const void* a, size_t count, zc_dtype dtype,
     return Error(ZC_ERR_INVALID_ARG, "GPU scale-div: unknown dtype %d",
                  static_cast<int>(dtype));
   }
-  if (!IsFloat(dtype)) {
+  if (!IsFloating(dtype)) {
     return Error(ZC_ERR_INVALID_ARG,
                  "GPU scale-div: %s is not a floating type (avg needs one)",
                  GpuDtypeName(dtype));
