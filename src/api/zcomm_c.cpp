@@ -10,19 +10,12 @@
 #include "common/log.h"
 #include "p2p/send_recv.h"
 #include "zc_build_config.h"
-#if __has_include("collectives/collectives.h")
 #include "collectives/collectives.h"
-#define ZC_HAVE_COLLECTIVES 1
-#else
-#define ZC_HAVE_COLLECTIVES 0
-namespace zc {
-class Collectives {};  // not built: every collective returns ZC_ERR_UNSUPPORTED
-}
-#endif
-#if __has_include("collectives/dtype.h")
 #include "collectives/dtype.h"
-#endif
-#if __has_include("gpu/host_staging.h") && ZC_HAVE_CUDA
+// CUDA builds stage device buffers through pinned host memory and run the
+// same-host allreduce through CUDA IPC; other builds refuse device memory in
+// CheckBuf().
+#if ZC_HAVE_CUDA
 #include <map>
 
 #include "gpu/host_staging.h"
@@ -68,16 +61,11 @@ zc_status RunCollective(zc_comm* comm, const char* op, Fn&& fn) {
   ZC_TRY(CheckNothingInFlight(comm, op));
   std::lock_guard<std::mutex> lock(comm->coll_mu);
   uint64_t seq = ++comm->op_seq;
-#if ZC_HAVE_COLLECTIVES
   if (!comm->coll)
     return Done(comm, op, seq, zc::Error(ZC_ERR_INTERNAL, "collectives are not initialised"));
   zc::Status st = fn(comm->coll.get());
   t_last_algorithm = comm->coll->last_algorithm();
   return Done(comm, op, seq, st);
-#else
-  (void)fn;
-  return Done(comm, op, seq, zc::Error(ZC_ERR_UNSUPPORTED, "collectives are not built"));
-#endif
 }
 
 // A buffer of one call, for Staged().
@@ -183,10 +171,8 @@ zc_status zc_init(zc_comm** out) {
   zc::log::SetRank(comm->rank);
   st = zc::Device::Create(comm->bootstrap.get(), comm->config, &comm->device);
   if (!st.ok()) return Fail(st.with_context(zc::Format("rank %d: zc_init", comm->rank)));
-#if ZC_HAVE_COLLECTIVES
   st = zc::Collectives::Create(comm->device.get(), &comm->coll);
   if (!st.ok()) return Fail(st.with_context(zc::Format("rank %d: zc_init: collectives", comm->rank)));
-#endif
   zc_comm* c = comm.get();
   comm->worker = std::thread([c] { WorkerLoop(c); });
   ZC_INFO(kCommon, "initialised via %s: rank %d of %d (local %d of %d)", comm->bootstrap->kind(),
@@ -204,14 +190,12 @@ zc_status zc_finalize(zc_comm* comm) {
   comm->work_cv.notify_all();
   if (comm->worker.joinable()) comm->worker.join();
   zc_status result = ZC_OK;
-#if ZC_HAVE_COLLECTIVES
   // Nobody may still be reading our memory when it goes away.
   if (comm->coll && comm->size > 1 && !comm->device->aborted()) {
     std::lock_guard<std::mutex> lock(comm->coll_mu);
     zc::Status st = comm->coll->Barrier();
     if (!st.ok()) result = Done(comm, "zc_finalize", 0, st);
   }
-#endif
 #if ZC_STAGE_DEVICE_POINTERS
   DropIpcState(comm);  // closes the mappings of peers' buffers
 #endif

@@ -16,11 +16,8 @@
 #include "p2p/shm/shm_transport.h"
 #include "p2p/tcp/tcp_transport.h"
 #include "zc_build_config.h"
-#if ZC_HAVE_VERBS && __has_include("p2p/verbs/verbs_transport.h")
+#if ZC_HAVE_VERBS
 #include "p2p/verbs/verbs_transport.h"
-#define ZC_VERBS_BUILT 1
-#else
-#define ZC_VERBS_BUILT 0
 #endif
 
 namespace zc {
@@ -113,7 +110,7 @@ Status Device::Init(Bootstrap* bootstrap, const Config& config) {
   std::string key = config_.job_key;
   bool verbs_ok = false;
   std::string verbs_why = "not built";
-#if ZC_VERBS_BUILT
+#if ZC_HAVE_VERBS
   if (config_.transport == "verbs" || config_.transport == "auto")
     verbs_ok = VerbsViable(nullptr, config_, &verbs_why);
 #endif
@@ -194,7 +191,7 @@ Status Device::Init(Bootstrap* bootstrap, const Config& config) {
     if (!on) continue;
     if (k == TransportKind::kShm) transports_[k] = CreateShmTransport(this);
     else if (k == TransportKind::kTcp) transports_[k] = CreateTcpTransport(this, key);
-#if ZC_VERBS_BUILT
+#if ZC_HAVE_VERBS
     else if (k == TransportKind::kVerbs) {
       std::unique_ptr<Transport> t;
       ZC_RETURN_IF_ERROR(CreateVerbsTransport(this, nullptr, &t));

@@ -23,6 +23,7 @@
 #include "collectives/coll_check.h"
 #include "gpu/cuda_driver.h"
 #include "gpu/ipc_allreduce.h"
+#include "gpu_device.h"
 #include "common/config.h"
 #include "harness/multiproc.h"
 #include "zc_build_config.h"
@@ -40,43 +41,10 @@ namespace gpu = zc::gpu;
     CHILD_CHECK(r_ == 0, "%s: %s", #call, gpu::CuErrorText(drv, r_).c_str());          \
   } while (0)
 
-// Asks a forked child whether a CUDA device (and driver) exists; "" when
-// one does. Works in builds without CUDA too (the driver is dlopen'ed).
-std::string ProbeDevice() {
-  int fds[2];
-  if (pipe(fds) != 0) return "pipe failed";
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    std::string why;
-    int n = gpu::DeviceCount(&why);
-    if (n == 0 && write(fds[1], why.data(), why.size()) < 0) _exit(2);
-    _exit(n > 0 ? 0 : 77);
-  }
-  close(fds[1]);
-  std::string why;
-  char buf[256];
-  ssize_t k;
-  while ((k = read(fds[0], buf, sizeof buf)) > 0) why.append(buf, static_cast<size_t>(k));
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
-  return why.empty() ? "device probe failed" : why;
-}
-
-std::string NoGpuReason() {
-  if (!ZC_HAVE_CUDA) return "zcomm built without CUDA";
-  return ProbeDevice();
-}
-
-#define SKIP_WITHOUT_GPU()                                          \
-  do {                                                              \
-    static const std::string why = NoGpuReason();                   \
-    if (!why.empty()) {                                             \
-      std::printf("SKIPPED: no CUDA device (%s)\n", why.c_str());   \
-      GTEST_SKIP() << "no CUDA device: " << why;                    \
-    }                                                               \
+#define SKIP_WITHOUT_GPU()                                                           \
+  do {                                                                               \
+    static const std::string why = gpu::testing::NoDeviceReasonForked(true);         \
+    ZC_SKIP_WITHOUT_DEVICE(why);                                                     \
   } while (0)
 
 Env GpuEnv() { return {{"ZC_TIMEOUT", "60"}, {"ZC_CHUNK", "64k"}}; }
@@ -92,10 +60,8 @@ struct DeviceMem {
 };
 
 int InitGpu(const gpu::DriverTable** drv) {
-  zc::Status st = gpu::LoadDriver(drv);
-  CHILD_CHECK(st.ok(), "LoadDriver: %s", st.message().c_str());
-  st = gpu::EnsureContext(*drv, 0);
-  CHILD_CHECK(st.ok(), "EnsureContext: %s", st.message().c_str());
+  zc::Status st = gpu::testing::OpenDevice0(drv);
+  CHILD_CHECK(st.ok(), "device 0: %s", st.message().c_str());
   return 0;
 }
 
@@ -436,11 +402,7 @@ namespace {
 // with ZC_ERR_UNSUPPORTED and a message that says why, host buffers work.
 TEST(GpuCollectives, RefusedInBuildWithoutCuda) {
   if (ZC_HAVE_CUDA) GTEST_SKIP() << "this build has CUDA";
-  const std::string why = ProbeDevice();
-  if (!why.empty()) {
-    std::printf("SKIPPED: no CUDA device (%s)\n", why.c_str());
-    GTEST_SKIP() << "no CUDA device: " << why;
-  }
+  ZC_SKIP_WITHOUT_DEVICE(gpu::testing::NoDeviceReasonForked(false));
   auto res = RunRanks(2, [](int rank) {
     const gpu::DriverTable* drv = nullptr;
     if (InitGpu(&drv)) return 1;

@@ -10,6 +10,7 @@
 
 #include "gpu/cuda_driver.h"
 #include "gpu/ipc_cache.h"
+#include "gpu_device.h"
 #include "gpu/pointer_cache.h"
 
 namespace zc::gpu {
@@ -18,13 +19,8 @@ namespace {
 class GpuPointerClassifyTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string why;
-    if (DeviceCount(&why) == 0) {
-      std::printf("SKIPPED: no CUDA device (%s)\n", why.c_str());
-      GTEST_SKIP() << "no CUDA device (" << why << ")";
-    }
-    ASSERT_TRUE(LoadDriver(&drv_).ok());
-    Status st = EnsureContext(drv_, 0);
+    ZC_SKIP_WITHOUT_DEVICE(testing::NoDeviceReason(false));
+    Status st = testing::OpenDevice0(&drv_);
     ASSERT_TRUE(st.ok()) << st.message();
   }
   const DriverTable* drv_ = nullptr;

@@ -11,6 +11,7 @@
 
 #include "gpu/cuda_driver.h"
 #include "gpu/reduce_kernels.h"
+#include "gpu_device.h"
 #include "gpu_reduce_reference.h"
 
 namespace zc::gpu {
@@ -118,17 +119,8 @@ TEST(GpuReduceReference, Semantics) {
 class GpuReduceKernelTest : public ::testing::TestWithParam<zc_dtype> {
  protected:
   void SetUp() override {
-    if (!ReduceKernelsBuilt()) {
-      std::printf("SKIPPED: no CUDA device (zcomm built without CUDA)\n");
-      GTEST_SKIP() << "no CUDA device (zcomm built without CUDA)";
-    }
-    std::string why;
-    if (DeviceCount(&why) == 0) {
-      std::printf("SKIPPED: no CUDA device (%s)\n", why.c_str());
-      GTEST_SKIP() << "no CUDA device (" << why << ")";
-    }
-    ASSERT_TRUE(LoadDriver(&drv_).ok());
-    Status st = EnsureContext(drv_, 0);
+    ZC_SKIP_WITHOUT_DEVICE(NoDeviceReason(/*need_cuda_build=*/true));
+    Status st = OpenDevice0(&drv_);
     ASSERT_TRUE(st.ok()) << st.message();
   }
   void TearDown() override {
