@@ -65,6 +65,12 @@ class ShmDirect {
   size_t shard_bytes_;
   MemRegion* ws_ = nullptr;
   std::vector<RemoteRegion> peer_ws_;
+  // Peers' workspaces mapped here (Connection::DirectAddress), or null: then
+  // Put/Get go through the channel.
+  std::vector<char*> peer_direct_;
+  Status Put(int peer, const void* src, size_t bytes, uint64_t off, const FlagWrite* flag,
+             const Deadline& dl);
+  Status Get(int peer, void* dst, size_t bytes, uint64_t off, const Deadline& dl);
   uint64_t round_ = 0;  // last round started (global across calls)
 };
 

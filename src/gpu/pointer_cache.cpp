@@ -135,11 +135,13 @@ void PointerCache::EraseOverlapLocked(uintptr_t lo, uintptr_t hi) {
     erased = true;
   }
   if (erased) gen_.fetch_add(1, std::memory_order_release);
+  CountLocked();
 }
 
 void PointerCache::InsertLocked(const PointerInfo& info) {
   EraseOverlapLocked(info.base, info.base + info.size);
   map_.emplace(info.base, Entry{info.base + info.size, info});
+  CountLocked();
 }
 
 Status PointerCache::QueryDriver(const DriverTable* drv, uintptr_t p,
@@ -222,6 +224,13 @@ Status PointerCache::Classify(const void* ptr, size_t bytes, PointerInfo* out) {
                  bytes);
   }
 
+  // No driver and nothing declared (CPU-only processes): host memory.
+  if (entries_.load(std::memory_order_acquire) == 0 && driver() == nullptr) {
+    stripe().misses.fetch_add(1, std::memory_order_relaxed);
+    *out = HostInfo(p, bytes);
+    return Status::Ok();
+  }
+
   // Fast path: this thread's recent hits, valid while no entry was removed.
   uint64_t gen = gen_.load(std::memory_order_acquire);
   for (const Slot& s : t_cache.slots) {
@@ -276,6 +285,7 @@ Status PointerCache::Classify(const void* ptr, size_t bytes, PointerInfo* out) {
       if (it != map_.end() && it->second.info.buffer_id == stale.buffer_id) {
         map_.erase(it);
         gen_.fetch_add(1, std::memory_order_release);
+        CountLocked();
       }
     }
     *out = info;
@@ -326,6 +336,7 @@ void PointerCache::Invalidate(const void* ptr) {
   if (p < it->second.end) {
     map_.erase(it);
     gen_.fetch_add(1, std::memory_order_release);
+    CountLocked();
   }
 }
 
@@ -343,6 +354,7 @@ void PointerCache::Clear() {
   std::unique_lock<std::shared_mutex> lock(mu_);
   map_.clear();
   gen_.fetch_add(1, std::memory_order_release);
+  CountLocked();
 }
 
 bool PointerCache::Validate(const PointerInfo& cached) {
@@ -383,6 +395,7 @@ bool PointerCache::Validate(const PointerInfo& cached) {
     if (it != map_.end() && it->second.info.buffer_id == cached.buffer_id) {
       map_.erase(it);
       gen_.fetch_add(1, std::memory_order_release);
+      CountLocked();
     }
   }
   return same;

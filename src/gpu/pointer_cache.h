@@ -112,6 +112,10 @@ class PointerCache {
   const uint64_t id_;                 // tells thread-local slots apart
   mutable std::shared_mutex mu_;
   std::map<uintptr_t, Entry> map_;    // key: base
+  // map_.size(), stored under the exclusive lock after every change: an
+  // empty cache without a driver answers "host" with no lock at all.
+  std::atomic<size_t> entries_{0};
+  void CountLocked() { entries_.store(map_.size(), std::memory_order_release); }
   // Bumped (under the exclusive lock) whenever an entry is removed or
   // replaced; thread-local slots from an older generation are ignored.
   std::atomic<uint64_t> gen_{1};

@@ -62,27 +62,50 @@ Status ControlPlane::Create(Device* dev, std::unique_ptr<ControlPlane>* out) {
 }
 
 Status ControlPlane::Send(int peer, uint64_t tag, const void* data, size_t bytes, const Deadline& dl) {
+  return Send2(peer, tag, data, bytes, nullptr, 0, dl);
+}
+
+Status ControlPlane::Send2(int peer, uint64_t tag, const void* a, size_t abytes, const void* b,
+                           size_t bbytes, const Deadline& dl) {
   if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer])
     return Error(ZC_ERR_INVALID_ARG, "control message to invalid peer %d", peer);
-  if (bytes > kMaxMessage)
-    return Error(ZC_ERR_INTERNAL, "control message of %zu bytes exceeds %llu", bytes,
+  if (abytes + bbytes > kMaxMessage)
+    return Error(ZC_ERR_INTERNAL, "control message of %zu bytes exceeds %llu", abytes + bbytes,
                  static_cast<unsigned long long>(kMaxMessage));
   Peer& p = *peers_[peer];
   std::lock_guard<std::mutex> lock(p.send_mu);
   uint64_t aux[1] = {tag};
-  return p.writer.Put(data, bytes, aux, 1, dl);
+  return p.writer.Put2(a, abytes, b, bbytes, aux, 1, dl);
 }
 
-Status ControlPlane::PopOne(Peer& p, const Deadline& dl, bool wait, bool* got) {
-  *got = false;
-  if (!wait && !p.reader.Ready()) return Status::Ok();
-  const SlotHeader* h;
-  const void* payload;
-  ZC_RETURN_IF_ERROR(p.reader.Next(&h, &payload, dl));
-  uint64_t bytes = h->bytes > kMaxMessage ? kMaxMessage : h->bytes;
-  p.queued.emplace_back(h->aux[0], std::string(static_cast<const char*>(payload), bytes));
-  *got = true;
-  return p.reader.Release(dl);
+Status ControlPlane::TryTake(Peer& p, uint64_t tag, Consumer consume, void* ctx, bool* done,
+                             const Deadline& dl) {
+  *done = false;
+  for (;;) {
+    for (auto it = p.queued.begin(); it != p.queued.end(); ++it)
+      if (it->first == tag) {
+        std::string msg = std::move(it->second);
+        p.queued.erase(it);
+        p.queued_n.store(p.queued.size(), std::memory_order_relaxed);
+        *done = true;
+        return consume(ctx, msg.data(), msg.size());
+      }
+    if (!p.reader.Ready()) return Status::Ok();
+    const SlotHeader* h;
+    const void* payload;
+    ZC_RETURN_IF_ERROR(p.reader.Next(&h, &payload, dl));
+    const uint64_t bytes = h->bytes > kMaxMessage ? kMaxMessage : h->bytes;
+    if (h->aux[0] == tag) {
+      // In place: the slot stays ours until Release.
+      Status st = consume(ctx, static_cast<const char*>(payload), bytes);
+      Status rel = p.reader.Release(dl);
+      *done = true;
+      return st.ok() ? rel : st;
+    }
+    p.queued.emplace_back(h->aux[0], std::string(static_cast<const char*>(payload), bytes));
+    p.queued_n.store(p.queued.size(), std::memory_order_relaxed);
+    ZC_RETURN_IF_ERROR(p.reader.Release(dl));
+  }
 }
 
 bool ControlPlane::TryRecv(int peer, uint64_t tag, std::string* msg, Status* st) {
@@ -93,36 +116,34 @@ bool ControlPlane::TryRecv(int peer, uint64_t tag, std::string* msg, Status* st)
   }
   Peer& p = *peers_[peer];
   std::lock_guard<std::mutex> lock(p.recv_mu);
-  for (;;) {
-    for (auto it = p.queued.begin(); it != p.queued.end(); ++it)
-      if (it->first == tag) {
-        *msg = std::move(it->second);
-        p.queued.erase(it);
-        return true;
-      }
-    bool got;
-    *st = PopOne(p, Deadline(1.0), false, &got);
-    if (!st->ok() || !got) return false;
-  }
+  bool done = false;
+  *st = TryTake(p, tag, &ControlPlane::CopyOut, msg, &done, Deadline(1.0));
+  return st->ok() && done;
+}
+
+Status ControlPlane::CopyOut(void* ctx, const char* data, size_t bytes) {
+  static_cast<std::string*>(ctx)->assign(data, bytes);
+  return Status::Ok();
 }
 
 Status ControlPlane::Recv(int peer, uint64_t tag, std::string* msg, const Deadline& dl) {
+  return RecvWith(peer, tag, &ControlPlane::CopyOut, msg, dl);
+}
+
+Status ControlPlane::RecvWith(int peer, uint64_t tag, Consumer consume, void* ctx,
+                              const Deadline& dl) {
   if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer])
     return Error(ZC_ERR_INVALID_ARG, "control message from invalid peer %d", peer);
   Peer& p = *peers_[peer];
   Backoff backoff(dev_->FlagsNotified(peer));
-  for (;;) {
-    {
+  for (bool look = true;; look = p.reader.Ready() || p.queued_n.load(std::memory_order_relaxed)) {
+    // Take the lock only when there is something to look at: spinning on an
+    // empty stream costs two loads per turn.
+    if (look) {
       std::lock_guard<std::mutex> lock(p.recv_mu);
-      for (auto it = p.queued.begin(); it != p.queued.end(); ++it)
-        if (it->first == tag) {
-          *msg = std::move(it->second);
-          p.queued.erase(it);
-          return Status::Ok();
-        }
-      bool got;
-      ZC_RETURN_IF_ERROR(PopOne(p, dl, false, &got));
-      if (got) continue;
+      bool done = false;
+      Status st = TryTake(p, tag, consume, ctx, &done, dl);
+      if (done || !st.ok()) return st;
     }
     // Nothing yet: wait outside the lock so other tags' receivers progress;
     // spin, then yield, then sleep.

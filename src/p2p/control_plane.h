@@ -26,7 +26,17 @@ class ControlPlane {
   static Status Create(Device* dev, std::unique_ptr<ControlPlane>* out);
 
   Status Send(int peer, uint64_t tag, const void* data, size_t bytes, const Deadline& dl);
+  // A message of two parts (a header the caller built, then data), sent
+  // without joining them first.
+  Status Send2(int peer, uint64_t tag, const void* a, size_t abytes, const void* b, size_t bbytes,
+               const Deadline& dl);
   Status Recv(int peer, uint64_t tag, std::string* msg, const Deadline& dl);
+  // Receives the next message with this tag by handing it to consume, which
+  // must not keep the pointer: when it is the next one to arrive it is read
+  // in place from the slot, with no copy or allocation (small zc_recv).
+  // consume's status is returned.
+  using Consumer = Status (*)(void* ctx, const char* data, size_t bytes);
+  Status RecvWith(int peer, uint64_t tag, Consumer consume, void* ctx, const Deadline& dl);
   // Non-blocking: a queued or arrived message with this tag, if any.
   bool TryRecv(int peer, uint64_t tag, std::string* msg, Status* st);
 
@@ -40,8 +50,12 @@ class ControlPlane {
     SlotWriter writer;
     SlotReader reader;
     std::deque<std::pair<uint64_t, std::string>> queued;
+    std::atomic<size_t> queued_n{0};  // queued.size(), readable without recv_mu
   };
-  Status PopOne(Peer& p, const Deadline& dl, bool wait, bool* got);
+  // One step of a receive under p.recv_mu: a queued message with the tag, or
+  // the next arrival (consumed in place when it has the tag, queued if not).
+  Status TryTake(Peer& p, uint64_t tag, Consumer consume, void* ctx, bool* done, const Deadline& dl);
+  static Status CopyOut(void* ctx, const char* data, size_t bytes);  // into a std::string
 
   Device* dev_ = nullptr;
   MemRegion* alert_ = nullptr;

@@ -403,6 +403,14 @@ void Device::OnPeerLost(int peer, const Status& why) {
   ZC_INFO(kP2p, "%s", lost_[peer].message().c_str());
 }
 
+Status Device::KnownHealth(int peer) const {
+  if (!aborted_.load(std::memory_order_acquire) &&
+      !(control_ && control_->alert_word()->load(std::memory_order_acquire)) &&
+      !(peer >= 0 && peer < size_ && lost_flag_[peer].load(std::memory_order_acquire)))
+    return Status::Ok();
+  return Health(peer);
+}
+
 Status Device::Health(int peer) const {
   if (aborted_.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(health_mu_);

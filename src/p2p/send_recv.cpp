@@ -28,21 +28,44 @@ struct Ack {
 
 uint64_t Tag(Kind k, int tag) { return (static_cast<uint64_t>(k) << 32) | static_cast<uint32_t>(tag); }
 
-Status SendMeta(Device* dev, int peer, int tag, const Meta& m, const std::string& region,
-                const void* eager, const Deadline& dl) {
-  std::string msg(reinterpret_cast<const char*>(&m), sizeof(m));
-  msg += region;
-  if (eager && m.bytes) msg.append(static_cast<const char*>(eager), m.bytes);
-  return dev->SendControl(peer, Tag(kMeta, tag), msg, dl);
+// Eager: [Meta][payload]; rendezvous: [Meta][descriptor of the source].
+Status SendMeta(Device* dev, int peer, int tag, const Meta& m, const void* rest, size_t rest_bytes,
+                const Deadline& dl) {
+  return dev->control()->Send2(peer, Tag(kMeta, tag), &m, sizeof(m), rest, rest_bytes, dl);
+}
+
+// What Recv learns from the meta message; filled by TakeMeta, which reads
+// the message in place and copies an eager payload straight into buf.
+struct Arrival {
+  void* buf;
+  size_t bytes;
+  Meta meta{};
+  std::string region;  // rendezvous: the source's descriptor
+};
+
+Status TakeMeta(void* ctx, const char* data, size_t n) {
+  auto* a = static_cast<Arrival*>(ctx);
+  if (n < sizeof(Meta)) return Error(ZC_ERR_INTERNAL, "truncated meta data (%zu bytes)", n);
+  memcpy(&a->meta, data, sizeof(Meta));
+  const char* rest = data + sizeof(Meta);
+  const size_t rest_bytes = n - sizeof(Meta);
+  if (a->meta.mode == kRendezvous) {
+    a->region.assign(rest, rest_bytes);
+  } else if (a->meta.bytes == a->bytes) {
+    if (rest_bytes != a->bytes)
+      return Error(ZC_ERR_INTERNAL, "eager payload of %zu bytes, meta data says %zu", rest_bytes,
+                   a->bytes);
+    if (a->bytes) memcpy(a->buf, rest, a->bytes);
+  }
+  return Status::Ok();
 }
 
 }  // namespace
 
 Status Send(Device* dev, const void* buf, size_t bytes, int peer, int tag) {
   Deadline dl = dev->NewDeadline();
-  const std::string no_region = RemoteRegion().Serialize();
   Meta m{bytes, kEager, 0, 0};
-  if (bytes <= kEagerLimit) return SendMeta(dev, peer, tag, m, no_region, buf, dl);
+  if (bytes <= kEagerLimit) return SendMeta(dev, peer, tag, m, buf, bytes, dl);
 
   // Rendezvous: expose the source where it lies (pool memory: zero copy).
   MemRegion* region = nullptr;
@@ -50,7 +73,8 @@ Status Send(Device* dev, const void* buf, size_t bytes, int peer, int tag) {
   ZC_RETURN_IF_ERROR(dev->LocalRegionFor(buf, bytes, &region));
   m.mode = kRendezvous;
   m.offset = region->offset_of(buf);
-  Status st = SendMeta(dev, peer, tag, m, region->remote().Serialize(), nullptr, dl);
+  std::string desc = region->remote().Serialize();
+  Status st = SendMeta(dev, peer, tag, m, desc.data(), desc.size(), dl);
   for (int round = 0; st.ok(); ++round) {
     std::string reply;
     st = dev->RecvControl(peer, Tag(kAck, tag), &reply, dl);
@@ -70,7 +94,8 @@ Status Send(Device* dev, const void* buf, size_t bytes, int peer, int tag) {
       if (!st.ok()) break;
       memcpy(staged->data(), buf, bytes);
       m.offset = 0;
-      st = SendMeta(dev, peer, tag, m, staged->remote().Serialize(), nullptr, dl);
+      desc = staged->remote().Serialize();
+      st = SendMeta(dev, peer, tag, m, desc.data(), desc.size(), dl);
       continue;
     }
     st = Error(ZC_ERR_SYSTEM, "send of %zu bytes to peer %d (tag %d): the receiver failed to read it",
@@ -83,14 +108,11 @@ Status Send(Device* dev, const void* buf, size_t bytes, int peer, int tag) {
 
 Status Recv(Device* dev, void* buf, size_t bytes, int peer, int tag) {
   Deadline dl = dev->NewDeadline();
-  const size_t d = RemoteRegion().Serialize().size();
   for (;;) {
-    std::string msg;
-    ZC_RETURN_IF_ERROR(dev->RecvControl(peer, Tag(kMeta, tag), &msg, dl));
-    if (msg.size() < sizeof(Meta) + d)
-      return Error(ZC_ERR_INTERNAL, "recv from peer %d (tag %d): truncated meta data", peer, tag);
-    Meta m;
-    memcpy(&m, msg.data(), sizeof(m));
+    Arrival in{buf, bytes};
+    Status got = dev->control()->RecvWith(peer, Tag(kMeta, tag), &TakeMeta, &in, dl);
+    if (!got.ok()) return got.with_context(Format("recv from peer %d (tag %d)", peer, tag));
+    const Meta& m = in.meta;
     auto ack = [&](uint32_t code) {
       Ack a{code, 0, bytes};
       return dev->SendControl(peer, Tag(kAck, tag), std::string(reinterpret_cast<char*>(&a), sizeof(a)), dl);
@@ -100,14 +122,9 @@ Status Recv(Device* dev, void* buf, size_t bytes, int peer, int tag) {
       return Error(ZC_ERR_MISMATCH, "recv of %zu bytes from peer %d (tag %d): the peer sent %llu bytes",
                    bytes, peer, tag, static_cast<unsigned long long>(m.bytes));
     }
-    if (m.mode == kEager) {
-      if (msg.size() != sizeof(Meta) + d + bytes)
-        return Error(ZC_ERR_INTERNAL, "recv from peer %d (tag %d): eager payload truncated", peer, tag);
-      if (bytes) memcpy(buf, msg.data() + sizeof(Meta) + d, bytes);
-      return Status::Ok();
-    }
+    if (m.mode == kEager) return Status::Ok();  // TakeMeta copied the payload
     RemoteRegion src;
-    ZC_RETURN_IF_ERROR(RemoteRegion::Parse(msg.substr(sizeof(Meta), d), &src));
+    ZC_RETURN_IF_ERROR(RemoteRegion::Parse(in.region, &src));
     // One-sided read straight into the user's buffer.
     Status st = dev->channel(peer).Read(buf, bytes, src, m.offset, dl);
     if (st.code() == ZC_ERR_UNSUPPORTED) {

@@ -15,6 +15,17 @@ void SlotWriter::Init(Device* dev, int peer, const SlotLayout& layout, MemRegion
   remote_ = remote;
   channel_ = channel_index;
   sent_ = 0;
+  direct_ = nullptr;
+  direct_resolved_ = false;
+}
+
+char* SlotWriter::Direct() {
+  if (!direct_resolved_) {
+    direct_resolved_ = true;
+    if (remote_.Contains(0, layout_.reader_bytes()))
+      direct_ = dev_->channel(peer_, channel_).DirectAddress(remote_);
+  }
+  return direct_;
 }
 
 Status SlotWriter::WaitCredit(const Deadline& dl) {
@@ -40,6 +51,18 @@ Status SlotWriter::Put2(const void* a, uint64_t abytes, const void* b, uint64_t 
   SlotHeader h{};
   h.bytes = abytes + bbytes;
   for (int i = 0; i < naux && i < 7; ++i) h.aux[i] = aux[i];
+  if (char* d = Direct()) {
+    // Mapped slots: the same order as below, as plain stores.
+    ZC_RETURN_IF_ERROR(dev_->KnownHealth(peer_));
+    char* payload = d + layout_.payload_offset(k);
+    if (abytes) memcpy(payload, a, abytes);
+    if (bbytes) memcpy(payload + abytes, b, bbytes);
+    memcpy(d + layout_.header_offset(k), &h, sizeof(h));
+    reinterpret_cast<std::atomic<uint64_t>*>(d + layout_.flag_offset(k))
+        ->store(sent_ + 1, std::memory_order_release);
+    ++sent_;
+    return Status::Ok();
+  }
   // Slot k always travels on connection channel_ + k: the slots of a stream
   // spread over the peer's connections (tcp sockets, verbs QPs) and their
   // progress threads, while each slot's payload and flag stay on one ordered
@@ -65,18 +88,22 @@ void SlotReader::Init(Device* dev, int peer, const SlotLayout& layout, MemRegion
   local_ = local;
   remote_ = remote;
   channel_ = channel_index;
-  consumed_ = 0;
+  consumed_.store(0, std::memory_order_relaxed);
   holding_ = false;
+  direct_credit_ = nullptr;
+  direct_resolved_ = false;
 }
 
 bool SlotReader::Ready() const {
-  uint32_t k = static_cast<uint32_t>(consumed_ % layout_.slots);
-  return FlagAt(local_, layout_.flag_offset(k))->load(std::memory_order_acquire) >= consumed_ + 1;
+  const uint64_t c = consumed_.load(std::memory_order_relaxed);
+  uint32_t k = static_cast<uint32_t>(c % layout_.slots);
+  return FlagAt(local_, layout_.flag_offset(k))->load(std::memory_order_acquire) >= c + 1;
 }
 
 Status SlotReader::Next(const SlotHeader** header, const void** payload, const Deadline& dl) {
-  uint32_t k = static_cast<uint32_t>(consumed_ % layout_.slots);
-  ZC_RETURN_IF_ERROR(dev_->WaitFlag(FlagAt(local_, layout_.flag_offset(k)), consumed_ + 1, peer_,
+  const uint64_t c = consumed_.load(std::memory_order_relaxed);
+  uint32_t k = static_cast<uint32_t>(c % layout_.slots);
+  ZC_RETURN_IF_ERROR(dev_->WaitFlag(FlagAt(local_, layout_.flag_offset(k)), c + 1, peer_,
                                     dl, "a slot message"));
   char* base = static_cast<char*>(local_->data());
   *header = reinterpret_cast<const SlotHeader*>(base + layout_.header_offset(k));
@@ -88,8 +115,20 @@ Status SlotReader::Next(const SlotHeader** header, const void** payload, const D
 Status SlotReader::Release(const Deadline& dl) {
   if (!holding_) return Error(ZC_ERR_INTERNAL, "slot release without a message");
   holding_ = false;
-  ++consumed_;
-  FlagWrite credit{&remote_, 0, consumed_};
+  const uint64_t c = consumed_.load(std::memory_order_relaxed) + 1;
+  consumed_.store(c, std::memory_order_relaxed);
+  if (!direct_resolved_) {
+    direct_resolved_ = true;
+    if (remote_.Contains(0, 8))
+      direct_credit_ = reinterpret_cast<std::atomic<uint64_t>*>(
+          dev_->channel(peer_, channel_).DirectAddress(remote_));
+  }
+  if (direct_credit_) {
+    // Release: our reads of the slot happen before the writer may reuse it.
+    direct_credit_->store(c, std::memory_order_release);
+    return Status::Ok();
+  }
+  FlagWrite credit{&remote_, 0, c};
   return dev_->channel(peer_, channel_).WriteFlag(credit, dl);
 }
 

@@ -65,12 +65,17 @@ class SlotWriter {
 
  private:
   Status WaitCredit(const Deadline& dl);
+  char* Direct();
   Device* dev_ = nullptr;
   int peer_ = -1, channel_ = 0;
   SlotLayout layout_;
   MemRegion* local_ = nullptr;
   RemoteRegion remote_;
   uint64_t sent_ = 0;
+  // The reader's slots mapped here (shm), resolved on first use; then a
+  // message is two memcpys and a release store.
+  char* direct_ = nullptr;
+  bool direct_resolved_ = false;
 };
 
 class SlotReader {
@@ -82,11 +87,12 @@ class SlotReader {
             const RemoteRegion& remote, int channel_index = 0);
   // Waits for the next message; the pointers stay valid until Release().
   Status Next(const SlotHeader** header, const void** payload, const Deadline& dl);
-  // True when the next message has arrived (no wait).
+  // True when the next message has arrived (no wait). Safe to call without
+  // the owner's lock, as a hint.
   bool Ready() const;
   // Returns the slot to the writer (one flag-only write of the credit).
   Status Release(const Deadline& dl);
-  uint64_t received() const { return consumed_; }
+  uint64_t received() const { return consumed_.load(std::memory_order_relaxed); }
   int peer() const { return peer_; }
 
  private:
@@ -95,8 +101,13 @@ class SlotReader {
   SlotLayout layout_;
   MemRegion* local_ = nullptr;
   RemoteRegion remote_;
-  uint64_t consumed_ = 0;
+  // Changed only by the reader's owner; atomic so that Ready() may also be
+  // asked, as a hint, by threads that do not hold the owner's lock.
+  std::atomic<uint64_t> consumed_{0};
   bool holding_ = false;
+  // The writer's credit word mapped here (shm), resolved on first use.
+  std::atomic<uint64_t>* direct_credit_ = nullptr;
+  bool direct_resolved_ = false;
 };
 
 // The word at byte `offset` of a local region, as an atomic flag.

@@ -91,6 +91,16 @@ class Connection {
   // Reads bytes from src at src_off into dst.
   virtual Status Read(void* dst, size_t bytes, const RemoteRegion& src,
                       uint64_t src_off, const Deadline& deadline) = 0;
+  // This process's load/store address of byte 0 of dst when the peer's
+  // memory is mapped here (shm segments), else nullptr. Valid while the
+  // transport lives. Slot streams use it for their small messages: a
+  // memcpy and a release store, with no per-write lookup (the fast path of
+  // Open MPI's shared-memory fastboxes). Stores through it follow the same
+  // ordering rule as Write: data first, then the flag with release order.
+  virtual char* DirectAddress(const RemoteRegion& dst) {
+    (void)dst;
+    return nullptr;
+  }
 };
 
 class Transport {

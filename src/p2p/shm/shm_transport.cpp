@@ -27,6 +27,7 @@ class ShmConnection : public Connection {
                const FlagWrite* flag, const Deadline& deadline) override;
   Status Read(void* dst, size_t bytes, const RemoteRegion& src, uint64_t src_off,
               const Deadline& deadline) override;
+  char* DirectAddress(const RemoteRegion& dst) override;
 
  private:
   ShmTransport* t_;
@@ -163,6 +164,16 @@ Status ShmConnection::Read(void* dst, size_t bytes, const RemoteRegion& src, uin
     return Status::Ok();
   }
   return t_->Cma(false, dst, bytes, src, src_off);
+}
+
+char* ShmConnection::DirectAddress(const RemoteRegion& dst) {
+  // Segment memory only: user memory (CMA) has no address in this process.
+  if (!dst.seg_name[0] || dst.size == 0) return nullptr;
+  char* p = nullptr;
+  if (!t_->Map(dst, 0, &p).ok()) return nullptr;
+  char* last = nullptr;
+  if (!t_->Map(dst, dst.size - 1, &last).ok()) return nullptr;  // whole region inside
+  return p;
 }
 
 }  // namespace
