@@ -10,20 +10,36 @@ Status CheckRange(const RemoteRegion& r, uint64_t off, uint64_t bytes, int peer,
                  r.ToString().c_str());
   return Status::Ok();
 }
+
+Status CheckFlag(const FlagWrite* flag, int peer) {
+  if (!flag) return Status::Ok();
+  if (!flag->region || (flag->offset & 7) != 0)
+    return Error(ZC_ERR_INTERNAL, "write to peer %d: flag is not an aligned word", peer);
+  return CheckRange(*flag->region, flag->offset, 8, peer, "flag write");
+}
 }  // namespace
 
 Status Channel::Write(const void* src, size_t bytes, const RemoteRegion& dst, uint64_t dst_off,
                       const FlagWrite* flag, const Deadline& deadline) {
   ZC_RETURN_IF_ERROR(host_->Health(peer_));
   if (bytes > 0) ZC_RETURN_IF_ERROR(CheckRange(dst, dst_off, bytes, peer_, "write"));
-  if (flag) {
-    if (!flag->region || (flag->offset & 7) != 0)
-      return Error(ZC_ERR_INTERNAL, "write to peer %d: flag is not an aligned word", peer_);
-    ZC_RETURN_IF_ERROR(CheckRange(*flag->region, flag->offset, 8, peer_, "flag write"));
-  }
+  ZC_RETURN_IF_ERROR(CheckFlag(flag, peer_));
   if (bytes == 0 && !flag) return Status::Ok();
   std::lock_guard<std::mutex> lock(mu_);
   return conn_->Write(src, bytes, dst, dst_off, flag, deadline);
+}
+
+Status Channel::WriteGather(const SrcPiece* src, int n, const RemoteRegion& dst, uint64_t dst_off,
+                            const FlagWrite* flag, const Deadline& deadline) {
+  ZC_RETURN_IF_ERROR(host_->Health(peer_));
+  uint64_t bytes = 0;
+  for (int i = 0; i < n; ++i) bytes += src[i].bytes;
+  if (n < 1) return Error(ZC_ERR_INTERNAL, "gathered write to peer %d without pieces", peer_);
+  if (bytes > 0) ZC_RETURN_IF_ERROR(CheckRange(dst, dst_off, bytes, peer_, "write"));
+  ZC_RETURN_IF_ERROR(CheckFlag(flag, peer_));
+  if (bytes == 0 && !flag) return Status::Ok();
+  std::lock_guard<std::mutex> lock(mu_);
+  return conn_->WriteGather(src, n, dst, dst_off, flag, deadline);
 }
 
 Status Channel::Read(void* dst, size_t bytes, const RemoteRegion& src, uint64_t src_off,

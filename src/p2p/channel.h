@@ -20,6 +20,10 @@ class Channel {
   // One-sided write of [src, src+bytes) into dst at dst_off, then the flag.
   Status Write(const void* src, size_t bytes, const RemoteRegion& dst, uint64_t dst_off,
                const FlagWrite* flag, const Deadline& deadline);
+  // Write of the concatenated pieces into dst at dst_off, then the flag
+  // (Connection::WriteGather); n >= 1.
+  Status WriteGather(const SrcPiece* src, int n, const RemoteRegion& dst, uint64_t dst_off,
+                     const FlagWrite* flag, const Deadline& deadline);
   // Flag-only write (credits, acknowledgements).
   Status WriteFlag(const FlagWrite& flag, const Deadline& deadline) {
     return Write(nullptr, 0, *flag.region, 0, &flag, deadline);

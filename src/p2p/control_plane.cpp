@@ -6,13 +6,19 @@
 
 namespace zc {
 namespace {
-SlotLayout ControlLayout() {
+SlotLayout ControlLayout(uint64_t max_message) {
   SlotLayout l;
   l.slots = 8;
-  l.slot_bytes = ControlPlane::kMaxMessage;
+  l.slot_bytes = max_message;
+  l.spread = false;  // small messages: one connection, one progress thread per hop
   return l;
 }
 }  // namespace
+
+uint64_t ControlPlane::max_message(int peer) const {
+  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer]) return kMaxMessage;
+  return peers_[peer]->max_message;
+}
 
 std::atomic<uint64_t>* ControlPlane::alert_word() const { return FlagAt(alert_, 0); }
 
@@ -20,14 +26,17 @@ Status ControlPlane::Create(Device* dev, std::unique_ptr<ControlPlane>* out) {
   auto cp = std::unique_ptr<ControlPlane>(new ControlPlane());
   cp->dev_ = dev;
   int n = dev->size(), me = dev->rank();
-  SlotLayout layout = ControlLayout();
+  // Both ends of a pair agree on its transport, so on its slot size.
+  auto max_message = [dev](int q) {
+    return dev->transport_to(q) == TransportKind::kShm ? kMaxMessage : kMaxNetworkMessage;
+  };
   ZC_RETURN_IF_ERROR(dev->Allocate(64, &cp->alert_));
   memset(cp->alert_->data(), 0, 64);
   std::vector<MemRegion*> inbound(n, nullptr), credit(n, nullptr);
   std::string blob = cp->alert_->remote().Serialize();
   for (int q = 0; q < n; ++q) {
     if (q != me) {
-      ZC_RETURN_IF_ERROR(dev->Allocate(layout.reader_bytes(), &inbound[q]));
+      ZC_RETURN_IF_ERROR(dev->Allocate(ControlLayout(max_message(q)).reader_bytes(), &inbound[q]));
       ZC_RETURN_IF_ERROR(dev->Allocate(SlotLayout::kWriterBytes, &credit[q]));
       memset(inbound[q]->data(), 0, inbound[q]->size());
       memset(credit[q]->data(), 0, credit[q]->size());
@@ -51,6 +60,8 @@ Status ControlPlane::Create(Device* dev, std::unique_ptr<ControlPlane>* out) {
     ZC_RETURN_IF_ERROR(RemoteRegion::Parse(all[q].substr(d * (1 + 2 * me), d), &their_inbound_from_me));
     ZC_RETURN_IF_ERROR(RemoteRegion::Parse(all[q].substr(d * (2 + 2 * me), d), &their_credit_for_me));
     auto p = std::make_unique<Peer>();
+    p->max_message = max_message(q);
+    const SlotLayout layout = ControlLayout(p->max_message);
     // I write into q's inbound-from-me slots; q returns credits into my credit[q].
     p->writer.Init(dev, q, layout, credit[q], their_inbound_from_me);
     // q writes into my inbound[q]; I return credits into q's credit-for-me word.
@@ -69,10 +80,10 @@ Status ControlPlane::Send2(int peer, uint64_t tag, const void* a, size_t abytes,
                            size_t bbytes, const Deadline& dl) {
   if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer])
     return Error(ZC_ERR_INVALID_ARG, "control message to invalid peer %d", peer);
-  if (abytes + bbytes > kMaxMessage)
-    return Error(ZC_ERR_INTERNAL, "control message of %zu bytes exceeds %llu", abytes + bbytes,
-                 static_cast<unsigned long long>(kMaxMessage));
   Peer& p = *peers_[peer];
+  if (abytes + bbytes > p.max_message)
+    return Error(ZC_ERR_INTERNAL, "control message of %zu bytes to peer %d exceeds %llu",
+                 abytes + bbytes, peer, static_cast<unsigned long long>(p.max_message));
   std::lock_guard<std::mutex> lock(p.send_mu);
   uint64_t aux[1] = {tag};
   return p.writer.Put2(a, abytes, b, bbytes, aux, 1, dl);
@@ -94,7 +105,7 @@ Status ControlPlane::TryTake(Peer& p, uint64_t tag, Consumer consume, void* ctx,
     const SlotHeader* h;
     const void* payload;
     ZC_RETURN_IF_ERROR(p.reader.Next(&h, &payload, dl));
-    const uint64_t bytes = h->bytes > kMaxMessage ? kMaxMessage : h->bytes;
+    const uint64_t bytes = h->bytes > p.max_message ? p.max_message : h->bytes;
     if (h->aux[0] == tag) {
       // In place: the slot stays ours until Release.
       Status st = consume(ctx, static_cast<const char*>(payload), bytes);

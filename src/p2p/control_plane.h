@@ -19,7 +19,12 @@ class Device;
 
 class ControlPlane {
  public:
+  // The largest message to any peer. Peers across a network get larger
+  // slots (max_message()), so that zc_send can stay eager longer where a
+  // rendezvous costs network round trips.
   static constexpr uint64_t kMaxMessage = 16 * 1024 - 64;
+  static constexpr uint64_t kMaxNetworkMessage = 32 * 1024 + 64;
+  uint64_t max_message(int peer) const;
 
   // Collective: allocates mailboxes and the alert word, exchanges
   // descriptors through the bootstrap.
@@ -47,6 +52,7 @@ class ControlPlane {
  private:
   struct Peer {
     std::mutex send_mu, recv_mu;
+    uint64_t max_message = kMaxMessage;
     SlotWriter writer;
     SlotReader reader;
     std::deque<std::pair<uint64_t, std::string>> queued;

@@ -6,6 +6,10 @@
 #include "p2p/control_plane.h"
 #include "p2p/device.h"
 
+static_assert(zc::kEagerLimit + 64 <= zc::ControlPlane::kMaxMessage, "eager fits a control slot");
+static_assert(zc::kNetworkEagerLimit + 64 <= zc::ControlPlane::kMaxNetworkMessage,
+              "network eager fits a control slot");
+
 namespace zc {
 namespace {
 
@@ -65,7 +69,9 @@ Status TakeMeta(void* ctx, const char* data, size_t n) {
 Status Send(Device* dev, const void* buf, size_t bytes, int peer, int tag) {
   Deadline dl = dev->NewDeadline();
   Meta m{bytes, kEager, 0, 0};
-  if (bytes <= kEagerLimit) return SendMeta(dev, peer, tag, m, buf, bytes, dl);
+  const size_t eager =
+      dev->transport_to(peer) == TransportKind::kShm ? kEagerLimit : kNetworkEagerLimit;
+  if (bytes <= eager) return SendMeta(dev, peer, tag, m, buf, bytes, dl);
 
   // Rendezvous: expose the source where it lies (pool memory: zero copy).
   MemRegion* region = nullptr;

@@ -18,7 +18,11 @@ namespace zc {
 
 class Device;
 
+// Eager up to here on shared memory, where a rendezvous is a cheap
+// one-sided copy; up to kNetworkEagerLimit across tcp and verbs, where it
+// costs two more network hops than the eager copy out of the slot.
 constexpr size_t kEagerLimit = 8192;
+constexpr size_t kNetworkEagerLimit = 32768;
 
 Status Send(Device* dev, const void* buf, size_t bytes, int peer, int tag);
 Status Recv(Device* dev, void* buf, size_t bytes, int peer, int tag);

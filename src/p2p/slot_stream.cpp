@@ -68,14 +68,12 @@ Status SlotWriter::Put2(const void* a, uint64_t abytes, const void* b, uint64_t 
   // progress threads, while each slot's payload and flag stay on one ordered
   // connection. Credits (Release) stay on channel_: they are one word that
   // must never be overwritten by an older value.
-  Channel& ch = dev_->channel(peer_, channel_ + static_cast<int>(k));
+  Channel& ch = dev_->channel(peer_, channel_ + (layout_.spread ? static_cast<int>(k) : 0));
   FlagWrite flag{&remote_, layout_.flag_offset(k), sent_ + 1};
-  // Payload parts first, header last with the flag: one message on tcp when
-  // there is no payload, and the flag is ordered after everything.
-  if (abytes) ZC_RETURN_IF_ERROR(ch.Write(a, abytes, remote_, layout_.payload_offset(k), nullptr, dl));
-  if (bbytes)
-    ZC_RETURN_IF_ERROR(ch.Write(b, bbytes, remote_, layout_.payload_offset(k) + abytes, nullptr, dl));
-  ZC_RETURN_IF_ERROR(ch.Write(&h, sizeof(h), remote_, layout_.header_offset(k), &flag, dl));
+  // Header and payload are adjacent in the slot: one gathered write (one
+  // message on tcp), the flag ordered after all of it.
+  const SrcPiece pieces[3] = {{&h, sizeof(h)}, {a, abytes}, {b, bbytes}};
+  ZC_RETURN_IF_ERROR(ch.WriteGather(pieces, 3, remote_, layout_.header_offset(k), &flag, dl));
   ++sent_;
   return Status::Ok();
 }

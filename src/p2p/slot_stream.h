@@ -35,6 +35,10 @@ static_assert(sizeof(SlotHeader) == 64, "header is one cache line");
 struct SlotLayout {
   uint32_t slots = 4;
   uint64_t slot_bytes = 1 << 20;  // payload capacity of one slot
+  // Slot k travels on connection channel + k (bandwidth: several sockets or
+  // QPs and their progress threads). Off: every slot on one connection, for
+  // latency-bound streams, where one progress thread per message is best.
+  bool spread = true;
   uint64_t flags_bytes() const { return uint64_t{slots} * 64; }
   uint64_t slot_stride() const { return sizeof(SlotHeader) + ((slot_bytes + 63) & ~uint64_t{63}); }
   uint64_t reader_bytes() const { return flags_bytes() + slots * slot_stride(); }

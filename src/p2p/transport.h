@@ -77,6 +77,12 @@ class TransportHost {
   virtual Status Health(int peer) const = 0;
 };
 
+// One piece of the source of a gathered write.
+struct SrcPiece {
+  const void* data;
+  size_t bytes;
+};
+
 // One connection to one peer (the paper's QP).
 class Connection {
  public:
@@ -91,6 +97,26 @@ class Connection {
   // Reads bytes from src at src_off into dst.
   virtual Status Read(void* dst, size_t bytes, const RemoteRegion& src,
                       uint64_t src_off, const Deadline& deadline) = 0;
+  // Writes the n pieces, in order, to consecutive bytes of dst from dst_off,
+  // then the flag: Write() of their concatenation without joining them
+  // first. The default issues one Write per piece (the flag with the last);
+  // tcp sends one message.
+  virtual Status WriteGather(const SrcPiece* src, int n, const RemoteRegion& dst,
+                             uint64_t dst_off, const FlagWrite* flag,
+                             const Deadline& deadline) {
+    int last = -1;  // the flag rides with the last non-empty piece
+    for (int i = 0; i < n; ++i)
+      if (src[i].bytes) last = i;
+    if (last < 0) return flag ? Write(nullptr, 0, dst, dst_off, flag, deadline) : Status::Ok();
+    for (int i = 0; i <= last; ++i) {
+      if (src[i].bytes) {
+        Status st = Write(src[i].data, src[i].bytes, dst, dst_off, i == last ? flag : nullptr, deadline);
+        if (!st.ok()) return st;
+      }
+      dst_off += src[i].bytes;
+    }
+    return Status::Ok();
+  }
   // This process's load/store address of byte 0 of dst when the peer's
   // memory is mapped here (shm segments), else nullptr. Valid while the
   // transport lives. Slot streams use it for their small messages: a

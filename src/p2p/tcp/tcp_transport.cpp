@@ -60,6 +60,8 @@ class TcpConnection : public Connection {
                const FlagWrite* flag, const Deadline& deadline) override;
   Status Read(void* dst, size_t bytes, const RemoteRegion& src, uint64_t src_off,
               const Deadline& deadline) override;
+  Status WriteGather(const SrcPiece* src, int n, const RemoteRegion& dst, uint64_t dst_off,
+                     const FlagWrite* flag, const Deadline& deadline) override;
 
  private:
   TcpTransport* t_;
@@ -87,13 +89,20 @@ class TcpTransport : public Transport {
   void Shutdown() override;
 
   Status SendMsg(Socket* s, const MsgHeader& h, const void* payload, const Deadline& dl) {
+    SrcPiece p{payload, payload ? h.bytes : 0};
+    return SendMsgV(s, h, &p, p.bytes ? 1 : 0, dl);
+  }
+  // One message: the header, then the pieces (h.bytes in all, at most 7).
+  Status SendMsgV(Socket* s, const MsgHeader& h, const SrcPiece* pieces, int n, const Deadline& dl) {
     std::lock_guard<std::mutex> lock(s->send_mu);
     if (s->dead.load()) return host_->Health(s->peer).ok()
                                    ? Error(ZC_ERR_PEER_LOST, "connection to peer %d is closed", s->peer)
                                    : host_->Health(s->peer);
-    struct iovec iov[2] = {{const_cast<MsgHeader*>(&h), sizeof(h)},
-                           {const_cast<void*>(payload), payload ? h.bytes : 0}};
-    Status st = net::SendAllv(s->fd, iov, payload && h.bytes ? 2 : 1, dl);
+    struct iovec iov[8] = {{const_cast<MsgHeader*>(&h), sizeof(h)}};
+    int k = 1;
+    for (int i = 0; i < n && k < 8; ++i)
+      if (pieces[i].bytes) iov[k++] = {const_cast<void*>(pieces[i].data), pieces[i].bytes};
+    Status st = net::SendAllv(s->fd, iov, k, dl);
     if (!st.ok() && st.code() == ZC_ERR_PEER_LOST) {
       s->dead.store(true);
       host_->OnPeerLost(s->peer, st.with_context(Format("tcp send to peer %d", s->peer)));
@@ -433,6 +442,23 @@ Status TcpConnection::Write(const void* src, size_t bytes, const RemoteRegion& d
     h.flag_value = flag->value;
   }
   return t_->SendMsg(s_, h, bytes ? src : nullptr, deadline);
+}
+
+Status TcpConnection::WriteGather(const SrcPiece* src, int n, const RemoteRegion& dst,
+                                  uint64_t dst_off, const FlagWrite* flag, const Deadline& deadline) {
+  if (n > 7) return Connection::WriteGather(src, n, dst, dst_off, flag, deadline);
+  MsgHeader h{};
+  h.magic = kMagic;
+  h.type = kWrite;
+  h.region_id = dst.id;
+  h.offset = dst_off;
+  for (int i = 0; i < n; ++i) h.bytes += src[i].bytes;
+  if (flag) {
+    h.flag_region_id = flag->region->id;
+    h.flag_offset = flag->offset;
+    h.flag_value = flag->value;
+  }
+  return t_->SendMsgV(s_, h, src, n, deadline);
 }
 
 Status TcpConnection::Read(void* dst, size_t bytes, const RemoteRegion& src, uint64_t src_off,
