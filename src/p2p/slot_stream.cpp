@@ -63,12 +63,12 @@ Status SlotWriter::Put2(const void* a, uint64_t abytes, const void* b, uint64_t 
     ++sent_;
     return Status::Ok();
   }
-  // Slot k always travels on connection channel_ + k: the slots of a stream
-  // spread over the peer's connections (tcp sockets, verbs QPs) and their
-  // progress threads, while each slot's payload and flag stay on one ordered
-  // connection. Credits (Release) stay on channel_: they are one word that
-  // must never be overwritten by an older value.
-  Channel& ch = dev_->channel(peer_, channel_ + (layout_.spread ? static_cast<int>(k) : 0));
+  // Large messages spread over the peer's connections (tcp sockets, verbs
+  // QPs) and their progress threads by slot; each message's payload and
+  // flag stay on one ordered connection. Credits (Release) stay on channel_:
+  // they are one word that must never be overwritten by an older value.
+  const bool spread = layout_.spread && abytes + bbytes >= SlotLayout::kSpreadMin;
+  Channel& ch = dev_->channel(peer_, channel_ + (spread ? static_cast<int>(k) : 0));
   FlagWrite flag{&remote_, layout_.flag_offset(k), sent_ + 1};
   // Header and payload are adjacent in the slot: one gathered write (one
   // message on tcp), the flag ordered after all of it.

@@ -35,10 +35,13 @@ static_assert(sizeof(SlotHeader) == 64, "header is one cache line");
 struct SlotLayout {
   uint32_t slots = 4;
   uint64_t slot_bytes = 1 << 20;  // payload capacity of one slot
-  // Slot k travels on connection channel + k (bandwidth: several sockets or
-  // QPs and their progress threads). Off: every slot on one connection, for
-  // latency-bound streams, where one progress thread per message is best.
+  // Messages of at least kSpreadMin bytes in slot k travel on connection
+  // channel + k (bandwidth: several sockets or QPs and their progress
+  // threads); smaller ones, and all when spread is off, on connection
+  // channel (latency: one progress thread per hop). A message is one
+  // gathered write, so any connection may carry it.
   bool spread = true;
+  static constexpr uint64_t kSpreadMin = 64 * 1024;
   uint64_t flags_bytes() const { return uint64_t{slots} * 64; }
   uint64_t slot_stride() const { return sizeof(SlotHeader) + ((slot_bytes + 63) & ~uint64_t{63}); }
   uint64_t reader_bytes() const { return flags_bytes() + slots * slot_stride(); }
