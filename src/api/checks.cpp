@@ -79,6 +79,47 @@ zc_status CheckRoot(const zc_comm* comm, const char* op, int root) {
   return ZC_OK;
 }
 
+zc_status CheckAllreduceArgs(const zc_comm* comm, const char* op, const void* sendbuf,
+                             const void* recvbuf, size_t count, zc_dtype dtype, zc_op rop) {
+  ZC_TRY(CheckType(comm, op, dtype));
+  ZC_TRY(CheckOp(comm, op, dtype, rop));
+  ZC_TRY(CheckBuf(comm, op, sendbuf, "sendbuf", count));
+  return CheckBuf(comm, op, recvbuf, "recvbuf", count);
+}
+
+zc_status CheckBroadcastArgs(const zc_comm* comm, const char* op, const void* buf, size_t count,
+                             zc_dtype dtype, int root) {
+  ZC_TRY(CheckType(comm, op, dtype));
+  ZC_TRY(CheckRoot(comm, op, root));
+  return CheckBuf(comm, op, buf, "buf", count);
+}
+
+zc_status CheckReduceArgs(const zc_comm* comm, const char* op, const void* sendbuf,
+                          const void* recvbuf, size_t count, zc_dtype dtype, zc_op rop, int root) {
+  ZC_TRY(CheckType(comm, op, dtype));
+  ZC_TRY(CheckOp(comm, op, dtype, rop));
+  ZC_TRY(CheckRoot(comm, op, root));
+  ZC_TRY(CheckBuf(comm, op, sendbuf, "sendbuf", count));
+  return comm->rank == root ? CheckBuf(comm, op, recvbuf, "recvbuf", count) : ZC_OK;
+}
+
+zc_status CheckPerRankArgs(const zc_comm* comm, const char* op, const void* sendbuf,
+                           const void* recvbuf, size_t count, zc_dtype dtype) {
+  ZC_TRY(CheckType(comm, op, dtype));
+  ZC_TRY(CheckBytes(comm, op, count, dtype, comm->size));
+  ZC_TRY(CheckBuf(comm, op, sendbuf, "sendbuf", count));
+  return CheckBuf(comm, op, recvbuf, "recvbuf", count);
+}
+
+zc_status CheckReduceScatterArgs(const zc_comm* comm, const char* op, const void* sendbuf,
+                                 const void* recvbuf, size_t recvcount, zc_dtype dtype, zc_op rop) {
+  ZC_TRY(CheckType(comm, op, dtype));
+  ZC_TRY(CheckOp(comm, op, dtype, rop));
+  ZC_TRY(CheckBytes(comm, op, recvcount, dtype, comm->size));
+  ZC_TRY(CheckBuf(comm, op, sendbuf, "sendbuf", recvcount));
+  return CheckBuf(comm, op, recvbuf, "recvbuf", recvcount);
+}
+
 zc_status CheckNothingInFlight(const zc_comm* comm, const char* op) {
   if (comm->inflight.load(std::memory_order_acquire) > 0 && !OnWorkerThread())
     return BadArg(comm, op,

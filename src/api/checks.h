@@ -31,6 +31,20 @@ zc_status CheckBuf(const zc_comm* comm, const char* op, const void* p, const cha
 // count x factor elements fit in size_t bytes.
 zc_status CheckBytes(const zc_comm* comm, const char* op, size_t count, zc_dtype dtype, size_t factor);
 zc_status CheckRoot(const zc_comm* comm, const char* op, int root);
+// Each collective's whole argument check, shared by its blocking and
+// nonblocking entry points (op names the entry point in messages).
+zc_status CheckAllreduceArgs(const zc_comm* comm, const char* op, const void* sendbuf,
+                             const void* recvbuf, size_t count, zc_dtype dtype, zc_op rop);
+zc_status CheckBroadcastArgs(const zc_comm* comm, const char* op, const void* buf, size_t count,
+                             zc_dtype dtype, int root);
+// recvbuf is checked on the root only.
+zc_status CheckReduceArgs(const zc_comm* comm, const char* op, const void* sendbuf,
+                          const void* recvbuf, size_t count, zc_dtype dtype, zc_op rop, int root);
+// Allgather and alltoall: count elements per rank, count x size must fit.
+zc_status CheckPerRankArgs(const zc_comm* comm, const char* op, const void* sendbuf,
+                           const void* recvbuf, size_t count, zc_dtype dtype);
+zc_status CheckReduceScatterArgs(const zc_comm* comm, const char* op, const void* sendbuf,
+                                 const void* recvbuf, size_t recvcount, zc_dtype dtype, zc_op rop);
 // No nonblocking collective or started plan may be in flight when a
 // blocking collective starts (one collective at a time per communicator).
 zc_status CheckNothingInFlight(const zc_comm* comm, const char* op);

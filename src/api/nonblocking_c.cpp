@@ -66,19 +66,14 @@ extern "C" {
 zc_status zc_iallreduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count, zc_dtype dtype,
                         zc_op op, zc_request** req) {
   ZC_CHECK_REQ(comm, "iallreduce", req);
-  ZC_TRY(CheckType(comm, "iallreduce", dtype));
-  ZC_TRY(CheckOp(comm, "iallreduce", dtype, op));
-  ZC_TRY(CheckBuf(comm, "iallreduce", sendbuf, "sendbuf", count));
-  ZC_TRY(CheckBuf(comm, "iallreduce", recvbuf, "recvbuf", count));
+  ZC_TRY(CheckAllreduceArgs(comm, "iallreduce", sendbuf, recvbuf, count, dtype, op));
   if (count == 0) return Completed(req);
   return Enqueue(comm, req, [=] { return zc_allreduce(comm, sendbuf, recvbuf, count, dtype, op); });
 }
 
 zc_status zc_ibroadcast(zc_comm* comm, void* buf, size_t count, zc_dtype dtype, int root, zc_request** req) {
   ZC_CHECK_REQ(comm, "ibroadcast", req);
-  ZC_TRY(CheckType(comm, "ibroadcast", dtype));
-  ZC_TRY(CheckBuf(comm, "ibroadcast", buf, "buf", count));
-  ZC_TRY(CheckRoot(comm, "ibroadcast", root));
+  ZC_TRY(CheckBroadcastArgs(comm, "ibroadcast", buf, count, dtype, root));
   if (count == 0) return Completed(req);
   return Enqueue(comm, req, [=] { return zc_broadcast(comm, buf, count, dtype, root); });
 }
@@ -86,11 +81,7 @@ zc_status zc_ibroadcast(zc_comm* comm, void* buf, size_t count, zc_dtype dtype, 
 zc_status zc_ireduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count, zc_dtype dtype,
                      zc_op op, int root, zc_request** req) {
   ZC_CHECK_REQ(comm, "ireduce", req);
-  ZC_TRY(CheckType(comm, "ireduce", dtype));
-  ZC_TRY(CheckOp(comm, "ireduce", dtype, op));
-  ZC_TRY(CheckRoot(comm, "ireduce", root));
-  ZC_TRY(CheckBuf(comm, "ireduce", sendbuf, "sendbuf", count));
-  if (comm->rank == root) ZC_TRY(CheckBuf(comm, "ireduce", recvbuf, "recvbuf", count));
+  ZC_TRY(CheckReduceArgs(comm, "ireduce", sendbuf, recvbuf, count, dtype, op, root));
   if (count == 0) return Completed(req);
   return Enqueue(comm, req, [=] { return zc_reduce(comm, sendbuf, recvbuf, count, dtype, op, root); });
 }
@@ -98,10 +89,7 @@ zc_status zc_ireduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t c
 zc_status zc_iallgather(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t sendcount, zc_dtype dtype,
                         zc_request** req) {
   ZC_CHECK_REQ(comm, "iallgather", req);
-  ZC_TRY(CheckType(comm, "iallgather", dtype));
-  ZC_TRY(CheckBytes(comm, "iallgather", sendcount, dtype, comm->size));
-  ZC_TRY(CheckBuf(comm, "iallgather", sendbuf, "sendbuf", sendcount));
-  ZC_TRY(CheckBuf(comm, "iallgather", recvbuf, "recvbuf", sendcount));
+  ZC_TRY(CheckPerRankArgs(comm, "iallgather", sendbuf, recvbuf, sendcount, dtype));
   if (sendcount == 0) return Completed(req);
   return Enqueue(comm, req, [=] { return zc_allgather(comm, sendbuf, recvbuf, sendcount, dtype); });
 }
@@ -109,11 +97,7 @@ zc_status zc_iallgather(zc_comm* comm, const void* sendbuf, void* recvbuf, size_
 zc_status zc_ireduce_scatter(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t recvcount,
                              zc_dtype dtype, zc_op op, zc_request** req) {
   ZC_CHECK_REQ(comm, "ireduce_scatter", req);
-  ZC_TRY(CheckType(comm, "ireduce_scatter", dtype));
-  ZC_TRY(CheckOp(comm, "ireduce_scatter", dtype, op));
-  ZC_TRY(CheckBytes(comm, "ireduce_scatter", recvcount, dtype, comm->size));
-  ZC_TRY(CheckBuf(comm, "ireduce_scatter", sendbuf, "sendbuf", recvcount));
-  ZC_TRY(CheckBuf(comm, "ireduce_scatter", recvbuf, "recvbuf", recvcount));
+  ZC_TRY(CheckReduceScatterArgs(comm, "ireduce_scatter", sendbuf, recvbuf, recvcount, dtype, op));
   if (recvcount == 0) return Completed(req);
   return Enqueue(comm, req,
                  [=] { return zc_reduce_scatter(comm, sendbuf, recvbuf, recvcount, dtype, op); });
@@ -122,10 +106,7 @@ zc_status zc_ireduce_scatter(zc_comm* comm, const void* sendbuf, void* recvbuf, 
 zc_status zc_ialltoall(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count, zc_dtype dtype,
                        zc_request** req) {
   ZC_CHECK_REQ(comm, "ialltoall", req);
-  ZC_TRY(CheckType(comm, "ialltoall", dtype));
-  ZC_TRY(CheckBytes(comm, "ialltoall", count, dtype, comm->size));
-  ZC_TRY(CheckBuf(comm, "ialltoall", sendbuf, "sendbuf", count));
-  ZC_TRY(CheckBuf(comm, "ialltoall", recvbuf, "recvbuf", count));
+  ZC_TRY(CheckPerRankArgs(comm, "ialltoall", sendbuf, recvbuf, count, dtype));
   if (count == 0) return Completed(req);
   return Enqueue(comm, req, [=] { return zc_alltoall(comm, sendbuf, recvbuf, count, dtype); });
 }

@@ -264,10 +264,7 @@ zc_status zc_recv(zc_comm* comm, void* buf, size_t bytes, int peer, int tag) {
 zc_status zc_allreduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
                        zc_dtype dtype, zc_op op) {
   ZC_CHECK_COMM(comm, "allreduce");
-  ZC_TRY(CheckType(comm, "allreduce", dtype));
-  ZC_TRY(CheckOp(comm, "allreduce", dtype, op));
-  ZC_TRY(CheckBuf(comm, "allreduce", sendbuf, "sendbuf", count));
-  ZC_TRY(CheckBuf(comm, "allreduce", recvbuf, "recvbuf", count));
+  ZC_TRY(CheckAllreduceArgs(comm, "allreduce", sendbuf, recvbuf, count, dtype, op));
   if (count == 0) return ZC_OK;
 #if ZC_STAGE_DEVICE_POINTERS
   int device = -1;
@@ -297,9 +294,7 @@ zc_status zc_allreduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t
 
 zc_status zc_broadcast(zc_comm* comm, void* buf, size_t count, zc_dtype dtype, int root) {
   ZC_CHECK_COMM(comm, "broadcast");
-  ZC_TRY(CheckType(comm, "broadcast", dtype));
-  ZC_TRY(CheckRoot(comm, "broadcast", root));
-  ZC_TRY(CheckBuf(comm, "broadcast", buf, "buf", count));
+  ZC_TRY(CheckBroadcastArgs(comm, "broadcast", buf, count, dtype, root));
   if (count == 0) return ZC_OK;
   return RunCollective(comm, "broadcast", [&](auto* c) {
     const bool is_root = comm->rank == root;
@@ -311,11 +306,7 @@ zc_status zc_broadcast(zc_comm* comm, void* buf, size_t count, zc_dtype dtype, i
 zc_status zc_reduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
                     zc_dtype dtype, zc_op op, int root) {
   ZC_CHECK_COMM(comm, "reduce");
-  ZC_TRY(CheckType(comm, "reduce", dtype));
-  ZC_TRY(CheckOp(comm, "reduce", dtype, op));
-  ZC_TRY(CheckRoot(comm, "reduce", root));
-  ZC_TRY(CheckBuf(comm, "reduce", sendbuf, "sendbuf", count));
-  if (comm->rank == root) ZC_TRY(CheckBuf(comm, "reduce", recvbuf, "recvbuf", count));
+  ZC_TRY(CheckReduceArgs(comm, "reduce", sendbuf, recvbuf, count, dtype, op, root));
   if (count == 0) return ZC_OK;
   return RunCollective(comm, "reduce", [&](auto* c) {
     const size_t bytes = count * zc::DtypeSize(dtype);
@@ -331,10 +322,7 @@ zc_status zc_reduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t co
 zc_status zc_allgather(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t sendcount,
                        zc_dtype dtype) {
   ZC_CHECK_COMM(comm, "allgather");
-  ZC_TRY(CheckType(comm, "allgather", dtype));
-  ZC_TRY(CheckBytes(comm, "allgather", sendcount, dtype, comm->size));
-  ZC_TRY(CheckBuf(comm, "allgather", sendbuf, "sendbuf", sendcount));
-  ZC_TRY(CheckBuf(comm, "allgather", recvbuf, "recvbuf", sendcount));
+  ZC_TRY(CheckPerRankArgs(comm, "allgather", sendbuf, recvbuf, sendcount, dtype));
   if (sendcount == 0) return ZC_OK;
   return RunCollective(comm, "allgather", [&](auto* c) {
     const size_t bytes = sendcount * zc::DtypeSize(dtype);
@@ -347,11 +335,7 @@ zc_status zc_allgather(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t
 zc_status zc_reduce_scatter(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t recvcount,
                             zc_dtype dtype, zc_op op) {
   ZC_CHECK_COMM(comm, "reduce_scatter");
-  ZC_TRY(CheckType(comm, "reduce_scatter", dtype));
-  ZC_TRY(CheckOp(comm, "reduce_scatter", dtype, op));
-  ZC_TRY(CheckBytes(comm, "reduce_scatter", recvcount, dtype, comm->size));
-  ZC_TRY(CheckBuf(comm, "reduce_scatter", sendbuf, "sendbuf", recvcount));
-  ZC_TRY(CheckBuf(comm, "reduce_scatter", recvbuf, "recvbuf", recvcount));
+  ZC_TRY(CheckReduceScatterArgs(comm, "reduce_scatter", sendbuf, recvbuf, recvcount, dtype, op));
   if (recvcount == 0) return ZC_OK;
   return RunCollective(comm, "reduce_scatter", [&](auto* c) {
     const size_t bytes = recvcount * zc::DtypeSize(dtype);
@@ -364,10 +348,7 @@ zc_status zc_reduce_scatter(zc_comm* comm, const void* sendbuf, void* recvbuf, s
 zc_status zc_alltoall(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
                       zc_dtype dtype) {
   ZC_CHECK_COMM(comm, "alltoall");
-  ZC_TRY(CheckType(comm, "alltoall", dtype));
-  ZC_TRY(CheckBytes(comm, "alltoall", count, dtype, comm->size));
-  ZC_TRY(CheckBuf(comm, "alltoall", sendbuf, "sendbuf", count));
-  ZC_TRY(CheckBuf(comm, "alltoall", recvbuf, "recvbuf", count));
+  ZC_TRY(CheckPerRankArgs(comm, "alltoall", sendbuf, recvbuf, count, dtype));
   if (count == 0) return ZC_OK;
   return RunCollective(comm, "alltoall", [&](auto* c) {
     const size_t bytes = count * zc::DtypeSize(dtype) * comm->size;

@@ -51,6 +51,19 @@ ConnInfo MakeInfo(int rank, const VerbsConnection& c, uint64_t landing_addr, uin
   return i;
 }
 
+// Connection parameters of both sides (rdma_connect and rdma_accept): our
+// ConnInfo as private data, RDMA_READ depth capped at 16 by the device.
+rdma_conn_param ConnParams(const ibv_device_attr& attr, const ConnInfo* mine) {
+  rdma_conn_param p{};
+  p.private_data = mine;
+  p.private_data_len = sizeof(*mine);
+  p.responder_resources = static_cast<uint8_t>(attr.max_qp_rd_atom < 16 ? attr.max_qp_rd_atom : 16);
+  p.initiator_depth = static_cast<uint8_t>(attr.max_qp_init_rd_atom < 16 ? attr.max_qp_init_rd_atom : 16);
+  p.retry_count = 7;
+  p.rnr_retry_count = 7;  // infinite: a receiver that is slow to repost is not dead
+  return p;
+}
+
 }  // namespace
 
 Status VerbsTransport::SetUpLanding(size_t conns) {
@@ -148,13 +161,7 @@ Status VerbsTransport::HandleSetupEvent(rdma_cm_event* ev, const std::vector<int
       ConnInfo mine = MakeInfo(host_->rank(), *c,
                                reinterpret_cast<uintptr_t>(c->landing), landing_mr_->rkey,
                                peer_tokens_[c->peer_]);
-      rdma_conn_param p{};
-      p.private_data = &mine;
-      p.private_data_len = sizeof(mine);
-      p.responder_resources = static_cast<uint8_t>(dev_.device_attr.max_qp_rd_atom < 16 ? dev_.device_attr.max_qp_rd_atom : 16);
-      p.initiator_depth = static_cast<uint8_t>(dev_.device_attr.max_qp_init_rd_atom < 16 ? dev_.device_attr.max_qp_init_rd_atom : 16);
-      p.retry_count = 7;
-      p.rnr_retry_count = 7;  // infinite: a receiver that is slow to repost is not dead
+      rdma_conn_param p = ConnParams(dev_.device_attr, &mine);
       if (api_->connect(id, &p) != 0)
         return SystemError(errno, "verbs: rdma_connect to peer %d (%s)", c->peer_, peer_addr(c).c_str());
       return Status::Ok();
@@ -190,13 +197,7 @@ Status VerbsTransport::HandleSetupEvent(rdma_cm_event* ev, const std::vector<int
       }
       ConnInfo mine = MakeInfo(host_->rank(), *target, reinterpret_cast<uintptr_t>(target->landing),
                                landing_mr_->rkey, peer_tokens_[target->peer_]);
-      rdma_conn_param p{};
-      p.private_data = &mine;
-      p.private_data_len = sizeof(mine);
-      p.responder_resources = static_cast<uint8_t>(dev_.device_attr.max_qp_rd_atom < 16 ? dev_.device_attr.max_qp_rd_atom : 16);
-      p.initiator_depth = static_cast<uint8_t>(dev_.device_attr.max_qp_init_rd_atom < 16 ? dev_.device_attr.max_qp_init_rd_atom : 16);
-      p.retry_count = 7;
-      p.rnr_retry_count = 7;
+      rdma_conn_param p = ConnParams(dev_.device_attr, &mine);
       if (api_->accept(id, &p) != 0)
         return SystemError(errno, "verbs: rdma_accept from peer %d", target->peer_);
       return Status::Ok();
