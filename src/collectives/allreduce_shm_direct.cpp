@@ -52,10 +52,8 @@ Status ShmDirect::Put(int peer, const void* src, size_t bytes, uint64_t off, con
   if (!d) return dev_->channel(peer).Write(src, bytes, peer_ws_[peer], off, flag, dl);
   // Mapped: the offsets lie inside the workspace (checked in Create).
   ZC_RETURN_IF_ERROR(dev_->KnownHealth(peer));
-  if (bytes) memcpy(d + off, src, bytes);
-  if (flag)
-    reinterpret_cast<std::atomic<uint64_t>*>(d + flag->offset)
-        ->store(flag->value, std::memory_order_release);
+  const SrcPiece piece{src, bytes};
+  WriteMapped(d, off, &piece, 1, flag);
   return Status::Ok();
 }
 

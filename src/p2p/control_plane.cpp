@@ -15,11 +15,6 @@ SlotLayout ControlLayout(uint64_t max_message) {
 }
 }  // namespace
 
-uint64_t ControlPlane::max_message(int peer) const {
-  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer]) return kMaxMessage;
-  return peers_[peer]->max_message;
-}
-
 std::atomic<uint64_t>* ControlPlane::alert_word() const { return FlagAt(alert_, 0); }
 
 Status ControlPlane::Create(Device* dev, std::unique_ptr<ControlPlane>* out) {

@@ -19,12 +19,11 @@ class Device;
 
 class ControlPlane {
  public:
-  // The largest message to any peer. Peers across a network get larger
-  // slots (max_message()), so that zc_send can stay eager longer where a
-  // rendezvous costs network round trips.
+  // The largest message to a peer on this host (shm), and to a peer across
+  // the network, which gets larger slots so that zc_send can stay eager
+  // longer where a rendezvous costs network round trips.
   static constexpr uint64_t kMaxMessage = 16 * 1024 - 64;
   static constexpr uint64_t kMaxNetworkMessage = 32 * 1024 + 64;
-  uint64_t max_message(int peer) const;
 
   // Collective: allocates mailboxes and the alert word, exchanges
   // descriptors through the bootstrap.

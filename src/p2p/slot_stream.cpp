@@ -51,29 +51,24 @@ Status SlotWriter::Put2(const void* a, uint64_t abytes, const void* b, uint64_t 
   SlotHeader h{};
   h.bytes = abytes + bbytes;
   for (int i = 0; i < naux && i < 7; ++i) h.aux[i] = aux[i];
-  if (char* d = Direct()) {
-    // Mapped slots: the same order as below, as plain stores.
-    ZC_RETURN_IF_ERROR(dev_->KnownHealth(peer_));
-    char* payload = d + layout_.payload_offset(k);
-    if (abytes) memcpy(payload, a, abytes);
-    if (bbytes) memcpy(payload + abytes, b, bbytes);
-    memcpy(d + layout_.header_offset(k), &h, sizeof(h));
-    reinterpret_cast<std::atomic<uint64_t>*>(d + layout_.flag_offset(k))
-        ->store(sent_ + 1, std::memory_order_release);
-    ++sent_;
-    return Status::Ok();
-  }
-  // Large messages spread over the peer's connections (tcp sockets, verbs
-  // QPs) and their progress threads by slot; each message's payload and
-  // flag stay on one ordered connection. Credits (Release) stay on channel_:
-  // they are one word that must never be overwritten by an older value.
-  const bool spread = layout_.spread && abytes + bbytes >= SlotLayout::kSpreadMin;
-  Channel& ch = dev_->channel(peer_, channel_ + (spread ? static_cast<int>(k) : 0));
-  FlagWrite flag{&remote_, layout_.flag_offset(k), sent_ + 1};
   // Header and payload are adjacent in the slot: one gathered write (one
   // message on tcp), the flag ordered after all of it.
   const SrcPiece pieces[3] = {{&h, sizeof(h)}, {a, abytes}, {b, bbytes}};
-  ZC_RETURN_IF_ERROR(ch.WriteGather(pieces, 3, remote_, layout_.header_offset(k), &flag, dl));
+  FlagWrite flag{&remote_, layout_.flag_offset(k), sent_ + 1};
+  if (char* d = Direct()) {
+    // Mapped slots (shm): plain stores, no per-write lookup.
+    ZC_RETURN_IF_ERROR(dev_->KnownHealth(peer_));
+    WriteMapped(d, layout_.header_offset(k), pieces, 3, &flag);
+  } else {
+    // Large messages spread over the peer's connections (tcp sockets, verbs
+    // QPs) and their progress threads by slot; each message's payload and
+    // flag stay on one ordered connection. Credits (Release) stay on
+    // channel_: they are one word that must never be overwritten by an
+    // older value.
+    const bool spread = layout_.spread && abytes + bbytes >= SlotLayout::kSpreadMin;
+    Channel& ch = dev_->channel(peer_, channel_ + (spread ? static_cast<int>(k) : 0));
+    ZC_RETURN_IF_ERROR(ch.WriteGather(pieces, 3, remote_, layout_.header_offset(k), &flag, dl));
+  }
   ++sent_;
   return Status::Ok();
 }
@@ -88,7 +83,7 @@ void SlotReader::Init(Device* dev, int peer, const SlotLayout& layout, MemRegion
   channel_ = channel_index;
   consumed_.store(0, std::memory_order_relaxed);
   holding_ = false;
-  direct_credit_ = nullptr;
+  direct_ = nullptr;
   direct_resolved_ = false;
 }
 
@@ -117,16 +112,14 @@ Status SlotReader::Release(const Deadline& dl) {
   consumed_.store(c, std::memory_order_relaxed);
   if (!direct_resolved_) {
     direct_resolved_ = true;
-    if (remote_.Contains(0, 8))
-      direct_credit_ = reinterpret_cast<std::atomic<uint64_t>*>(
-          dev_->channel(peer_, channel_).DirectAddress(remote_));
-  }
-  if (direct_credit_) {
-    // Release: our reads of the slot happen before the writer may reuse it.
-    direct_credit_->store(c, std::memory_order_release);
-    return Status::Ok();
+    if (remote_.Contains(0, 8)) direct_ = dev_->channel(peer_, channel_).DirectAddress(remote_);
   }
   FlagWrite credit{&remote_, 0, c};
+  if (direct_) {
+    // Release order: our reads of the slot happen before the writer may reuse it.
+    WriteMapped(direct_, 0, nullptr, 0, &credit);
+    return Status::Ok();
+  }
   return dev_->channel(peer_, channel_).WriteFlag(credit, dl);
 }
 

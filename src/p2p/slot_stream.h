@@ -113,7 +113,7 @@ class SlotReader {
   std::atomic<uint64_t> consumed_{0};
   bool holding_ = false;
   // The writer's credit word mapped here (shm), resolved on first use.
-  std::atomic<uint64_t>* direct_credit_ = nullptr;
+  char* direct_ = nullptr;
   bool direct_resolved_ = false;
 };
 

@@ -28,6 +28,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <shared_mutex>
@@ -128,6 +129,19 @@ class Connection {
     return nullptr;
   }
 };
+
+// Write() through a DirectAddress (base: byte 0 of the region the pieces and
+// the flag belong to): the pieces to consecutive bytes from off, then the
+// flag with release order. The caller checked the ranges once.
+inline void WriteMapped(char* base, uint64_t off, const SrcPiece* src, int n, const FlagWrite* flag) {
+  for (int i = 0; i < n; ++i) {
+    if (src[i].bytes) memcpy(base + off, src[i].data, src[i].bytes);
+    off += src[i].bytes;
+  }
+  if (flag)
+    reinterpret_cast<std::atomic<uint64_t>*>(base + flag->offset)
+        ->store(flag->value, std::memory_order_release);
+}
 
 class Transport {
  public:
