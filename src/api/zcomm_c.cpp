@@ -7,6 +7,7 @@
 
 #include "api/checks.h"
 #include "api/comm.h"
+#include "api/run_collective.h"
 #include "common/log.h"
 #include "p2p/send_recv.h"
 #include "zc_build_config.h"
@@ -15,29 +16,23 @@
 // CUDA builds stage device buffers through pinned host memory and run the
 // same-host allreduce through CUDA IPC; other builds refuse device memory in
 // CheckBuf().
-#if ZC_HAVE_CUDA
+#if ZC_STAGE_DEVICE_POINTERS
 #include <map>
 
-#include "gpu/host_staging.h"
 #include "gpu/ipc_allreduce.h"
-#define ZC_STAGE_DEVICE_POINTERS 1
-#else
-#define ZC_STAGE_DEVICE_POINTERS 0
 #endif
+
+namespace zc::api {
+namespace {
+thread_local const char* t_last_algorithm = "";
+}
+void SetLastAlgorithm(const char* name) { t_last_algorithm = name; }
+const char* LastAlgorithm() { return t_last_algorithm; }
+}  // namespace zc::api
 
 namespace {
 
 using namespace zc::api;
-
-thread_local const char* t_last_algorithm = "";
-
-zc_status Done(zc_comm* comm, const char* op, uint64_t seq, const zc::Status& st) {
-  if (st.ok()) return ZC_OK;
-  zc::Status ctx = st.with_context(zc::Format("rank %d: %s #%llu", comm ? comm->rank : -1, op,
-                                              static_cast<unsigned long long>(seq)));
-  ZC_INFO(kColl, "%s", ctx.message().c_str());
-  return Fail(ctx);
-}
 
 void WorkerLoop(zc_comm* comm) {
   MarkWorkerThread();
@@ -52,50 +47,6 @@ void WorkerLoop(zc_comm* comm) {
     }
     job();
   }
-}
-
-// Runs a collective under the communicator's lock with the standard error
-// context. fn returns zc::Status.
-template <typename Fn>
-zc_status RunCollective(zc_comm* comm, const char* op, Fn&& fn) {
-  ZC_TRY(CheckNothingInFlight(comm, op));
-  std::lock_guard<std::mutex> lock(comm->coll_mu);
-  uint64_t seq = ++comm->op_seq;
-  if (!comm->coll)
-    return Done(comm, op, seq, zc::Error(ZC_ERR_INTERNAL, "collectives are not initialised"));
-  zc::Status st = fn(comm->coll.get());
-  t_last_algorithm = comm->coll->last_algorithm();
-  return Done(comm, op, seq, st);
-}
-
-// A buffer of one call, for Staged().
-struct Buf {
-  const void* ptr;
-  size_t bytes;
-  bool in, out;
-  const char* name;
-};
-
-// Runs fn(host) where host[i] stands for bufs[i]. CUDA builds: device
-// buffers are staged through pinned host memory (gpu/host_staging.h), so the
-// host collectives and p2p see host memory only; host buffers pass through.
-// Other builds: CheckBuf() has already refused device memory.
-template <size_t N, typename Fn>
-zc::Status Staged(const Buf (&bufs)[N], Fn&& fn) {
-  void* host[N];
-#if ZC_STAGE_DEVICE_POINTERS
-  zc::gpu::StageArg args[N];
-  for (size_t i = 0; i < N; ++i)
-    args[i] = zc::gpu::StageArg{bufs[i].ptr, bufs[i].bytes, bufs[i].in, bufs[i].out, bufs[i].name};
-  zc::gpu::HostStaging staging;
-  ZC_RETURN_IF_ERROR(staging.Stage(args, N, host));
-  zc::Status st = fn(host);
-  if (st.ok() && staging.active()) st = staging.CopyOut();
-  return st;
-#else
-  for (size_t i = 0; i < N; ++i) host[i] = const_cast<void*>(bufs[i].ptr);
-  return fn(host);
-#endif
 }
 
 #if ZC_STAGE_DEVICE_POINTERS
@@ -149,7 +100,7 @@ const char* zc_status_string(zc_status s) {
 }
 
 const char* zc_last_error(const zc_comm*) { return zc::api::LastError(); }
-const char* zc_last_algorithm(const zc_comm*) { return t_last_algorithm; }
+const char* zc_last_algorithm(const zc_comm*) { return LastAlgorithm(); }
 size_t zc_dtype_size(zc_dtype dtype) { return zc::DtypeSize(dtype); }
 
 zc_status zc_init(zc_comm** out) {
@@ -280,7 +231,7 @@ zc_status zc_allreduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t
       g.barrier = [c] { return c->Barrier(); };
       return ipc->Run(g, sendbuf, recvbuf, count, dtype, op, device);
     });
-    t_last_algorithm = "cuda_ipc";
+    SetLastAlgorithm("cuda_ipc");
     return s;
   }
 #endif
