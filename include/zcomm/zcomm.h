@@ -59,8 +59,10 @@ typedef enum {
 } zc_dtype;
 
 /* ZC_AVG is a sum scaled once at the end; on integer types it is
+ * ZC_ERR_INVALID_ARG. ZC_BAND, ZC_BOR and ZC_BXOR (bitwise and, or, xor) are
+ * for integer types only; on float16, bfloat16, float32 and float64 they are
  * ZC_ERR_INVALID_ARG. */
-typedef enum { ZC_SUM, ZC_PROD, ZC_MIN, ZC_MAX, ZC_AVG } zc_op;
+typedef enum { ZC_SUM, ZC_PROD, ZC_MIN, ZC_MAX, ZC_AVG, ZC_BAND, ZC_BOR, ZC_BXOR } zc_op;
 
 /* ---- lifetime ------------------------------------------------------------ */
 
@@ -110,7 +112,14 @@ zc_status zc_barrier(zc_comm* comm);
 
 /* ---- point to point ------------------------------------------------------ */
 
-/* Sizes must match: else ZC_ERR_MISMATCH on both sides. */
+/* Blocking point to point. Messages between a pair of ranks with the same tag
+ * arrive in the order they were sent; different tags may be received in any
+ * order. Sizes must match: a receive whose size differs from the message's
+ * fails with ZC_ERR_MISMATCH naming both sizes. The sender learns of it only
+ * for large messages (above the eager limit: 8 KiB to a peer on this host,
+ * 32 KiB across the network), whose send also fails with ZC_ERR_MISMATCH;
+ * a small (eager) send has already returned ZC_OK when the receiver finds
+ * the mismatch. */
 zc_status zc_send(zc_comm* comm, const void* buf, size_t bytes, int peer,
                   int tag);
 zc_status zc_recv(zc_comm* comm, void* buf, size_t bytes, int peer, int tag);
@@ -124,7 +133,7 @@ zc_status zc_test(zc_request* req, int* done);
 /* Completes and frees req. */
 zc_status zc_wait(zc_request* req);
 
-/* ---- extensions (beyond the DESIGN.md contract) -------------------------- */
+/* ---- extensions ---------------------------------------------------------- */
 
 /* Size in bytes of one element of dtype; 0 for an unknown dtype. */
 size_t zc_dtype_size(zc_dtype dtype);
@@ -184,6 +193,66 @@ zc_status zc_site_pooled(const zc_comm* comm, uint64_t site, int* pooled);
 /* *is_pool = 1 when ptr is the start of registered pool memory
  * (zc_mem_alloc, or a pooled site's allocation). */
 zc_status zc_mem_is_pool(const zc_comm* comm, const void* ptr, int* is_pool);
+
+/* ---- communicators for frameworks ---------------------------------------
+ * docs/frameworks.md has the whole story and an example. */
+
+/* The library's version (the ZCOMM_VERSION_* of the build). */
+void zc_version(int* major, int* minor, int* patch);
+
+/* A communicator from a framework's own rendezvous, as ncclGetUniqueId /
+ * ncclCommInitRank. One rank calls zc_get_unique_id and must itself take part
+ * (it serves the rendezvous); the id is plain bytes that any means can carry
+ * (a file, a pipe, MPI, torch's store) to every rank, and each calls
+ * zc_comm_init_rank with the same nranks and its own rank in [0, nranks).
+ * The id carries the rendezvous address (chosen by ZC_SOCKET_IFNAME) and a
+ * fresh random job key that authenticates every connection of the job. It is
+ * checked (magic, checksum) before anything is connected. Errors: a corrupted
+ * or stale id, ranks that disagree on nranks, a rank claimed twice, a rank
+ * out of range (ZC_ERR_INVALID_ARG or ZC_ERR_MISMATCH), and ranks that never
+ * arrive (ZC_ERR_TIMEOUT after ZC_TIMEOUT, naming them). */
+typedef struct { char internal[128]; } zc_unique_id;
+zc_status zc_get_unique_id(zc_unique_id* id);
+zc_status zc_comm_init_rank(zc_comm** comm, int nranks, const zc_unique_id* id, int rank);
+
+/* Sub-communicators (MPI_Comm_split semantics: ranks ordered by key, then old
+ * rank; color ZC_SPLIT_NONE gives *newcomm = NULL) and duplicates. Collective
+ * over comm. The new communicator shares comm's connections and registered
+ * pool (no new connection setup) and has its own collective state, so it may
+ * run collectives from its own thread at the same time as comm. Finalize
+ * each with zc_finalize, in any order. */
+#define ZC_SPLIT_NONE (-1)
+zc_status zc_comm_split(zc_comm* comm, int color, int key, zc_comm** newcomm);
+zc_status zc_comm_dup(zc_comm* comm, zc_comm** newcomm);
+
+/* Does not block: *error = ZC_OK, or the error that broke the communicator (a
+ * lost peer, an abort), for a framework's watchdog thread; the detail is in
+ * zc_last_error() of the calling thread. Returns ZC_OK when the query itself
+ * worked. */
+zc_status zc_comm_get_async_error(zc_comm* comm, zc_status* error);
+
+/* Point to point, nonblocking; completed by zc_test/zc_wait. Several may be
+ * in flight at once, also alongside one collective, in any order of
+ * completion. Matching and size rules as zc_send/zc_recv; the buffer belongs
+ * to zcomm until the request completes. */
+zc_status zc_isend(zc_comm* comm, const void* buf, size_t bytes, int peer, int tag,
+                   zc_request** req);
+zc_status zc_irecv(zc_comm* comm, void* buf, size_t bytes, int peer, int tag,
+                   zc_request** req);
+
+/* Counts and displacements are in elements of dtype, one per rank. */
+zc_status zc_allgatherv(zc_comm* comm, const void* sendbuf, size_t sendcount, void* recvbuf,
+                        const size_t* recvcounts, const size_t* displs, zc_dtype dtype);
+zc_status zc_alltoallv(zc_comm* comm, const void* sendbuf, const size_t* sendcounts,
+                       const size_t* sdispls, void* recvbuf, const size_t* recvcounts,
+                       const size_t* rdispls, zc_dtype dtype);
+/* As in MPI and zc_reduce, gather's recvbuf (size x count elements, in rank
+ * order) and scatter's sendbuf (size x count elements) matter only at the
+ * root (NULL elsewhere). */
+zc_status zc_gather(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
+                    zc_dtype dtype, int root);
+zc_status zc_scatter(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
+                     zc_dtype dtype, int root);
 
 #ifdef __cplusplus
 } /* extern "C" */
