@@ -1,5 +1,9 @@
-// zc_comm: what the C ABI's opaque handle holds. One bootstrap, one Device,
-// one Collectives engine, and a worker thread for nonblocking calls.
+// zc_comm: what the C ABI's opaque handle holds. A communicator is a Group
+// (a view of ranks with a context id) over a World (bootstrap and Device),
+// with collective state of its own and a worker thread for nonblocking
+// calls. zc_init and zc_comm_init_rank make a World; zc_comm_split and
+// zc_comm_dup make new communicators over their parent's World, sharing its
+// connections and pool (the World lives while any of them does).
 #pragma once
 
 #include <zcomm/zcomm.h>
@@ -8,17 +12,41 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
 
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/store_server.h"
 #include "common/config.h"
 #include "p2p/device.h"
+#include "p2p/group.h"
 
 namespace zc {
 class Collectives;
-}
+
+// What every communicator over one Device shares.
+struct World {
+  Config config;
+  // zc_comm_init_rank in the process that made the id: its rendezvous.
+  std::unique_ptr<StoreServer> rendezvous;
+  std::unique_ptr<Bootstrap> bootstrap;
+  std::unique_ptr<Device> device;
+
+  // Context ids of this process's communicators over the Device: in use, or
+  // reserved by a zc_comm_split in progress (value: its token).
+  std::mutex contexts_mu;
+  std::map<uint32_t, uint64_t> contexts;  // id -> 0 (in use) or the reserving split's token
+  uint64_t next_token = 1;
+
+  ~World() {
+    device.reset();  // before the bootstrap and the store it may use
+    bootstrap.reset();
+    rendezvous.reset();
+  }
+};
+}  // namespace zc
 
 struct zc_request {
   std::atomic<int> done{0};
@@ -27,8 +55,10 @@ struct zc_request {
 
 struct zc_comm {
   zc::Config config;
-  std::unique_ptr<zc::Bootstrap> bootstrap;
-  std::unique_ptr<zc::Device> device;
+  std::shared_ptr<zc::World> world;
+  // world->device, sharing world's lifetime.
+  std::shared_ptr<zc::Device> device;
+  std::unique_ptr<zc::Group> group;
   std::unique_ptr<zc::Collectives> coll;
   int rank = 0, size = 1, local_rank = 0, local_size = 1;
   std::atomic<uint64_t> op_seq{0};
@@ -36,6 +66,8 @@ struct zc_comm {
   // Nonblocking collectives queued or running, plus plans started and not
   // yet waited for: a blocking collective is refused while any is.
   std::atomic<int> inflight{0};
+  // CUDA builds: same-host IPC allreduce state (peers' mapped buffers).
+  std::shared_ptr<void> gpu_ipc;
 
   // Nonblocking operations run here, in order.
   std::mutex work_mu;

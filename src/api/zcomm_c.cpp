@@ -17,8 +17,6 @@
 // same-host allreduce through CUDA IPC; other builds refuse device memory in
 // CheckBuf().
 #if ZC_STAGE_DEVICE_POINTERS
-#include <map>
-
 #include "gpu/ipc_allreduce.h"
 #endif
 
@@ -34,26 +32,7 @@ namespace {
 
 using namespace zc::api;
 
-void WorkerLoop(zc_comm* comm) {
-  MarkWorkerThread();
-  for (;;) {
-    std::function<void()> job;
-    {
-      std::unique_lock<std::mutex> lock(comm->work_mu);
-      comm->work_cv.wait(lock, [&] { return comm->stopping || !comm->work.empty(); });
-      if (comm->work.empty()) return;
-      job = std::move(comm->work.front());
-      comm->work.pop_front();
-    }
-    job();
-  }
-}
-
 #if ZC_STAGE_DEVICE_POINTERS
-// Same-host CUDA IPC allreduce state (mapped peer buffers), per communicator.
-std::mutex g_ipc_mu;
-std::map<const zc_comm*, std::unique_ptr<zc::gpu::IpcAllreduce>> g_ipc;
-
 // The CUDA IPC allreduce applies when every rank is on this host, no host
 // algorithm was asked for (ZC_ALGO), ZC_GPU_IPC and the size allow it, and
 // both buffers are device memory. All but the last are the same on every rank.
@@ -65,16 +44,11 @@ bool UseIpcAllreduce(const zc_comm* comm, const void* send, const void* recv, si
          zc::gpu::IpcAllreduce::Eligible(send, recv, bytes, device);
 }
 
-zc::gpu::IpcAllreduce* IpcState(const zc_comm* comm) {
-  std::lock_guard<std::mutex> lock(g_ipc_mu);
-  auto& p = g_ipc[comm];
-  if (!p) p = std::make_unique<zc::gpu::IpcAllreduce>();
-  return p.get();
-}
-
-void DropIpcState(const zc_comm* comm) {
-  std::lock_guard<std::mutex> lock(g_ipc_mu);
-  g_ipc.erase(comm);
+// The communicator's IPC state (peers' mapped buffers), made on first use
+// under the collective lock and closed when the communicator is finalized.
+zc::gpu::IpcAllreduce* IpcState(zc_comm* comm) {
+  if (!comm->gpu_ipc) comm->gpu_ipc = std::make_shared<zc::gpu::IpcAllreduce>();
+  return static_cast<zc::gpu::IpcAllreduce*>(comm->gpu_ipc.get());
 }
 #endif
 
@@ -102,60 +76,6 @@ const char* zc_status_string(zc_status s) {
 const char* zc_last_error(const zc_comm*) { return zc::api::LastError(); }
 const char* zc_last_algorithm(const zc_comm*) { return LastAlgorithm(); }
 size_t zc_dtype_size(zc_dtype dtype) { return zc::DtypeSize(dtype); }
-
-zc_status zc_init(zc_comm** out) {
-  if (!out) {
-    zc::api::SetLastErrorText("zc_init: invalid argument: comm is NULL");
-    return ZC_ERR_INVALID_ARG;
-  }
-  *out = nullptr;
-  auto comm = std::make_unique<zc_comm>();
-  zc::Status st = zc::Config::FromEnv(&comm->config);
-  if (!st.ok()) return Fail(st.with_context("zc_init"));
-  zc::log::Configure(comm->config.debug, comm->config.debug_subsys);
-  st = zc::Bootstrap::Create(comm->config, &comm->bootstrap);
-  if (!st.ok()) return Fail(st.with_context("zc_init: bootstrap"));
-  comm->rank = comm->bootstrap->rank();
-  comm->size = comm->bootstrap->size();
-  comm->local_rank = comm->bootstrap->local_rank();
-  comm->local_size = comm->bootstrap->local_size();
-  zc::log::SetRank(comm->rank);
-  st = zc::Device::Create(comm->bootstrap.get(), comm->config, &comm->device);
-  if (!st.ok()) return Fail(st.with_context(zc::Format("rank %d: zc_init", comm->rank)));
-  st = zc::Collectives::Create(comm->device.get(), &comm->coll);
-  if (!st.ok()) return Fail(st.with_context(zc::Format("rank %d: zc_init: collectives", comm->rank)));
-  zc_comm* c = comm.get();
-  comm->worker = std::thread([c] { WorkerLoop(c); });
-  ZC_INFO(kCommon, "initialised via %s: rank %d of %d (local %d of %d)", comm->bootstrap->kind(),
-          comm->rank, comm->size, comm->local_rank, comm->local_size);
-  *out = comm.release();
-  return ZC_OK;
-}
-
-zc_status zc_finalize(zc_comm* comm) {
-  ZC_CHECK_COMM(comm, "zc_finalize");
-  {
-    std::lock_guard<std::mutex> lock(comm->work_mu);
-    comm->stopping = true;
-  }
-  comm->work_cv.notify_all();
-  if (comm->worker.joinable()) comm->worker.join();
-  zc_status result = ZC_OK;
-  // Nobody may still be reading our memory when it goes away.
-  if (comm->coll && comm->size > 1 && !comm->device->aborted()) {
-    std::lock_guard<std::mutex> lock(comm->coll_mu);
-    zc::Status st = comm->coll->Barrier();
-    if (!st.ok()) result = Done(comm, "zc_finalize", 0, st);
-  }
-#if ZC_STAGE_DEVICE_POINTERS
-  DropIpcState(comm);  // closes the mappings of peers' buffers
-#endif
-  comm->coll.reset();
-  comm->device.reset();
-  comm->bootstrap.reset();
-  delete comm;
-  return result;
-}
 
 zc_status zc_abort(zc_comm* comm) {
   ZC_CHECK_COMM(comm, "zc_abort");
@@ -220,8 +140,8 @@ zc_status zc_allreduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t
 #if ZC_STAGE_DEVICE_POINTERS
   int device = -1;
   if (UseIpcAllreduce(comm, sendbuf, recvbuf, count * zc::DtypeSize(dtype), &device)) {
-    zc::gpu::IpcAllreduce* ipc = IpcState(comm);
     zc_status s = RunCollective(comm, "allreduce", [&](auto* c) {
+      zc::gpu::IpcAllreduce* ipc = IpcState(comm);
       zc::gpu::HostGroup g;
       g.rank = comm->rank;
       g.size = comm->size;

@@ -36,11 +36,12 @@ Status Bootstrap::AllGather(const std::string& key, const std::string& mine,
   return Status::Ok();
 }
 
-Status Bootstrap::Create(const Config& config, std::unique_ptr<Bootstrap>* out) {
-  if (!config.store.empty()) return StoreBootstrap::Create(config, out);
+Status Bootstrap::Create(const Config& config, std::unique_ptr<Bootstrap>* out,
+                         const std::string& key_prefix) {
+  if (!config.store.empty()) return StoreBootstrap::Create(config, out, key_prefix);
   if (getenv("PMIX_RANK") || getenv("PMIX_NAMESPACE")) {
 #if ZC_HAVE_PMIX
-    return PmixBootstrap::Create(config, out);
+    return PmixBootstrap::Create(config, out, key_prefix);
 #else
     return Error(ZC_ERR_UNSUPPORTED,
                  "started by a PMIx launcher (PMIX_RANK/PMIX_NAMESPACE set) "

@@ -41,11 +41,15 @@ class Bootstrap {
   Status AllGather(const std::string& key, const std::string& mine,
                    std::vector<std::string>* all, double timeout_s);
 
-  // Picks the bootstrap from the environment (see above).
-  static Status Create(const Config& config, std::unique_ptr<Bootstrap>* out);
+  // Picks the bootstrap from the environment (see above). key_prefix keeps
+  // the keys of several bootstraps of one process over the same store or
+  // PMIx job apart (a second zc_init, a communicator from a unique id).
+  static Status Create(const Config& config, std::unique_ptr<Bootstrap>* out,
+                       const std::string& key_prefix = "");
 
  protected:
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+  std::string key_prefix_;
   std::string host_id_;
 };
 

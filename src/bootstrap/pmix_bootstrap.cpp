@@ -63,9 +63,11 @@ struct PmixBootstrap::State {
 };
 
 Status PmixBootstrap::Create(const Config& config,
-                             std::unique_ptr<Bootstrap>* out) {
+                             std::unique_ptr<Bootstrap>* out,
+                             const std::string& key_prefix) {
   (void)config;
   std::unique_ptr<PmixBootstrap> b(new PmixBootstrap());
+  b->key_prefix_ = key_prefix;
   b->st_ = std::make_unique<State>();
   PMIX_PROC_CONSTRUCT(&b->st_->me);
   pmix_status_t rc = PMIx_Init(&b->st_->me, nullptr, 0);
@@ -121,7 +123,7 @@ PmixBootstrap::~PmixBootstrap() {
 }
 
 Status PmixBootstrap::Put(const std::string& key, const std::string& value) {
-  std::string k = kPrefix + key;
+  std::string k = kPrefix + key_prefix_ + key;
   std::string ctx = Format("rank %d: pmix bootstrap put %s", rank_,
                            store::QuoteKey(key).c_str());
   if (k.size() > PMIX_MAX_KEYLEN)
@@ -170,7 +172,7 @@ Status PmixBootstrap::Get(int rank, const std::string& key, std::string* value,
   if (rank < 0 || rank >= size_)
     return Error(ZC_ERR_INVALID_ARG, "%s: rank out of range [0, %d)",
                  ctx.c_str(), size_);
-  std::string k = kPrefix + key;
+  std::string k = kPrefix + key_prefix_ + key;
   if (k.size() > PMIX_MAX_KEYLEN)
     return Error(ZC_ERR_INVALID_ARG, "%s: key too long", ctx.c_str());
   pmix_proc_t proc;

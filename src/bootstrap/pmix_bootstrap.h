@@ -12,7 +12,8 @@ namespace zc {
 
 class PmixBootstrap : public Bootstrap {
  public:
-  static Status Create(const Config& config, std::unique_ptr<Bootstrap>* out);
+  static Status Create(const Config& config, std::unique_ptr<Bootstrap>* out,
+                       const std::string& key_prefix = "");
   ~PmixBootstrap() override;  // PMIx_Finalize
 
   const char* kind() const override { return "pmix"; }

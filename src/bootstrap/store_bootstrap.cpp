@@ -6,7 +6,8 @@
 namespace zc {
 
 Status StoreBootstrap::Create(const Config& config,
-                              std::unique_ptr<Bootstrap>* out) {
+                              std::unique_ptr<Bootstrap>* out,
+                              const std::string& key_prefix) {
   if (config.store.empty())
     return Error(ZC_ERR_INVALID_ARG, "store bootstrap: ZC_STORE is not set");
   if (config.size < 1 || config.rank < 0 || config.rank >= config.size)
@@ -23,6 +24,7 @@ Status StoreBootstrap::Create(const Config& config,
   b->rank_ = config.rank;
   b->size_ = config.size;
   b->host_id_ = LocalHostId();
+  b->key_prefix_ = key_prefix;
   Deadline dl(config.timeout_s);
   ZC_RETURN_IF_ERROR(
       StoreClient::Connect(config.store, config.job_key, dl, &b->client_)
@@ -52,7 +54,7 @@ Status StoreBootstrap::Create(const Config& config,
 }
 
 Status StoreBootstrap::Put(const std::string& key, const std::string& value) {
-  return client_->Set(Format("%d/", rank_) + key, value)
+  return client_->Set(key_prefix_ + Format("%d/", rank_) + key, value)
       .with_context(Format("rank %d: bootstrap put %s", rank_,
                            store::QuoteKey(key).c_str()));
 }
@@ -63,14 +65,15 @@ Status StoreBootstrap::Get(int rank, const std::string& key,
     return Error(ZC_ERR_INVALID_ARG, "rank %d: bootstrap get %s: rank %d out "
                  "of range [0, %d)", rank_, store::QuoteKey(key).c_str(), rank,
                  size_);
-  return client_->Get(Format("%d/", rank) + key, value, timeout_s)
+  return client_->Get(key_prefix_ + Format("%d/", rank) + key, value, timeout_s)
       .with_context(Format("rank %d: bootstrap get %s from rank %d", rank_,
                            store::QuoteKey(key).c_str(), rank));
 }
 
 Status StoreBootstrap::Fence(double timeout_s) {
   uint64_t n = ++fences_;
-  std::string counter = Format("zc.fence/%llu", static_cast<unsigned long long>(n));
+  std::string counter =
+      key_prefix_ + Format("zc.fence/%llu", static_cast<unsigned long long>(n));
   std::string done = counter + "/done";
   std::string ctx = Format("rank %d: bootstrap fence #%llu", rank_,
                            static_cast<unsigned long long>(n));

@@ -17,7 +17,8 @@ class StoreBootstrap : public Bootstrap {
  public:
   // Needs config.rank, config.size and config.store. local_rank/local_size
   // default to values derived from host ids when unset (< 0).
-  static Status Create(const Config& config, std::unique_ptr<Bootstrap>* out);
+  static Status Create(const Config& config, std::unique_ptr<Bootstrap>* out,
+                       const std::string& key_prefix = "");
 
   const char* kind() const override { return "store"; }
   Status Put(const std::string& key, const std::string& value) override;

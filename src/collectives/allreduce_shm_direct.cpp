@@ -5,10 +5,10 @@
 
 namespace zc::coll {
 namespace {
-constexpr uint64_t kShmTag = 0x434f4c4c00000002ull;  // workspace descriptors
+constexpr uint64_t kShmTag = ControlTag(0, TagClass::kShmDirect, 0);  // workspace descriptors
 }
 
-ShmDirect::ShmDirect(Device* dev, size_t shard_bytes)
+ShmDirect::ShmDirect(Group* dev, size_t shard_bytes)
     : dev_(dev), me_(dev->rank()), n_(dev->size()),
       shard_bytes_((std::max<size_t>(shard_bytes, 64) + 63) & ~size_t{63}) {}
 
@@ -16,7 +16,7 @@ ShmDirect::~ShmDirect() {
   if (ws_) dev_->Free(ws_->data());
 }
 
-Status ShmDirect::Create(Device* dev, size_t shard_bytes, const Deadline& dl,
+Status ShmDirect::Create(Group* dev, size_t shard_bytes, const Deadline& dl,
                          std::unique_ptr<ShmDirect>* out) {
   auto s = std::unique_ptr<ShmDirect>(new ShmDirect(dev, shard_bytes));
   ZC_RETURN_IF_ERROR(dev->Allocate(s->workspace_bytes(), &s->ws_));

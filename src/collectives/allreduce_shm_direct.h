@@ -32,7 +32,7 @@ class ShmDirect {
 
   // Collective over all ranks: allocates the workspace and exchanges
   // descriptors with every peer.
-  static Status Create(Device* dev, size_t shard_bytes, const Deadline& dl,
+  static Status Create(Group* dev, size_t shard_bytes, const Deadline& dl,
                        std::unique_ptr<ShmDirect>* out);
   ~ShmDirect();
 
@@ -40,7 +40,7 @@ class ShmDirect {
                    zc_op op);
 
  private:
-  explicit ShmDirect(Device* dev, size_t shard_bytes);
+  explicit ShmDirect(Group* dev, size_t shard_bytes);
   // Offsets inside a workspace.
   uint64_t in_flag_off(int set, int p) const { return (uint64_t(set) * n_ + p) * 64; }
   uint64_t res_flag_off(int o) const { return (uint64_t(kSets) * n_ + o) * 64; }
@@ -60,7 +60,7 @@ class ShmDirect {
   Status Round(const Signature& sig, const char* send, char* recv, size_t base, size_t len,
                zc_dtype dtype, zc_op op, const Deadline& dl);
 
-  Device* dev_;
+  Group* dev_;
   int me_, n_;
   size_t shard_bytes_;
   MemRegion* ws_ = nullptr;

@@ -8,20 +8,20 @@
 #include "collectives/reduce_kernels.h"
 #include "common/log.h"
 #include "p2p/control_plane.h"
-#include "p2p/device.h"
+#include "p2p/group.h"
 
 namespace zc {
 
 using coll::Algo;
 using coll::Kind;
 
-Collectives::Collectives(Device* dev) : dev_(dev), rank_(dev->rank()), size_(dev->size()) {
+Collectives::Collectives(Group* dev) : dev_(dev), rank_(dev->rank()), size_(dev->size()) {
   chunk_bytes_ = dev->config().chunk_bytes;
 }
 
 Collectives::~Collectives() = default;
 
-Status Collectives::Create(Device* dev, std::unique_ptr<Collectives>* out) {
+Status Collectives::Create(Group* dev, std::unique_ptr<Collectives>* out) {
   auto c = std::unique_ptr<Collectives>(new Collectives(dev));
   ZC_RETURN_IF_ERROR(c->Init());
   *out = std::move(c);
@@ -47,6 +47,10 @@ Status Collectives::Init() {
   ZC_INFO(kColl, "collectives ready: %d ranks, chunk %zu bytes, ZC_ALGO=%s%s", size_, chunk_bytes_,
           algo.c_str(), shm_ ? ", shared-memory workspace" : "");
   return Status::Ok();
+}
+
+Status Collectives::Quiesce() {
+  return links_ ? links_->Quiesce(dev_->NewDeadline()) : Status::Ok();
 }
 
 Status Collectives::Fail(const Status& st) {

@@ -26,7 +26,7 @@
 
 namespace zc {
 
-class Device;
+class Group;
 
 namespace coll {
 class Links;
@@ -77,7 +77,7 @@ class Collectives {
   // Collective over all ranks of dev: links with the ring neighbours and the
   // halving-doubling partners, and the shared-memory workspace when every
   // peer is on this host.
-  static Status Create(Device* dev, std::unique_ptr<Collectives>* out);
+  static Status Create(Group* dev, std::unique_ptr<Collectives>* out);
   ~Collectives();
 
   Status Allreduce(const void* send, void* recv, size_t count, zc_dtype dtype, zc_op op);
@@ -87,6 +87,11 @@ class Collectives {
   Status ReduceScatter(const void* send, void* recv, size_t recvcount, zc_dtype dtype, zc_op op);
   Status Alltoall(const void* send, void* recv, size_t count, zc_dtype dtype);
   Status Barrier();
+
+  // After the last collective (a barrier, so every peer has received all
+  // our messages): waits for the peers' last credits, so that none lands in
+  // link memory once it is freed and reused while the Device lives on.
+  Status Quiesce();
 
   // Collective (every rank, same arguments, same order as other calls).
   Status PlanAllreduce(size_t count, zc_dtype dtype, zc_op op, std::unique_ptr<AllreducePlan>* out);
@@ -98,11 +103,11 @@ class Collectives {
   // The allreduce algorithm auto-selection (or ZC_ALGO) picks for this size.
   coll::Algo ChooseAllreduce(size_t count, zc_dtype dtype) const;
 
-  Device* device() const { return dev_; }
+  Group* group() const { return dev_; }
 
  private:
   friend class AllreducePlan;
-  explicit Collectives(Device* dev);
+  explicit Collectives(Group* dev);
   Status Init();
 
   // Runs one collective: signature, sequence number, error handling (a
@@ -117,7 +122,7 @@ class Collectives {
   // Peers each algorithm talks to (links made at Create / plan init).
   std::vector<int> AllreducePeers(coll::Algo algo) const;
 
-  Device* dev_;
+  Group* dev_;
   int rank_ = 0, size_ = 1;
   size_t chunk_bytes_ = 1 << 20;
   std::unique_ptr<coll::Links> links_;

@@ -4,12 +4,11 @@
 
 namespace zc::coll {
 namespace {
-// Control-message tag of link descriptors ("COLL" in the top bytes, apart
-// from send/recv's small kinds).
-constexpr uint64_t kLinkTag = 0x434f4c4c00000001ull;
+// Control-message tag of link descriptors (the group adds its context).
+constexpr uint64_t kLinkTag = ControlTag(0, TagClass::kLinks, 0);
 }  // namespace
 
-Links::Links(Device* dev, size_t chunk_bytes) : dev_(dev) {
+Links::Links(Group* dev, size_t chunk_bytes) : dev_(dev) {
   layout_.slots = kSlots;
   layout_.slot_bytes = (std::max<size_t>(chunk_bytes, 64) + 63) & ~size_t{63};
 }
@@ -67,8 +66,8 @@ Status Links::Ensure(const std::vector<int>& peers, const Deadline& dl) {
       break;
     }
     Link* l = fresh[p].get();
-    l->writer.Init(dev_, p, layout_, l->credit, their_slots);
-    l->reader.Init(dev_, p, layout_, l->slots, their_credit);
+    l->writer.Init(dev_->device(), dev_->device_rank(p), layout_, l->credit, their_slots);
+    l->reader.Init(dev_->device(), dev_->device_rank(p), layout_, l->slots, their_credit);
     links_[p] = std::move(fresh[p]);
     ZC_TRACE(kColl, "link with rank %d ready (%u slots of %llu bytes)", p, layout_.slots,
              static_cast<unsigned long long>(layout_.slot_bytes));
@@ -81,6 +80,11 @@ Status Links::Ensure(const std::vector<int>& peers, const Deadline& dl) {
     }
   }
   return st;
+}
+
+Status Links::Quiesce(const Deadline& dl) {
+  for (auto& [p, l] : links_) ZC_RETURN_IF_ERROR(l->writer.Drain(dl));
+  return Status::Ok();
 }
 
 Status OpCtx::Send(int peer, const void* src, size_t bytes, uint64_t tag) {

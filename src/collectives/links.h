@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "collectives/signature.h"
-#include "p2p/device.h"
+#include "p2p/group.h"
 #include "p2p/slot_stream.h"
 
 namespace zc::coll {
@@ -34,7 +34,7 @@ class Links {
  public:
   static constexpr uint32_t kSlots = 4;
 
-  Links(Device* dev, size_t chunk_bytes);
+  Links(Group* dev, size_t chunk_bytes);
   ~Links();
   Links(const Links&) = delete;
   Links& operator=(const Links&) = delete;
@@ -45,23 +45,26 @@ class Links {
   // on either side works).
   Status Ensure(const std::vector<int>& peers, const Deadline& dl);
   bool has(int peer) const { return links_.count(peer) != 0; }
+  // Waits until every peer has returned the credits of all our messages
+  // (before the links' memory is freed while the Device lives on).
+  Status Quiesce(const Deadline& dl);
   Link& at(int peer) { return *links_.at(peer); }
   size_t chunk_bytes() const { return layout_.slot_bytes; }
 
  private:
-  Device* dev_;
+  Group* dev_;
   SlotLayout layout_;
   std::map<int, std::unique_ptr<Link>> links_;
 };
 
 class OpCtx {
  public:
-  OpCtx(Device* dev, Links* links, const Signature& sig, size_t elem_size)
+  OpCtx(Group* dev, Links* links, const Signature& sig, size_t elem_size)
       : dev_(dev), links_(links), sig_(sig), es_(elem_size ? elem_size : 1),
         chunk_elems_(std::max<size_t>(1, links->chunk_bytes() / (elem_size ? elem_size : 1))),
         dl_(dev->NewDeadline()), rank_(dev->rank()), size_(dev->size()) {}
 
-  Device* dev() const { return dev_; }
+  Group* dev() const { return dev_; }
   const Signature& sig() const { return sig_; }
   const Deadline& deadline() const { return dl_; }
   int rank() const { return rank_; }
@@ -109,7 +112,7 @@ class OpCtx {
   }
 
  private:
-  Device* dev_;
+  Group* dev_;
   Links* links_;
   Signature sig_;
   size_t es_, chunk_elems_;

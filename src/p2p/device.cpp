@@ -201,11 +201,13 @@ Status Device::Init(Bootstrap* bootstrap, const Config& config) {
     else return Error(ZC_ERR_UNSUPPORTED, "transport %s is not built", TransportName(k));
   }
 
-  // The pool: chunks are shared segments, exposed to every transport.
-  int chunk_no = 0;
+  // The pool: chunks are shared segments, exposed to every transport. The
+  // chunk number is unique in the process: several Devices of one job may
+  // live in it (a second zc_init, communicators from unique ids).
+  static std::atomic<int> chunk_no{0};
   pool_ = std::make_unique<Pool>(
       config_.pool_chunk_bytes, config_.pool_max_bytes,
-      [this, chunk_no](size_t bytes, std::unique_ptr<MemRegion>* out) mutable -> Status {
+      [this](size_t bytes, std::unique_ptr<MemRegion>* out) -> Status {
         std::string name = Format("zc-%s-%d-%d-%d", job_tag_.c_str(), rank_,
                                   static_cast<int>(getpid()), chunk_no++);
         std::unique_ptr<Segment> seg;

@@ -35,6 +35,11 @@ Status SlotWriter::WaitCredit(const Deadline& dl) {
                         "a free slot (credit)");
 }
 
+Status SlotWriter::Drain(const Deadline& dl) {
+  if (sent_ == 0 || !local_) return Status::Ok();
+  return dev_->WaitFlag(FlagAt(local_, 0), sent_, peer_, dl, "the last credits");
+}
+
 Status SlotWriter::Put(const void* src, uint64_t bytes, const uint64_t* aux, int naux,
                        const Deadline& dl) {
   return Put2(src, bytes, nullptr, 0, aux, naux, dl);

@@ -69,6 +69,9 @@ class SlotWriter {
   uint64_t sent() const { return sent_; }
   int peer() const { return peer_; }
   const SlotLayout& layout() const { return layout_; }
+  // Waits until the reader has returned the credit of every message sent,
+  // so that no late credit lands in the local region after it is freed.
+  Status Drain(const Deadline& dl);
 
  private:
   Status WaitCredit(const Deadline& dl);

@@ -1,0 +1,337 @@
+// C ABI: communicator lifetime. zc_init (from the environment: zcrun, PMIx,
+// or a job of one) and zc_comm_init_rank (from a unique id that a framework
+// carries) each make a World (bootstrap + Device); zc_comm_split and
+// zc_comm_dup make communicators over their parent's World, with a context
+// id agreed by every rank so that their control messages never mix.
+// docs/frameworks.md explains it for users.
+#include <zcomm/zcomm.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "api/checks.h"
+#include "api/comm.h"
+#include "api/run_collective.h"
+#include "bootstrap/store_client.h"
+#include "bootstrap/unique_id.h"
+#include "collectives/collectives.h"
+#include "common/log.h"
+
+namespace {
+
+using namespace zc::api;
+using zc::Status;
+
+void WorkerLoop(zc_comm* comm) {
+  MarkWorkerThread();
+  for (;;) {
+    std::function<void()> job;
+    {
+      std::unique_lock<std::mutex> lock(comm->work_mu);
+      comm->work_cv.wait(lock, [&] { return comm->stopping || !comm->work.empty(); });
+      if (comm->work.empty()) return;
+      job = std::move(comm->work.front());
+      comm->work.pop_front();
+    }
+    job();
+  }
+}
+
+// Bootstrap and Device of a new World (collective over the bootstrap's ranks).
+Status MakeWorld(const zc::Config& config, std::unique_ptr<zc::StoreServer> rendezvous,
+                 const std::string& key_prefix, std::shared_ptr<zc::World>* out) {
+  auto w = std::make_shared<zc::World>();
+  w->config = config;
+  w->rendezvous = std::move(rendezvous);
+  ZC_RETURN_IF_ERROR(zc::Bootstrap::Create(config, &w->bootstrap, key_prefix).with_context("bootstrap"));
+  zc::log::SetRank(w->bootstrap->rank());
+  ZC_RETURN_IF_ERROR(zc::Device::Create(w->bootstrap.get(), config, &w->device)
+                         .with_context(zc::Format("rank %d", w->bootstrap->rank())));
+  w->contexts[0] = 0;  // the world communicator's
+  *out = std::move(w);
+  return Status::Ok();
+}
+
+// The communicator of `members` (Device ranks in the new rank order) over
+// world with context ctx. Collective over the members (collective links).
+Status MakeComm(const std::shared_ptr<zc::World>& world, std::vector<int> members, uint32_t ctx,
+                std::unique_ptr<zc_comm>* out) {
+  auto comm = std::make_unique<zc_comm>();
+  comm->config = world->config;
+  comm->world = world;
+  comm->device = std::shared_ptr<zc::Device>(world, world->device.get());
+  comm->group = std::make_unique<zc::Group>(world->device.get(), std::move(members), ctx);
+  comm->rank = comm->group->rank();
+  comm->size = comm->group->size();
+  comm->local_rank = 0;
+  comm->local_size = 0;
+  for (int r = 0; r < comm->size; ++r) {
+    if (r != comm->rank && !comm->group->is_local(r)) continue;
+    if (r < comm->rank) ++comm->local_rank;
+    ++comm->local_size;
+  }
+  ZC_RETURN_IF_ERROR(zc::Collectives::Create(comm->group.get(), &comm->coll).with_context("collectives"));
+  zc_comm* c = comm.get();
+  comm->worker = std::thread([c] { WorkerLoop(c); });
+  *out = std::move(comm);
+  return Status::Ok();
+}
+
+void ReleaseContext(zc::World* world, uint32_t ctx) {
+  std::lock_guard<std::mutex> lock(world->contexts_mu);
+  world->contexts.erase(ctx);
+}
+
+// A context id free on every rank of comm (MPI's context-id agreement):
+// each rank reserves the lowest id it has free from `candidate` on, the
+// largest proposal wins if every rank can take it, else all try again above
+// it. Reservations keep concurrent splits of this process apart.
+Status AgreeContext(zc_comm* comm, zc::Collectives* c, uint32_t* out) {
+  zc::World* w = comm->world.get();
+  uint64_t token;
+  {
+    std::lock_guard<std::mutex> lock(w->contexts_mu);
+    token = w->next_token++;
+  }
+  uint32_t candidate = 1;
+  for (;;) {
+    uint32_t proposal = candidate;
+    {
+      std::lock_guard<std::mutex> lock(w->contexts_mu);
+      while (proposal <= zc::kMaxContext && w->contexts.count(proposal)) ++proposal;
+      if (proposal > zc::kMaxContext)
+        return zc::Error(ZC_ERR_NO_MEMORY, "no free communicator context id (%u communicators "
+                         "over this rank's connections)", zc::kMaxContext);
+      w->contexts[proposal] = token;
+    }
+    std::vector<uint32_t> all(static_cast<size_t>(comm->size));
+    Status st = c->Allgather(&proposal, all.data(), 1, ZC_UINT32);
+    uint32_t ctx = st.ok() ? *std::max_element(all.begin(), all.end()) : 0;
+    uint32_t ok = 0;
+    {
+      std::lock_guard<std::mutex> lock(w->contexts_mu);
+      if (proposal != ctx) w->contexts.erase(proposal);
+      auto it = w->contexts.find(ctx);
+      if (st.ok() && (it == w->contexts.end() || it->second == token)) {
+        w->contexts[ctx] = token;
+        ok = 1;
+      }
+    }
+    std::vector<uint32_t> oks(static_cast<size_t>(comm->size));
+    if (st.ok()) st = c->Allgather(&ok, oks.data(), 1, ZC_UINT32);
+    bool all_ok = st.ok() && std::all_of(oks.begin(), oks.end(), [](uint32_t v) { return v == 1; });
+    {
+      std::lock_guard<std::mutex> lock(w->contexts_mu);
+      if (all_ok) w->contexts[ctx] = 0;  // in use
+      else if (ok) w->contexts.erase(ctx);
+    }
+    ZC_RETURN_IF_ERROR(st);
+    if (all_ok) {
+      *out = ctx;
+      return Status::Ok();
+    }
+    candidate = ctx + 1;
+  }
+}
+
+zc_status InitFailed(const char* op, int rank, const Status& st) {
+  return Fail(st.with_context(rank >= 0 ? zc::Format("rank %d: %s", rank, op) : std::string(op)));
+}
+
+}  // namespace
+
+extern "C" {
+
+void zc_version(int* major, int* minor, int* patch) {
+  if (major) *major = ZCOMM_VERSION_MAJOR;
+  if (minor) *minor = ZCOMM_VERSION_MINOR;
+  if (patch) *patch = ZCOMM_VERSION_PATCH;
+}
+
+zc_status zc_init(zc_comm** out) {
+  if (!out) {
+    SetLastErrorText("zc_init: invalid argument: comm is NULL");
+    return ZC_ERR_INVALID_ARG;
+  }
+  *out = nullptr;
+  zc::Config config;
+  Status st = zc::Config::FromEnv(&config);
+  if (!st.ok()) return Fail(st.with_context("zc_init"));
+  zc::log::Configure(config.debug, config.debug_subsys);
+  // Every zc_init of a job is collective and made in the same order on every
+  // rank, so the n-th call of each process meets the n-th of the others in
+  // keys of their own.
+  static std::atomic<int> inits{0};
+  int n = ++inits;
+  std::string prefix = n == 1 ? "" : zc::Format("zc.init%d/", n);
+  std::shared_ptr<zc::World> world;
+  st = MakeWorld(config, nullptr, prefix, &world);
+  if (!st.ok()) return InitFailed("zc_init", -1, st);
+  std::unique_ptr<zc_comm> comm;
+  st = MakeComm(world, zc::Group::AllRanks(world->device.get()), 0, &comm);
+  if (!st.ok()) return InitFailed("zc_init", world->bootstrap->rank(), st);
+  ZC_INFO(kCommon, "initialised via %s: rank %d of %d (local %d of %d)", world->bootstrap->kind(),
+          comm->rank, comm->size, comm->local_rank, comm->local_size);
+  *out = comm.release();
+  return ZC_OK;
+}
+
+zc_status zc_get_unique_id(zc_unique_id* id) {
+  if (!id) {
+    SetLastErrorText("zc_get_unique_id: invalid argument: id is NULL");
+    return ZC_ERR_INVALID_ARG;
+  }
+  memset(id, 0, sizeof(*id));
+  zc::Config config;
+  Status st = zc::Config::FromEnv(&config);
+  if (!st.ok()) return Fail(st.with_context("zc_get_unique_id"));
+  zc::log::Configure(config.debug, config.debug_subsys);
+  zc::UniqueId made;
+  st = zc::ServeUniqueId(config, &made);
+  if (!st.ok()) return Fail(st);
+  static_assert(sizeof(id->internal) == zc::kUniqueIdBytes, "zc_unique_id is 128 bytes");
+  made.Encode(id->internal);
+  return ZC_OK;
+}
+
+zc_status zc_comm_init_rank(zc_comm** out, int nranks, const zc_unique_id* id, int rank) {
+  const char* op = "zc_comm_init_rank";
+  if (!out) return BadArg(nullptr, op, "comm is NULL");
+  *out = nullptr;
+  if (!id) return BadArg(nullptr, op, "id is NULL");
+  if (nranks < 1) return BadArg(nullptr, op, "nranks %d: must be at least 1", nranks);
+  if (rank < 0 || rank >= nranks)
+    return BadArg(nullptr, op, "rank %d is out of range [0, %d)", rank, nranks);
+  zc::Config config;
+  Status st = zc::Config::FromEnv(&config);
+  if (!st.ok()) return InitFailed(op, rank, st);
+  zc::log::Configure(config.debug, config.debug_subsys);
+  zc::UniqueId uid;
+  st = zc::UniqueId::Decode(id->internal, &uid);
+  if (!st.ok()) return InitFailed(op, rank, st);
+
+  // The process that made the id serves its rendezvous and checks the claims.
+  std::unique_ptr<zc::StoreServer> served = zc::TakeServed(uid.nonce);
+  const bool coordinator = served != nullptr;
+  {
+    // The id's server exists before the id is handed out: a refused
+    // connection means it is gone, so do not wait the whole ZC_TIMEOUT.
+    std::unique_ptr<zc::StoreClient> store;
+    st = zc::StoreClient::Connect(uid.address(), uid.job_key,
+                                  zc::Deadline(std::min(config.timeout_s, 10.0)), &store);
+    if (!st.ok()) {
+      long age = static_cast<long>(time(nullptr) - uid.created);
+      return InitFailed(op, rank, st.with_context(zc::Format(
+          "cannot join the rendezvous of the unique id at %s (the id was made %ld s ago): a "
+          "stale id whose process has exited, or a network problem", uid.address().c_str(), age)));
+    }
+    store->set_op_timeout(config.timeout_s + 10);
+    st = zc::JoinRendezvous(store.get(), uid, nranks, rank, coordinator, config.timeout_s);
+    if (!st.ok()) return InitFailed(op, rank, st);
+  }
+  config.rank = rank;
+  config.size = nranks;
+  config.local_rank = config.local_size = -1;  // derived from host ids
+  config.store = uid.address();
+  config.job_key = uid.job_key;
+  std::shared_ptr<zc::World> world;
+  st = MakeWorld(config, std::move(served), "comm/", &world);
+  if (!st.ok()) return InitFailed(op, rank, st);
+  std::unique_ptr<zc_comm> comm;
+  st = MakeComm(world, zc::Group::AllRanks(world->device.get()), 0, &comm);
+  if (!st.ok()) return InitFailed(op, rank, st);
+  ZC_INFO(kCommon, "initialised from a unique id (rendezvous %s): rank %d of %d (local %d of %d)",
+          uid.address().c_str(), comm->rank, comm->size, comm->local_rank, comm->local_size);
+  *out = comm.release();
+  return ZC_OK;
+}
+
+zc_status zc_comm_split(zc_comm* comm, int color, int key, zc_comm** newcomm) {
+  const char* op = "zc_comm_split";
+  ZC_CHECK_COMM(comm, op);
+  if (!newcomm) return BadArg(comm, op, "newcomm is NULL");
+  *newcomm = nullptr;
+  if (color < 0 && color != ZC_SPLIT_NONE)
+    return BadArg(comm, op, "color %d: must be >= 0 or ZC_SPLIT_NONE", color);
+  std::vector<int> members;
+  uint32_t ctx = 0;
+  zc_status s = RunCollective(comm, op, [&](zc::Collectives* c) -> Status {
+    int32_t mine[2] = {color, key};
+    std::vector<int32_t> all(2 * static_cast<size_t>(comm->size));
+    ZC_RETURN_IF_ERROR(c->Allgather(mine, all.data(), 2, ZC_INT32));
+    ZC_RETURN_IF_ERROR(AgreeContext(comm, c, &ctx));
+    if (color == ZC_SPLIT_NONE) return Status::Ok();
+    // MPI_Comm_split order: by key, then by rank in comm.
+    std::vector<std::pair<int32_t, int>> order;
+    for (int r = 0; r < comm->size; ++r)
+      if (all[2 * r] == color) order.emplace_back(all[2 * r + 1], r);
+    std::sort(order.begin(), order.end());
+    for (auto& [k, r] : order) members.push_back(comm->group->device_rank(r));
+    return Status::Ok();
+  });
+  if (s != ZC_OK) return s;
+  if (color == ZC_SPLIT_NONE) {
+    ReleaseContext(comm->world.get(), ctx);
+    return ZC_OK;
+  }
+  std::unique_ptr<zc_comm> made;
+  Status st = MakeComm(comm->world, std::move(members), ctx, &made);
+  if (!st.ok()) {
+    ReleaseContext(comm->world.get(), ctx);
+    return Fail(st.with_context(zc::Format("rank %d: %s(color=%d, key=%d)", comm->rank, op, color, key)));
+  }
+  ZC_INFO(kCommon, "split: rank %d of %d -> rank %d of %d (color %d, context %u)", comm->rank,
+          comm->size, made->rank, made->size, color, ctx);
+  *newcomm = made.release();
+  return ZC_OK;
+}
+
+zc_status zc_comm_dup(zc_comm* comm, zc_comm** newcomm) {
+  ZC_CHECK_COMM(comm, "zc_comm_dup");
+  if (!newcomm) return BadArg(comm, "zc_comm_dup", "newcomm is NULL");
+  return zc_comm_split(comm, 0, comm->rank, newcomm);
+}
+
+zc_status zc_comm_get_async_error(zc_comm* comm, zc_status* error) {
+  ZC_CHECK_COMM(comm, "zc_comm_get_async_error");
+  if (!error) return BadArg(comm, "zc_comm_get_async_error", "error is NULL");
+  Status st = comm->group->AsyncError();
+  *error = st.code();
+  if (!st.ok()) Fail(st.with_context(zc::Format("rank %d: communicator broken", comm->rank)));
+  return ZC_OK;
+}
+
+zc_status zc_finalize(zc_comm* comm) {
+  ZC_CHECK_COMM(comm, "zc_finalize");
+  {
+    std::lock_guard<std::mutex> lock(comm->work_mu);
+    comm->stopping = true;
+  }
+  comm->work_cv.notify_all();
+  if (comm->worker.joinable()) comm->worker.join();
+  zc_status result = ZC_OK;
+  // Nobody may still be reading our memory when it goes away, and no late
+  // credit may land in it once it is reused by another communicator.
+  if (comm->coll && comm->size > 1 && !comm->device->aborted()) {
+    std::lock_guard<std::mutex> lock(comm->coll_mu);
+    Status st = comm->coll->Barrier();
+    if (!st.ok()) result = Done(comm, "zc_finalize", 0, st);
+    else if (Status q = comm->coll->Quiesce(); !q.ok())
+      ZC_TRACE(kColl, "finalize: %s", q.message().c_str());
+  }
+  comm->gpu_ipc.reset();  // closes the mappings of peers' buffers
+  comm->coll.reset();
+  uint32_t ctx = comm->group ? comm->group->context() : 0;
+  comm->group.reset();
+  if (ctx != 0) ReleaseContext(comm->world.get(), ctx);
+  // The last communicator over the World closes its Device and bootstrap.
+  comm->device.reset();
+  comm->world.reset();
+  delete comm;
+  return result;
+}
+
+}  // extern "C"

@@ -1,0 +1,29 @@
+#include "p2p/group.h"
+
+#include <algorithm>
+
+namespace zc {
+
+Group::Group(Device* dev, std::vector<int> members, uint32_t context)
+    : dev_(dev), members_(std::move(members)), context_(context) {
+  auto it = std::find(members_.begin(), members_.end(), dev->rank());
+  rank_ = it == members_.end() ? -1 : static_cast<int>(it - members_.begin());
+}
+
+std::vector<int> Group::AllRanks(const Device* dev) {
+  std::vector<int> all(static_cast<size_t>(dev->size()));
+  for (int r = 0; r < dev->size(); ++r) all[r] = r;
+  return all;
+}
+
+Status Group::AsyncError() const {
+  ZC_RETURN_IF_ERROR(dev_->Health(-1));
+  for (int r = 0; r < size(); ++r) {
+    if (r == rank_) continue;
+    Status st = dev_->Health(members_[r]);
+    if (!st.ok()) return st;
+  }
+  return Status::Ok();
+}
+
+}  // namespace zc

@@ -1,0 +1,80 @@
+// Group: a communicator's view of the process's Device. A communicator made
+// by zc_init or zc_comm_init_rank is the identity view (context 0) of a
+// Device of its own; zc_comm_split and zc_comm_dup make views of a subset of
+// the same Device's ranks, with a context id of their own, so they share its
+// connections, control mailboxes and registered pool instead of connecting
+// again. Everything above p2p (collectives, the communicator's point to
+// point) addresses peers by group rank and reaches the Device through here:
+// ranks are translated, and control tags are scoped by the context id
+// (p2p/control_tag.h) so that groups never take each other's messages.
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "common/deadline.h"
+#include "common/status.h"
+#include "p2p/channel.h"
+#include "p2p/control_tag.h"
+#include "p2p/device.h"
+
+namespace zc {
+
+class Group {
+ public:
+  // members[r] is the Device rank of group rank r; the calling process must
+  // be one of them. context must be agreed by every member (0: the world).
+  Group(Device* dev, std::vector<int> members, uint32_t context);
+  // Every rank of dev, in order, as context 0.
+  static std::vector<int> AllRanks(const Device* dev);
+
+  Device* device() const { return dev_; }
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(members_.size()); }
+  uint32_t context() const { return context_; }
+  int device_rank(int r) const { return members_[r]; }
+  const std::vector<int>& members() const { return members_; }
+
+  // ---- the Device's services, by group rank ----
+  Channel& channel(int r, int index = 0) { return dev_->channel(members_[r], index); }
+  bool is_local(int r) const { return dev_->is_local(members_[r]); }
+  TransportKind transport_to(int r) const { return dev_->transport_to(members_[r]); }
+  // r = -1: the Device's own health (abort, a peer's alert) only.
+  Status Health(int r) const { return dev_->Health(r < 0 ? -1 : members_[r]); }
+  Status KnownHealth(int r) const { return dev_->KnownHealth(r < 0 ? -1 : members_[r]); }
+  Status WaitFlag(const std::atomic<uint64_t>* flag, uint64_t value, int r, const Deadline& dl,
+                  const char* what) const {
+    return dev_->WaitFlag(flag, value, members_[r], dl, what);
+  }
+  // tag below 2^48 (ControlTag(0, class, value)); the context is added here.
+  Status SendControl(int r, uint64_t tag, const std::string& msg, const Deadline& dl) {
+    return dev_->SendControl(members_[r], Scoped(tag), msg, dl);
+  }
+  Status RecvControl(int r, uint64_t tag, std::string* msg, const Deadline& dl) {
+    return dev_->RecvControl(members_[r], Scoped(tag), msg, dl);
+  }
+  uint64_t Scoped(uint64_t tag) const { return tag | (static_cast<uint64_t>(context_) << 48); }
+
+  // Device-wide: memory, configuration, deadlines, abort.
+  const Config& config() const { return dev_->config(); }
+  Deadline NewDeadline() const { return dev_->NewDeadline(); }
+  Status Allocate(size_t bytes, MemRegion** out) { return dev_->Allocate(bytes, out); }
+  Status Free(void* ptr) { return dev_->Free(ptr); }
+  void Abort(const Status& why) { dev_->Abort(why); }
+  bool aborted() const { return dev_->aborted(); }
+  ControlPlane* control() { return dev_->control(); }
+
+  // What broke this group, without waiting: the Device's abort or a peer's
+  // alert, else the first member known (or now found) to be lost; OK when
+  // every member looks alive. For zc_comm_get_async_error.
+  Status AsyncError() const;
+
+ private:
+  Device* dev_;
+  std::vector<int> members_;
+  int rank_ = -1;
+  uint32_t context_;
+};
+
+}  // namespace zc
