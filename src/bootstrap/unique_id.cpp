@@ -35,9 +35,13 @@ uint64_t GetBe(const uint8_t* p, int n) {
 // The ids this process made, served until a communicator takes them. The
 // one piece of process-wide state of the communicator API: an id exists
 // before any communicator does.
+struct ServedId {
+  pid_t pid;  // the process whose thread serves it
+  std::unique_ptr<StoreServer> server;
+};
 std::mutex g_served_mu;
-std::map<uint64_t, std::unique_ptr<StoreServer>>& Served() {
-  static auto* served = new std::map<uint64_t, std::unique_ptr<StoreServer>>();
+std::map<uint64_t, ServedId>& Served() {
+  static auto* served = new std::map<uint64_t, ServedId>();
   return *served;
 }
 
@@ -189,7 +193,7 @@ Status ServeUniqueId(const Config& config, UniqueId* id) {
           ifname.c_str());
   {
     std::lock_guard<std::mutex> lock(g_served_mu);
-    Served()[made.nonce] = std::move(server);
+    Served()[made.nonce] = ServedId{getpid(), std::move(server)};
   }
   *id = std::move(made);
   return Status::Ok();
@@ -199,9 +203,15 @@ std::unique_ptr<StoreServer> TakeServed(uint64_t nonce) {
   std::lock_guard<std::mutex> lock(g_served_mu);
   auto it = Served().find(nonce);
   if (it == Served().end()) return nullptr;
-  std::unique_ptr<StoreServer> s = std::move(it->second);
+  ServedId served = std::move(it->second);
   Served().erase(it);
-  return s;
+  if (served.pid != getpid()) {
+    // A child forked after the id was made: the copy of the server has no
+    // thread here (the parent serves it), and must not be stopped here.
+    (void)served.server.release();
+    return nullptr;
+  }
+  return std::move(served.server);
 }
 
 Status JoinRendezvous(StoreClient* store, const UniqueId& id, int nranks, int rank,
@@ -218,6 +228,13 @@ Status JoinRendezvous(StoreClient* store, const UniqueId& id, int nranks, int ra
   if (coordinator) {
     Status verdict = Coordinate(store, nranks, me, timeout_s);
     ZC_RETURN_IF_ERROR(store->Set("join/verdict", VerdictOf(verdict, nranks)));
+    if (!verdict.ok() && verdict.code() != ZC_ERR_TIMEOUT) {
+      // The store goes away with this process's failed call: give the ranks
+      // still on their way a moment to read why, rather than a refused
+      // connection.
+      std::string ignored;
+      store->Get(Format("join/arrival/%d", nranks), &ignored, 3.0);
+    }
     return verdict;
   }
   // The owner decides within timeout_s of its own arrival; allow it that
