@@ -114,7 +114,28 @@ Status ControlPlane::TryTake(Peer& p, uint64_t tag, Consumer consume, void* ctx,
   }
 }
 
+Status ControlPlane::TrySend2(int peer, uint64_t tag, const void* a, size_t abytes, const void* b,
+                              size_t bbytes, bool* sent) {
+  *sent = false;
+  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer])
+    return Error(ZC_ERR_INVALID_ARG, "control message to invalid peer %d", peer);
+  Peer& p = *peers_[peer];
+  if (abytes + bbytes > p.max_message)
+    return Error(ZC_ERR_INTERNAL, "control message of %zu bytes to peer %d exceeds %llu",
+                 abytes + bbytes, peer, static_cast<unsigned long long>(p.max_message));
+  std::unique_lock<std::mutex> lock(p.send_mu, std::try_to_lock);
+  if (!lock.owns_lock() || !p.writer.HasCredit()) return Status::Ok();
+  uint64_t aux[1] = {tag};
+  ZC_RETURN_IF_ERROR(p.writer.Put2(a, abytes, b, bbytes, aux, 1, dev_->NewDeadline()));
+  *sent = true;
+  return Status::Ok();
+}
+
 bool ControlPlane::TryRecv(int peer, uint64_t tag, std::string* msg, Status* st) {
+  return TryRecvWith(peer, tag, &ControlPlane::CopyOut, msg, st) && st->ok();
+}
+
+bool ControlPlane::TryRecvWith(int peer, uint64_t tag, Consumer consume, void* ctx, Status* st) {
   *st = Status::Ok();
   if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer]) {
     *st = Error(ZC_ERR_INVALID_ARG, "control message from invalid peer %d", peer);
@@ -123,8 +144,8 @@ bool ControlPlane::TryRecv(int peer, uint64_t tag, std::string* msg, Status* st)
   Peer& p = *peers_[peer];
   std::lock_guard<std::mutex> lock(p.recv_mu);
   bool done = false;
-  *st = TryTake(p, tag, &ControlPlane::CopyOut, msg, &done, Deadline(1.0));
-  return st->ok() && done;
+  *st = TryTake(p, tag, consume, ctx, &done, Deadline(1.0));
+  return done;
 }
 
 Status ControlPlane::CopyOut(void* ctx, const char* data, size_t bytes) {

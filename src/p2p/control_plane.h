@@ -43,6 +43,14 @@ class ControlPlane {
   Status RecvWith(int peer, uint64_t tag, Consumer consume, void* ctx, const Deadline& dl);
   // Non-blocking: a queued or arrived message with this tag, if any.
   bool TryRecv(int peer, uint64_t tag, std::string* msg, Status* st);
+  // Non-blocking RecvWith: true when a message with this tag was handed to
+  // consume (*st: consume's status, or the stream's error).
+  bool TryRecvWith(int peer, uint64_t tag, Consumer consume, void* ctx, Status* st);
+  // Non-blocking Send2: *sent = false (and Ok) when no slot is free now or
+  // another thread is sending to this peer; the caller retries later. Never
+  // waits for the peer (the write itself may take as long as the transfer).
+  Status TrySend2(int peer, uint64_t tag, const void* a, size_t abytes, const void* b,
+                  size_t bbytes, bool* sent);
 
   // The word peers write to report an abort (value: code << 32 | rank + 1).
   std::atomic<uint64_t>* alert_word() const;

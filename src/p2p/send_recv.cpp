@@ -5,6 +5,7 @@
 
 #include "p2p/control_plane.h"
 #include "p2p/device.h"
+#include "p2p/p2p_protocol.h"
 
 static_assert(zc::kEagerLimit + 64 <= zc::ControlPlane::kMaxMessage, "eager fits a control slot");
 static_assert(zc::kNetworkEagerLimit + 64 <= zc::ControlPlane::kMaxNetworkMessage,
@@ -13,29 +14,13 @@ static_assert(zc::kNetworkEagerLimit + 64 <= zc::ControlPlane::kMaxNetworkMessag
 namespace zc {
 namespace {
 
-enum Kind : uint64_t { kMeta = 1, kAck = 2 };
-enum Mode : uint32_t { kEager = 0, kRendezvous = 1 };
-enum AckCode : uint32_t { kAckOk = 0, kAckMismatch = 1, kAckNeedStaged = 2, kAckFailed = 3 };
-
-struct Meta {
-  uint64_t bytes;
-  uint32_t mode;
-  uint32_t pad;
-  uint64_t offset;  // rendezvous: of the data inside `region`
-};
-
-struct Ack {
-  uint32_t code;
-  uint32_t pad;
-  uint64_t expected;  // receiver's size, for the mismatch message
-};
-
-uint64_t Tag(Kind k, int tag) { return (static_cast<uint64_t>(k) << 32) | static_cast<uint32_t>(tag); }
+using namespace p2p_wire;
 
 // Eager: [Meta][payload]; rendezvous: [Meta][descriptor of the source].
+// The blocking path speaks context 0 and sequence number 0 (p2p_protocol.h).
 Status SendMeta(Device* dev, int peer, int tag, const Meta& m, const void* rest, size_t rest_bytes,
                 const Deadline& dl) {
-  return dev->control()->Send2(peer, Tag(kMeta, tag), &m, sizeof(m), rest, rest_bytes, dl);
+  return dev->control()->Send2(peer, MetaTag(0, tag), &m, sizeof(m), rest, rest_bytes, dl);
 }
 
 // What Recv learns from the meta message; filled by TakeMeta, which reads
@@ -83,7 +68,7 @@ Status Send(Device* dev, const void* buf, size_t bytes, int peer, int tag) {
   Status st = SendMeta(dev, peer, tag, m, desc.data(), desc.size(), dl);
   for (int round = 0; st.ok(); ++round) {
     std::string reply;
-    st = dev->RecvControl(peer, Tag(kAck, tag), &reply, dl);
+    st = dev->RecvControl(peer, AckTag(0, tag), &reply, dl);
     if (!st.ok()) break;
     Ack ack{};
     memcpy(&ack, reply.data(), std::min(reply.size(), sizeof(ack)));
@@ -101,7 +86,14 @@ Status Send(Device* dev, const void* buf, size_t bytes, int peer, int tag) {
       memcpy(staged->data(), buf, bytes);
       m.offset = 0;
       desc = staged->remote().Serialize();
-      st = SendMeta(dev, peer, tag, m, desc.data(), desc.size(), dl);
+      // The pool copy's meta data rides in the ack class, after an Ack
+      // header naming the message (a meta-class message could be taken by
+      // an older receive of the same tag).
+      Ack head{kAckRestaged, m.seq, bytes};
+      std::string msg(reinterpret_cast<const char*>(&head), sizeof(head));
+      msg.append(reinterpret_cast<const char*>(&m), sizeof(m));
+      st = dev->control()->Send2(peer, AckTag(0, tag), msg.data(), msg.size(), desc.data(),
+                                 desc.size(), dl);
       continue;
     }
     st = Error(ZC_ERR_SYSTEM, "send of %zu bytes to peer %d (tag %d): the receiver failed to read it",
@@ -114,28 +106,41 @@ Status Send(Device* dev, const void* buf, size_t bytes, int peer, int tag) {
 
 Status Recv(Device* dev, void* buf, size_t bytes, int peer, int tag) {
   Deadline dl = dev->NewDeadline();
-  for (;;) {
-    Arrival in{buf, bytes};
-    Status got = dev->control()->RecvWith(peer, Tag(kMeta, tag), &TakeMeta, &in, dl);
-    if (!got.ok()) return got.with_context(Format("recv from peer %d (tag %d)", peer, tag));
-    const Meta& m = in.meta;
-    auto ack = [&](uint32_t code) {
-      Ack a{code, 0, bytes};
-      return dev->SendControl(peer, Tag(kAck, tag), std::string(reinterpret_cast<char*>(&a), sizeof(a)), dl);
-    };
-    if (m.bytes != bytes) {
-      if (m.mode == kRendezvous) ack(kAckMismatch);
-      return Error(ZC_ERR_MISMATCH, "recv of %zu bytes from peer %d (tag %d): the peer sent %llu bytes",
-                   bytes, peer, tag, static_cast<unsigned long long>(m.bytes));
-    }
-    if (m.mode == kEager) return Status::Ok();  // TakeMeta copied the payload
+  Arrival in{buf, bytes};
+  Status got = dev->control()->RecvWith(peer, MetaTag(0, tag), &TakeMeta, &in, dl);
+  if (!got.ok()) return got.with_context(Format("recv from peer %d (tag %d)", peer, tag));
+  Meta m = in.meta;
+  // Acks echo the sender's sequence number (p2p_protocol.h).
+  auto ack = [&](uint32_t code) {
+    Ack a{code, m.seq, bytes};
+    return dev->SendControl(peer, AckTag(0, tag), std::string(reinterpret_cast<char*>(&a), sizeof(a)), dl);
+  };
+  if (m.bytes != bytes) {
+    if (m.mode == kRendezvous) ack(kAckMismatch);
+    return Error(ZC_ERR_MISMATCH, "recv of %zu bytes from peer %d (tag %d): the peer sent %llu bytes",
+                 bytes, peer, tag, static_cast<unsigned long long>(m.bytes));
+  }
+  if (m.mode == kEager) return Status::Ok();  // TakeMeta copied the payload
+  std::string desc = std::move(in.region);
+  for (int round = 0;; ++round) {
     RemoteRegion src;
-    ZC_RETURN_IF_ERROR(RemoteRegion::Parse(in.region, &src));
+    ZC_RETURN_IF_ERROR(RemoteRegion::Parse(desc, &src));
     // One-sided read straight into the user's buffer.
     Status st = dev->channel(peer).Read(buf, bytes, src, m.offset, dl);
-    if (st.code() == ZC_ERR_UNSUPPORTED) {
+    if (st.code() == ZC_ERR_UNSUPPORTED && round == 0) {
       ZC_RETURN_IF_ERROR(ack(kAckNeedStaged));
-      continue;  // the sender re-sends meta data pointing at pool memory
+      // The sender answers with the meta data of a pool copy, in the ack class.
+      std::string msg;
+      Status r = dev->RecvControl(peer, AckTag(0, tag), &msg, dl);
+      if (!r.ok()) return r.with_context(Format("recv of %zu bytes from peer %d (tag %d)", bytes, peer, tag));
+      Ack head{};
+      if (msg.size() < sizeof(Ack) + sizeof(Meta) ||
+          (memcpy(&head, msg.data(), sizeof(head)), head.code != kAckRestaged))
+        return Error(ZC_ERR_INTERNAL, "recv of %zu bytes from peer %d (tag %d): bad staged meta data",
+                     bytes, peer, tag);
+      memcpy(&m, msg.data() + sizeof(Ack), sizeof(Meta));
+      desc = msg.substr(sizeof(Ack) + sizeof(Meta));
+      continue;
     }
     if (!st.ok()) {
       ack(kAckFailed);

@@ -28,6 +28,11 @@ char* SlotWriter::Direct() {
   return direct_;
 }
 
+bool SlotWriter::HasCredit() const {
+  if (sent_ < layout_.slots) return true;
+  return FlagAt(local_, 0)->load(std::memory_order_acquire) >= sent_ - layout_.slots + 1;
+}
+
 Status SlotWriter::WaitCredit(const Deadline& dl) {
   // Slot sent_ % K is free once the reader has consumed sent_ - K + 1 messages.
   if (sent_ < layout_.slots) return Status::Ok();

@@ -66,6 +66,9 @@ class SlotWriter {
   // plus the data).
   Status Put2(const void* a, uint64_t abytes, const void* b, uint64_t bbytes,
               const uint64_t* aux, int naux, const Deadline& dl);
+  // True when the next Put needs no wait: a slot is free (its credit has
+  // come back). Non-blocking; for callers that must not wait for the peer.
+  bool HasCredit() const;
   uint64_t sent() const { return sent_; }
   int peer() const { return peer_; }
   const SlotLayout& layout() const { return layout_; }

@@ -1,0 +1,474 @@
+#include "p2p/p2p_engine.h"
+
+#include <cstring>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "common/log.h"
+#include "p2p/control_plane.h"
+#include "p2p/device.h"
+#include "p2p/p2p_protocol.h"
+#include "p2p/send_recv.h"
+
+namespace zc {
+
+using namespace p2p_wire;
+
+// ---- P2pRequest ----
+
+bool P2pRequest::Test(Status* st) const {
+  if (!done_.load(std::memory_order_acquire)) return false;
+  if (st) {
+    std::lock_guard<std::mutex> lock(mu_);
+    *st = status_;
+  }
+  return true;
+}
+
+Status P2pRequest::Wait(const Deadline& dl) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_until(lock, dl.at(), [this] { return done_.load(std::memory_order_relaxed); }))
+    return Error(ZC_ERR_TIMEOUT, "%s of %zu bytes: not complete before the wait's deadline",
+                 is_send_ ? "isend" : "irecv", bytes_);
+  return status_;
+}
+
+void P2pRequest::Complete(const Status& st) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    status_ = st;
+    done_.store(true, std::memory_order_release);
+  }
+  cv_.notify_all();
+}
+
+// ---- the request state machine ----
+
+struct P2pEngine::Op {
+  enum State {
+    kPostMeta,      // send: meta (and eager payload) waits for a control slot
+    kAwaitAck,      // send, rendezvous: the receiver reads; waits for its ack
+    kRestage,       // send: a pool copy's meta waits for a control slot
+    kAwaitMeta,     // recv: waits for the sender's meta
+    kSendAck,       // recv: the ack waits for a control slot
+    kAwaitRestage,  // recv: asked for a pool copy; waits for its meta
+    kDone,
+  };
+  bool send = false;
+  State state = kPostMeta;
+  std::shared_ptr<P2pRequest> req;
+  const void* sbuf = nullptr;
+  void* rbuf = nullptr;
+  size_t bytes = 0;
+  int peer = 0, dpeer = 0, tag = 0;
+  Deadline dl{0};
+  Meta meta{};
+  std::string desc;         // rendezvous: the source's descriptor
+  MemRegion* staged = nullptr;  // send: the pool copy after kAckNeedStaged
+  bool restaged = false;    // the pool copy was sent (send) or asked for (recv)
+  uint32_t ack_code = 0;    // recv, kSendAck: what to send
+  Status final_status;      // recv, kSendAck: the result once the ack is out
+
+  std::string What() const {
+    return Format("%s of %zu bytes %s peer %d (tag %d)", send ? "isend" : "irecv", bytes,
+                  send ? "to" : "from", peer, tag);
+  }
+};
+
+namespace {
+
+// Reads the meta message in place; an eager payload of the expected size
+// goes straight into the receiver's buffer.
+struct Arrival {
+  void* buf;
+  size_t bytes;
+  Meta meta{};
+  std::string desc;
+};
+
+Status TakeMeta(void* ctx, const char* data, size_t n) {
+  auto* a = static_cast<Arrival*>(ctx);
+  if (n < sizeof(Meta)) return Error(ZC_ERR_INTERNAL, "truncated meta data (%zu bytes)", n);
+  memcpy(&a->meta, data, sizeof(Meta));
+  const char* rest = data + sizeof(Meta);
+  const size_t rest_bytes = n - sizeof(Meta);
+  if (a->meta.mode == kRendezvous) {
+    a->desc.assign(rest, rest_bytes);
+  } else if (a->meta.bytes == a->bytes) {
+    if (rest_bytes != a->bytes)
+      return Error(ZC_ERR_INTERNAL, "eager payload of %zu bytes, meta data says %zu", rest_bytes,
+                   a->bytes);
+    if (a->bytes) memcpy(a->buf, rest, a->bytes);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+P2pEngine::P2pEngine(Device* dev, std::vector<int> members, int my_rank, uint32_t context)
+    : dev_(dev), members_(std::move(members)), my_rank_(my_rank), context_(context & kMaxContext) {}
+
+P2pEngine::~P2pEngine() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  ops_.splice(ops_.end(), incoming_);
+  for (auto& op : ops_)
+    if (op->state != Op::kDone)
+      Complete(*op, Error(ZC_ERR_ABORTED, "%s: the communicator's p2p engine was destroyed",
+                          op->What().c_str()));
+  ops_.clear();
+}
+
+Status P2pEngine::Check(const void* buf, size_t bytes, int peer, const char* what) const {
+  if (peer < 0 || peer >= size())
+    return Error(ZC_ERR_INVALID_ARG, "%s: peer %d out of range [0, %d)", what, peer, size());
+  if (peer == my_rank_)
+    return Error(ZC_ERR_INVALID_ARG, "%s: peer %d is the calling rank itself (self)", what, peer);
+  if (!buf && bytes) return Error(ZC_ERR_INVALID_ARG, "%s: null buffer of %zu bytes", what, bytes);
+  return Status::Ok();
+}
+
+Status P2pEngine::Isend(const void* buf, size_t bytes, int peer, int tag,
+                        std::shared_ptr<P2pRequest>* req) {
+  ZC_RETURN_IF_ERROR(Check(buf, bytes, peer, "isend"));
+  auto op = std::make_unique<Op>();
+  op->send = true;
+  op->state = Op::kPostMeta;
+  op->sbuf = buf;
+  op->bytes = bytes;
+  op->peer = peer;
+  op->dpeer = members_[peer];
+  op->tag = tag;
+  op->dl = dev_->NewDeadline();
+  uint32_t seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
+  if (seq == 0) seq = next_seq_.fetch_add(1, std::memory_order_relaxed);  // 0: blocking zc::Send
+  op->meta = Meta{bytes, kEager, seq, 0};
+  const size_t eager =
+      dev_->transport_to(op->dpeer) == TransportKind::kShm ? kEagerLimit : kNetworkEagerLimit;
+  if (bytes > eager) {
+    // Rendezvous: expose the source where it lies (pool memory: zero copy).
+    MemRegion* region = nullptr;
+    Status st = dev_->LocalRegionFor(buf, bytes, &region);
+    if (!st.ok()) return st.with_context(op->What());
+    op->meta.mode = kRendezvous;
+    op->meta.offset = region->offset_of(buf);
+    op->desc = region->remote().Serialize();
+  }
+  op->req = std::make_shared<P2pRequest>(true, bytes);
+  *req = op->req;
+  Post(std::move(op));
+  return Status::Ok();
+}
+
+Status P2pEngine::Irecv(void* buf, size_t bytes, int peer, int tag,
+                        std::shared_ptr<P2pRequest>* req) {
+  ZC_RETURN_IF_ERROR(Check(buf, bytes, peer, "irecv"));
+  auto op = std::make_unique<Op>();
+  op->send = false;
+  op->state = Op::kAwaitMeta;
+  op->rbuf = buf;
+  op->bytes = bytes;
+  op->peer = peer;
+  op->dpeer = members_[peer];
+  op->tag = tag;
+  op->dl = dev_->NewDeadline();
+  op->req = std::make_shared<P2pRequest>(false, bytes);
+  *req = op->req;
+  Post(std::move(op));
+  return Status::Ok();
+}
+
+Status P2pEngine::Send(const void* buf, size_t bytes, int peer, int tag) {
+  std::shared_ptr<P2pRequest> req;
+  ZC_RETURN_IF_ERROR(Isend(buf, bytes, peer, tag, &req));
+  return req->Wait(Deadline::Never());
+}
+
+Status P2pEngine::Recv(void* buf, size_t bytes, int peer, int tag) {
+  std::shared_ptr<P2pRequest> req;
+  ZC_RETURN_IF_ERROR(Irecv(buf, bytes, peer, tag, &req));
+  return req->Wait(Deadline::Never());
+}
+
+void P2pEngine::Post(std::unique_ptr<Op> op) {
+  pending_.fetch_add(1, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) {
+      // Only during destruction (a caller racing the destructor).
+      Complete(*op, Error(ZC_ERR_ABORTED, "%s: the communicator's p2p engine is being destroyed",
+                          op->What().c_str()));
+      return;
+    }
+    incoming_.push_back(std::move(op));
+    if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+  }
+  cv_.notify_one();
+}
+
+void P2pEngine::Complete(Op& op, const Status& st) {
+  op.state = Op::kDone;
+  if (op.staged) {
+    dev_->Free(op.staged->data());
+    op.staged = nullptr;
+  }
+  pending_.fetch_sub(1, std::memory_order_relaxed);
+  op.req->Complete(st);
+}
+
+void P2pEngine::Loop() {
+  int idle = 0;      // passes in a row that moved nothing
+  int sleep_us = 0;  // current back-off sleep
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (ops_.empty()) {
+        // Nothing pending: sleep until a request is posted.
+        cv_.wait(lock, [this] { return stop_ || !incoming_.empty(); });
+      } else if (idle > 0 && incoming_.empty() && !stop_) {
+        // Requests wait for their peers: yield briefly, then sleep 20..100 us
+        // (a new request ends the sleep at once).
+        if (idle < 16) {
+          lock.unlock();
+          std::this_thread::yield();
+          lock.lock();
+        } else {
+          sleep_us = sleep_us ? std::min(sleep_us * 2, 100) : 20;
+          cv_.wait_for(lock, std::chrono::microseconds(sleep_us),
+                       [this] { return stop_ || !incoming_.empty(); });
+        }
+      }
+      if (stop_) return;
+      ops_.splice(ops_.end(), incoming_);
+    }
+    if (Pass()) {
+      idle = 0;
+      sleep_us = 0;
+    } else {
+      ++idle;
+    }
+  }
+}
+
+bool P2pEngine::Pass() {
+  ControlPlane* cp = dev_->control();
+  bool moved = false;
+  std::set<int> send_blocked;                // peers whose next meta found no slot this turn
+  std::set<std::pair<int, int>> recv_blocked;  // (peer, tag) whose oldest receive found nothing
+  std::set<std::pair<int, int>> ack_keys;      // (peer, tag) with requests awaiting ack-class messages
+  for (auto& ptr : ops_) {
+    Op& op = *ptr;
+    switch (op.state) {
+      case Op::kPostMeta: {
+        // Sends to one peer go out in posting order: once one finds no
+        // slot, later ones wait for the next turn.
+        if (send_blocked.count(op.dpeer)) break;
+        bool sent = false;
+        const bool eager = op.meta.mode == kEager;
+        Status st = cp->TrySend2(op.dpeer, MetaTag(context_, op.tag), &op.meta, sizeof(op.meta),
+                                 eager ? op.sbuf : op.desc.data(), eager ? op.bytes : op.desc.size(),
+                                 &sent);
+        if (!st.ok()) {
+          Complete(op, st.with_context(op.What()));
+        } else if (sent) {
+          moved = true;
+          if (eager) Complete(op, Status::Ok());
+          else op.state = Op::kAwaitAck;
+        } else {
+          send_blocked.insert(op.dpeer);
+        }
+        break;
+      }
+      case Op::kRestage: {
+        Ack a{kAckRestaged, op.meta.seq, op.bytes};
+        std::string head(reinterpret_cast<const char*>(&a), sizeof(a));
+        head.append(reinterpret_cast<const char*>(&op.meta), sizeof(op.meta));
+        bool sent = false;
+        Status st = cp->TrySend2(op.dpeer, AckTag(context_, op.tag), head.data(), head.size(),
+                                 op.desc.data(), op.desc.size(), &sent);
+        if (!st.ok()) {
+          Complete(op, st.with_context(op.What()));
+        } else if (sent) {
+          moved = true;
+          op.state = Op::kAwaitAck;
+        }
+        break;
+      }
+      case Op::kAwaitMeta: {
+        // Only the oldest receive of a (peer, tag) looks: FIFO matching.
+        const auto key = std::make_pair(op.dpeer, op.tag);
+        if (recv_blocked.count(key)) break;
+        Arrival in{op.rbuf, op.bytes};
+        Status st;
+        if (!cp->TryRecvWith(op.dpeer, MetaTag(context_, op.tag), &TakeMeta, &in, &st)) {
+          if (!st.ok()) Complete(op, st.with_context(op.What()));
+          else recv_blocked.insert(key);
+          break;
+        }
+        moved = true;
+        if (!st.ok()) {
+          Complete(op, st.with_context(op.What()));
+          break;
+        }
+        op.meta = in.meta;
+        op.desc = std::move(in.desc);
+        HandleMeta(op);
+        break;
+      }
+      case Op::kSendAck: {
+        Ack a{op.ack_code, op.meta.seq, op.bytes};
+        bool sent = false;
+        Status st = cp->TrySend2(op.dpeer, AckTag(context_, op.tag), &a, sizeof(a), nullptr, 0, &sent);
+        if (!st.ok()) {
+          Complete(op, op.final_status.ok() ? st.with_context(op.What()) : op.final_status);
+        } else if (sent) {
+          moved = true;
+          if (op.ack_code == kAckNeedStaged) op.state = Op::kAwaitRestage;
+          else Complete(op, op.final_status);
+        }
+        break;
+      }
+      case Op::kAwaitAck:
+      case Op::kAwaitRestage:
+        ack_keys.insert({op.dpeer, op.tag});
+        break;
+      case Op::kDone:
+        break;
+    }
+  }
+  // Ack-class messages go to the request with their sequence number.
+  for (const auto& key : ack_keys) {
+    std::string msg;
+    Status st;
+    while (cp->TryRecv(key.first, AckTag(context_, key.second), &msg, &st)) {
+      moved = true;
+      Dispatch(key.first, key.second, msg);
+    }
+  }
+  // Deadlines and peers' health.
+  for (auto& ptr : ops_) {
+    Op& op = *ptr;
+    if (op.state == Op::kDone) continue;
+    Status h = dev_->Health(op.dpeer);
+    if (!h.ok()) {
+      Complete(op, h.with_context(op.What()));
+    } else if (op.dl.expired()) {
+      const char* why = "";
+      switch (op.state) {
+        case Op::kPostMeta: why = "no free control slot (the peer receives nothing)"; break;
+        case Op::kAwaitAck: why = "no acknowledgement of the rendezvous (no matching receive)"; break;
+        case Op::kRestage: case Op::kSendAck: why = "no free control slot"; break;
+        case Op::kAwaitMeta: why = "no matching send"; break;
+        case Op::kAwaitRestage: why = "no staged copy"; break;
+        case Op::kDone: break;
+      }
+      Complete(op, Error(ZC_ERR_TIMEOUT, "%s: %s within %.0f s (ZC_TIMEOUT)", op.What().c_str(), why,
+                         dev_->timeout_s()));
+    }
+  }
+  ops_.remove_if([](const std::unique_ptr<Op>& op) { return op->state == Op::kDone; });
+  return moved;
+}
+
+void P2pEngine::HandleMeta(Op& op) {
+  if (op.meta.bytes != op.bytes) {
+    Status st = Error(ZC_ERR_MISMATCH, "%s: the peer sent %llu bytes", op.What().c_str(),
+                      static_cast<unsigned long long>(op.meta.bytes));
+    if (op.meta.mode == kRendezvous) {
+      op.ack_code = kAckMismatch;
+      op.final_status = st;
+      op.state = Op::kSendAck;
+    } else {
+      Complete(op, st);
+    }
+    return;
+  }
+  if (op.meta.mode == kEager) {
+    Complete(op, Status::Ok());  // TakeMeta copied the payload
+    return;
+  }
+  StartRead(op);
+}
+
+void P2pEngine::StartRead(Op& op) {
+  RemoteRegion src;
+  Status st = RemoteRegion::Parse(op.desc, &src);
+  // One-sided read straight into the user's buffer (blocks for the transfer only).
+  if (st.ok()) st = dev_->channel(op.dpeer).Read(op.rbuf, op.bytes, src, op.meta.offset, op.dl);
+  op.state = Op::kSendAck;
+  if (st.code() == ZC_ERR_UNSUPPORTED && !op.restaged) {
+    op.restaged = true;
+    op.ack_code = kAckNeedStaged;  // then kAwaitRestage
+    op.final_status = Status::Ok();
+  } else if (!st.ok()) {
+    op.ack_code = kAckFailed;
+    op.final_status = st.with_context(op.What());
+  } else {
+    op.ack_code = kAckOk;
+    op.final_status = Status::Ok();
+  }
+}
+
+void P2pEngine::Dispatch(int dpeer, int tag, const std::string& msg) {
+  Ack a{};
+  if (msg.size() < sizeof(a)) {
+    ZC_WARN(kP2p, "p2p: short acknowledgement (%zu bytes) from rank %d", msg.size(), dpeer);
+    return;
+  }
+  memcpy(&a, msg.data(), sizeof(a));
+  const bool restage = a.code == kAckRestaged;
+  for (auto& ptr : ops_) {
+    Op& op = *ptr;
+    if (op.dpeer != dpeer || op.tag != tag || op.meta.seq != a.seq) continue;
+    if (restage && !op.send && op.state == Op::kAwaitRestage) {
+      if (msg.size() < sizeof(Ack) + sizeof(Meta)) {
+        Complete(op, Error(ZC_ERR_INTERNAL, "%s: truncated staged meta data", op.What().c_str()));
+        return;
+      }
+      memcpy(&op.meta, msg.data() + sizeof(Ack), sizeof(Meta));
+      op.desc = msg.substr(sizeof(Ack) + sizeof(Meta));
+      StartRead(op);
+      return;
+    }
+    if (!restage && op.send && op.state == Op::kAwaitAck) {
+      switch (a.code) {
+        case kAckOk:
+          Complete(op, Status::Ok());
+          break;
+        case kAckMismatch:
+          Complete(op, Error(ZC_ERR_MISMATCH, "%s: the receiver expects %llu bytes",
+                             op.What().c_str(), static_cast<unsigned long long>(a.expected)));
+          break;
+        case kAckNeedStaged:
+          if (!op.restaged) {
+            // The peer cannot reach user memory (cross-memory attach
+            // refused): stage through pool memory, which every local peer maps.
+            op.restaged = true;
+            Status st = dev_->Allocate(op.bytes, &op.staged);
+            if (!st.ok()) {
+              Complete(op, st.with_context(op.What()));
+              break;
+            }
+            memcpy(op.staged->data(), op.sbuf, op.bytes);
+            op.meta.offset = 0;
+            op.desc = op.staged->remote().Serialize();
+            op.state = Op::kRestage;
+            break;
+          }
+          [[fallthrough]];
+        default:
+          Complete(op, Error(ZC_ERR_SYSTEM, "%s: the receiver failed to read it", op.What().c_str()));
+      }
+      return;
+    }
+  }
+  ZC_INFO(kP2p, "p2p: acknowledgement for no pending request (rank %d, tag %d, seq %u)", dpeer, tag,
+              a.seq);
+}
+
+}  // namespace zc

@@ -1,0 +1,121 @@
+// P2pEngine: nonblocking point-to-point (zc_isend / zc_irecv, and zc_send /
+// zc_recv as an isend or irecv plus its wait) for one communicator.
+//
+// Requests are non-blocking state machines over the control plane (the wire
+// format is in p2p_protocol.h, the same as the blocking zc::Send/zc::Recv):
+//   send:  post meta (eager: with the payload; needs a control slot credit,
+//          taken with ControlPlane::TrySend2, never waited for)
+//          -> [rendezvous] await the receiver's ack -> done
+//             (kAckNeedStaged: copy into pool memory, send it -> await ack)
+//   recv:  await meta (ControlPlane::TryRecvWith; only the oldest receive of
+//          each (peer, tag) looks, so messages of one (peer, tag) match in
+//          posting order) -> [rendezvous] one-sided Read into the user's
+//          buffer (this may block for the transfer itself) -> send the ack
+//          (again only when a slot is free) -> done
+// One progress thread per engine drives them, started on the first request;
+// it sleeps on a condition variable when nothing is pending and backs off
+// (yield, then 20-100 us sleeps) while requests wait for their peers. No
+// request ever blocks another one while it waits for a peer, so any set of
+// requests that MPI would complete completes here.
+//
+// Every request has a deadline (ZC_TIMEOUT from the time it was posted) and
+// fails promptly when its peer is lost or the Device is aborted.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "common/deadline.h"
+#include "common/status.h"
+
+namespace zc {
+
+class Device;
+
+// Completion state of one Isend or Irecv, shared by the engine and the caller.
+class P2pRequest {
+ public:
+  P2pRequest(bool is_send, size_t bytes) : is_send_(is_send), bytes_(bytes) {}
+  // Never blocks: true when the request is complete, *st (may be null) its status.
+  bool Test(Status* st) const;
+  // Sleeps on a condition variable until the request completes (its status)
+  // or dl passes (ZC_ERR_TIMEOUT; the request stays pending). The engine
+  // completes every request by its own deadline, so Deadline::Never() is safe.
+  Status Wait(const Deadline& dl);
+  bool is_send() const { return is_send_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  friend class P2pEngine;
+  void Complete(const Status& st);
+
+  const bool is_send_;
+  const size_t bytes_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<bool> done_{false};
+  Status status_;
+};
+
+class P2pEngine {
+ public:
+  // One per communicator. members[r] is the Device rank of communicator rank
+  // r; my_rank is mine in the communicator; context (< 0x10000) scopes every
+  // control tag, so that communicators sharing one Device never take each
+  // other's messages. Context 0 speaks with the blocking zc::Send/zc::Recv.
+  P2pEngine(Device* dev, std::vector<int> members, int my_rank, uint32_t context);
+  // Pending requests complete with ZC_ERR_ABORTED; the progress thread is joined.
+  ~P2pEngine();
+  P2pEngine(const P2pEngine&) = delete;
+  P2pEngine& operator=(const P2pEngine&) = delete;
+
+  // Nonblocking; peer and tag in communicator terms; the buffer belongs to
+  // zcomm until the request completes. Argument errors are returned at once
+  // (and no request is made); everything else through the request.
+  Status Isend(const void* buf, size_t bytes, int peer, int tag, std::shared_ptr<P2pRequest>* req);
+  Status Irecv(void* buf, size_t bytes, int peer, int tag, std::shared_ptr<P2pRequest>* req);
+  // Blocking: Isend/Irecv and its Wait (the same protocol and matching order).
+  Status Send(const void* buf, size_t bytes, int peer, int tag);
+  Status Recv(void* buf, size_t bytes, int peer, int tag);
+
+  int rank() const { return my_rank_; }
+  int size() const { return static_cast<int>(members_.size()); }
+  uint32_t context() const { return context_; }
+  // Requests posted and not yet complete.
+  size_t pending() const { return pending_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Op;
+  Status Check(const void* buf, size_t bytes, int peer, const char* what) const;
+  void Post(std::unique_ptr<Op> op);
+  void Loop();
+  bool Pass();  // one turn over every request; true when any moved on
+  void HandleMeta(Op& op);
+  void StartRead(Op& op);
+  void Dispatch(int dpeer, int tag, const std::string& msg);
+  void Complete(Op& op, const Status& st);
+
+  Device* dev_;
+  const std::vector<int> members_;
+  const int my_rank_;
+  const uint32_t context_;
+  std::atomic<uint32_t> next_seq_{1};
+  std::atomic<size_t> pending_{0};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::list<std::unique_ptr<Op>> incoming_;  // posted, not yet seen by the progress thread
+  bool stop_ = false;
+  std::thread thread_;
+  // Only the progress thread touches these (and the destructor after the join).
+  std::list<std::unique_ptr<Op>> ops_;  // in posting order
+};
+
+}  // namespace zc

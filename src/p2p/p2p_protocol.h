@@ -1,0 +1,54 @@
+// The wire format of two-sided send/recv, shared by the blocking zc::Send /
+// zc::Recv (send_recv.cpp) and the P2pEngine (p2p_engine.cpp), so that either
+// side may use either one.
+//
+//   sender -> receiver, tag ControlTag(context, kSendMeta, user tag):
+//     eager:       [Meta{bytes, kEager, seq, 0}][payload]
+//     rendezvous:  [Meta{bytes, kRendezvous, seq, offset}][descriptor of the source region]
+//   receiver -> sender, tag ControlTag(context, kSendAck, user tag):
+//     [Ack{code, seq, receiver's size}]      (rendezvous only)
+//   sender -> receiver, tag ControlTag(context, kSendAck, user tag), after kAckNeedStaged:
+//     [Ack{kAckRestaged, seq, bytes}][Meta][descriptor of a pool copy]
+//
+// seq is the sender's number for the message (0 from the blocking zc::Send);
+// the receiver echoes it in its Ack so that a sender with several
+// rendezvous messages of one (peer, tag) in flight gives each ack to the
+// right one, whatever order the receiver completes them in.
+#pragma once
+
+#include <cstdint>
+
+#include "p2p/control_tag.h"
+
+namespace zc::p2p_wire {
+
+enum Mode : uint32_t { kEager = 0, kRendezvous = 1 };
+enum AckCode : uint32_t {
+  kAckOk = 0,
+  kAckMismatch = 1,
+  kAckNeedStaged = 2,  // the receiver cannot read user memory: send a pool copy
+  kAckFailed = 3,
+  kAckRestaged = 4,    // sender -> receiver: the pool copy's meta data follows
+};
+
+struct Meta {
+  uint64_t bytes;
+  uint32_t mode;
+  uint32_t seq;
+  uint64_t offset;  // rendezvous: of the data inside the described region
+};
+
+struct Ack {
+  uint32_t code;
+  uint32_t seq;
+  uint64_t expected;  // receiver's size (mismatch message); kAckRestaged: the bytes
+};
+
+inline uint64_t MetaTag(uint32_t context, int tag) {
+  return ControlTag(context, TagClass::kSendMeta, static_cast<uint32_t>(tag));
+}
+inline uint64_t AckTag(uint32_t context, int tag) {
+  return ControlTag(context, TagClass::kSendAck, static_cast<uint32_t>(tag));
+}
+
+}  // namespace zc::p2p_wire
