@@ -52,6 +52,9 @@ zc_status CheckNothingInFlight(const zc_comm* comm, const char* op);
 // the blocking entry points: the in-flight check does not apply there.
 void MarkWorkerThread();
 bool OnWorkerThread();
+// zc_test / zc_wait of a point-to-point request (p2p_c.cpp).
+zc_status TestP2p(zc_request* req, int* done);
+zc_status WaitP2p(zc_request* req);
 
 }  // namespace zc::api
 

@@ -22,6 +22,7 @@
 #include "common/config.h"
 #include "p2p/device.h"
 #include "p2p/group.h"
+#include "p2p/p2p_engine.h"
 
 namespace zc {
 class Collectives;
@@ -51,6 +52,12 @@ struct World {
 struct zc_request {
   std::atomic<int> done{0};
   zc::Status status;
+  // zc_isend / zc_irecv: the engine's request, the error context ("rank R:
+  // isend to P"), and what completion still has to do (copy a staged
+  // receive to device memory), run once by zc_test or zc_wait.
+  std::shared_ptr<zc::P2pRequest> p2p;
+  std::string context;
+  std::function<zc::Status()> on_complete;
 };
 
 struct zc_comm {
@@ -60,6 +67,8 @@ struct zc_comm {
   std::shared_ptr<zc::Device> device;
   std::unique_ptr<zc::Group> group;
   std::unique_ptr<zc::Collectives> coll;
+  // Point to point (zc_send/recv, zc_isend/irecv), tags scoped by context.
+  std::unique_ptr<zc::P2pEngine> p2p;
   int rank = 0, size = 1, local_rank = 0, local_size = 1;
   std::atomic<uint64_t> op_seq{0};
   std::mutex coll_mu;  // one collective at a time per communicator

@@ -74,6 +74,7 @@ Status MakeComm(const std::shared_ptr<zc::World>& world, std::vector<int> member
     ++comm->local_size;
   }
   ZC_RETURN_IF_ERROR(zc::Collectives::Create(comm->group.get(), &comm->coll).with_context("collectives"));
+  comm->p2p = std::make_unique<zc::P2pEngine>(world->device.get(), comm->group->members(), comm->rank, ctx);
   zc_comm* c = comm.get();
   comm->worker = std::thread([c] { WorkerLoop(c); });
   *out = std::move(comm);
@@ -221,7 +222,7 @@ zc_status zc_comm_init_rank(zc_comm** out, int nranks, const zc_unique_id* id, i
     // connection means it is gone, so do not wait the whole ZC_TIMEOUT.
     std::unique_ptr<zc::StoreClient> store;
     st = zc::StoreClient::Connect(uid.address(), uid.job_key,
-                                  zc::Deadline(std::min(config.timeout_s, 10.0)), &store);
+                                  zc::Deadline(std::min(config.timeout_s, 5.0)), &store);
     if (!st.ok()) {
       long age = static_cast<long>(time(nullptr) - uid.created);
       return InitFailed(op, rank, st.with_context(zc::Format(
@@ -323,6 +324,7 @@ zc_status zc_finalize(zc_comm* comm) {
       ZC_TRACE(kColl, "finalize: %s", q.message().c_str());
   }
   comm->gpu_ipc.reset();  // closes the mappings of peers' buffers
+  comm->p2p.reset();      // requests still pending fail with ZC_ERR_ABORTED
   comm->coll.reset();
   uint32_t ctx = comm->group ? comm->group->context() : 0;
   comm->group.reset();

@@ -121,6 +121,7 @@ zc_status zc_test(zc_request* req, int* done) {
     SetLastErrorText("zc_test: invalid argument: req or done is NULL");
     return ZC_ERR_INVALID_ARG;
   }
+  if (req->p2p) return TestP2p(req, done);
   *done = req->done.load(std::memory_order_acquire);
   if (*done && !req->status.ok()) return Fail(req->status);
   return ZC_OK;
@@ -131,6 +132,7 @@ zc_status zc_wait(zc_request* req) {
     SetLastErrorText("zc_wait: invalid argument: req is NULL");
     return ZC_ERR_INVALID_ARG;
   }
+  if (req->p2p) return WaitP2p(req);
   // The operation has its own deadlines; this only sleeps until it ends.
   zc::Backoff backoff;
   while (!req->done.load(std::memory_order_acquire)) backoff.Pause();

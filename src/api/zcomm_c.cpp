@@ -9,7 +9,6 @@
 #include "api/comm.h"
 #include "api/run_collective.h"
 #include "common/log.h"
-#include "p2p/send_recv.h"
 #include "zc_build_config.h"
 #include "collectives/collectives.h"
 #include "collectives/dtype.h"
@@ -105,30 +104,6 @@ zc_status zc_mem_free(zc_comm* comm, void* ptr) {
   if (!ptr) return ZC_OK;
   zc::Status st = comm->device->Free(ptr);
   if (!st.ok()) return Fail(st.with_context(zc::Format("rank %d: zc_mem_free", comm->rank)));
-  return ZC_OK;
-}
-
-zc_status zc_send(zc_comm* comm, const void* buf, size_t bytes, int peer, int tag) {
-  ZC_CHECK_COMM(comm, "zc_send");
-  ZC_TRY(CheckBuf(comm, "zc_send", buf, "buf", bytes));
-  if (peer < 0 || peer >= comm->size) return BadArg(comm, "zc_send", "peer %d is out of range [0, %d)", peer, comm->size);
-  if (peer == comm->rank) return BadArg(comm, "zc_send", "send to self (rank %d) would never complete", peer);
-  zc::Status st = Staged({Buf{buf, bytes, true, false, "buf"}}, [&](void** h) {
-    return zc::Send(comm->device.get(), h[0], bytes, peer, tag);
-  });
-  if (!st.ok()) return Fail(st.with_context(zc::Format("rank %d: send to %d", comm->rank, peer)));
-  return ZC_OK;
-}
-
-zc_status zc_recv(zc_comm* comm, void* buf, size_t bytes, int peer, int tag) {
-  ZC_CHECK_COMM(comm, "zc_recv");
-  ZC_TRY(CheckBuf(comm, "zc_recv", buf, "buf", bytes));
-  if (peer < 0 || peer >= comm->size) return BadArg(comm, "zc_recv", "peer %d is out of range [0, %d)", peer, comm->size);
-  if (peer == comm->rank) return BadArg(comm, "zc_recv", "receive from self (rank %d) would never complete", peer);
-  zc::Status st = Staged({Buf{buf, bytes, false, true, "buf"}}, [&](void** h) {
-    return zc::Recv(comm->device.get(), h[0], bytes, peer, tag);
-  });
-  if (!st.ok()) return Fail(st.with_context(zc::Format("rank %d: recv from %d", comm->rank, peer)));
   return ZC_OK;
 }
 

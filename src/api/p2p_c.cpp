@@ -1,0 +1,132 @@
+// C ABI: point to point. zc_send/zc_recv and zc_isend/zc_irecv all go
+// through the communicator's p2p engine (p2p/p2p_engine.h), so blocking and
+// nonblocking calls share one matching order and tags are scoped by the
+// communicator. CUDA builds stage device buffers through pinned host memory:
+// a send's copy is made when it is posted, a receive's copied back when it
+// completes.
+#include <zcomm/zcomm.h>
+
+#include "api/checks.h"
+#include "api/comm.h"
+#include "api/run_collective.h"
+#include "common/deadline.h"
+
+using namespace zc::api;
+
+namespace {
+
+zc_status CheckPeerArgs(zc_comm* comm, const char* op, bool send, const void* buf, size_t bytes,
+                        int peer, int tag) {
+  ZC_TRY(CheckBuf(comm, op, buf, "buf", bytes));
+  if (peer < 0 || peer >= comm->size)
+    return BadArg(comm, op, "peer %d is out of range [0, %d)", peer, comm->size);
+  if (peer == comm->rank)
+    return BadArg(comm, op, "%s self (rank %d) would never complete",
+                  send ? "send to" : "receive from", peer);
+  if (tag < 0) return BadArg(comm, op, "tag %d: tags are >= 0", tag);
+  return ZC_OK;
+}
+
+std::string Context(const zc_comm* comm, const char* op, bool send, int peer, int tag,
+                    size_t bytes) {
+  return zc::Format("rank %d: %s %s %d (tag %d, %zu bytes)", comm->rank, op, send ? "to" : "from",
+                    peer, tag, bytes);
+}
+
+// Posts one request. Device buffers (CUDA builds) go through a pinned copy
+// owned by the request until it completes.
+zc_status Post(zc_comm* comm, const char* op, bool send, void* buf, size_t bytes, int peer, int tag,
+               zc_request** req) {
+  auto r = std::make_unique<zc_request>();
+  r->context = Context(comm, op, send, peer, tag, bytes);
+  void* host = buf;
+#if ZC_STAGE_DEVICE_POINTERS
+  auto staging = std::make_shared<zc::gpu::HostStaging>();
+  zc::gpu::StageArg arg{buf, bytes, send, !send, "buf"};
+  zc::Status staged = staging->Stage(&arg, 1, &host);
+  if (!staged.ok()) return Fail(staged.with_context(r->context));
+  if (staging->active() && !send) r->on_complete = [staging] { return staging->CopyOut(); };
+  else if (staging->active()) r->on_complete = [staging] { return zc::Status::Ok(); };
+#endif
+  zc::Status st = send ? comm->p2p->Isend(host, bytes, peer, tag, &r->p2p)
+                       : comm->p2p->Irecv(host, bytes, peer, tag, &r->p2p);
+  if (!st.ok()) return Fail(st.with_context(r->context));
+  *req = r.release();
+  return ZC_OK;
+}
+
+// The request has completed with st: runs what completion still owes once.
+zc::Status Finish(zc_request* r, zc::Status st) {
+  if (r->on_complete) {
+    zc::Status c = r->on_complete();
+    r->on_complete = nullptr;
+    if (st.ok()) st = c;
+  }
+  return st.ok() ? st : st.with_context(r->context);
+}
+
+}  // namespace
+
+namespace zc::api {
+
+// zc_test/zc_wait for point-to-point requests (nonblocking_c.cpp).
+zc_status TestP2p(zc_request* r, int* done) {
+  if (r->done.load(std::memory_order_acquire)) {
+    *done = 1;
+    return r->status.ok() ? ZC_OK : Fail(r->status);
+  }
+  zc::Status st;
+  if (!r->p2p->Test(&st)) {
+    *done = 0;
+    return ZC_OK;
+  }
+  r->status = Finish(r, st);
+  r->done.store(1, std::memory_order_release);
+  *done = 1;
+  return r->status.ok() ? ZC_OK : Fail(r->status);
+}
+
+zc_status WaitP2p(zc_request* r) {
+  zc::Status st = r->done.load(std::memory_order_acquire) ? r->status
+                                                          : Finish(r, r->p2p->Wait(zc::Deadline::Never()));
+  delete r;
+  return st.ok() ? ZC_OK : Fail(st);
+}
+
+}  // namespace zc::api
+
+extern "C" {
+
+zc_status zc_isend(zc_comm* comm, const void* buf, size_t bytes, int peer, int tag, zc_request** req) {
+  ZC_CHECK_COMM(comm, "zc_isend");
+  if (!req) return BadArg(comm, "zc_isend", "req is NULL");
+  *req = nullptr;
+  ZC_TRY(CheckPeerArgs(comm, "zc_isend", true, buf, bytes, peer, tag));
+  return Post(comm, "isend", true, const_cast<void*>(buf), bytes, peer, tag, req);
+}
+
+zc_status zc_irecv(zc_comm* comm, void* buf, size_t bytes, int peer, int tag, zc_request** req) {
+  ZC_CHECK_COMM(comm, "zc_irecv");
+  if (!req) return BadArg(comm, "zc_irecv", "req is NULL");
+  *req = nullptr;
+  ZC_TRY(CheckPeerArgs(comm, "zc_irecv", false, buf, bytes, peer, tag));
+  return Post(comm, "irecv", false, buf, bytes, peer, tag, req);
+}
+
+zc_status zc_send(zc_comm* comm, const void* buf, size_t bytes, int peer, int tag) {
+  ZC_CHECK_COMM(comm, "zc_send");
+  ZC_TRY(CheckPeerArgs(comm, "zc_send", true, buf, bytes, peer, tag));
+  zc_request* r = nullptr;
+  ZC_TRY(Post(comm, "send", true, const_cast<void*>(buf), bytes, peer, tag, &r));
+  return WaitP2p(r);
+}
+
+zc_status zc_recv(zc_comm* comm, void* buf, size_t bytes, int peer, int tag) {
+  ZC_CHECK_COMM(comm, "zc_recv");
+  ZC_TRY(CheckPeerArgs(comm, "zc_recv", false, buf, bytes, peer, tag));
+  zc_request* r = nullptr;
+  ZC_TRY(Post(comm, "recv", false, buf, bytes, peer, tag, &r));
+  return WaitP2p(r);
+}
+
+}  // extern "C"
