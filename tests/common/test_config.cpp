@@ -86,6 +86,31 @@ TEST(Config, GoodValuesParse) {
   EXPECT_NE(c.debug_subsys & zc::log::kColl, 0u);
 }
 
+// ZC_POOL_MAX below ZC_POOL_CHUNK could only fail later (zc_init takes its
+// workspace from the first chunk): rejected at start, giving the minimum.
+TEST(Config, PoolMaxBelowChunkGivesTheMinimum) {
+  {
+    EnvGuard g("ZC_POOL_MAX", "16M");
+    zc::Config c;
+    zc::Status st = Load(&c);
+    ASSERT_EQ(st.code(), ZC_ERR_INVALID_ARG);
+    EXPECT_NE(st.message().find("ZC_POOL_MAX=\"16M\""), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("at least ZC_POOL_CHUNK (67108864 bytes"), std::string::npos)
+        << st.message();
+  }
+  {
+    EnvGuard g("ZC_POOL_MAX", "16M"), h("ZC_POOL_CHUNK", "4M");
+    zc::Config c;
+    ASSERT_TRUE(Load(&c).ok());
+    EXPECT_EQ(c.pool_max_bytes, 16u << 20);
+  }
+  for (const char* ok : {"0", "64M", "1G"}) {
+    EnvGuard g("ZC_POOL_MAX", ok);
+    zc::Config c;
+    EXPECT_TRUE(Load(&c).ok()) << ok;
+  }
+}
+
 TEST(Config, ParseBytes) {
   size_t v;
   EXPECT_TRUE(zc::ParseBytes("4096", &v));
