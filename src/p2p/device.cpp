@@ -286,6 +286,14 @@ MemRegion* Device::FindLocalRegion(uint64_t id) {
   return it == regions_by_id_.end() ? nullptr : it->second;
 }
 
+bool Device::RegionRetired(uint64_t id) const {
+  // Ids are issued in increasing order and never reused: below the next id
+  // and no longer in the map means issued, then freed.
+  if (id == 0 || id >= next_region_id_.load(std::memory_order_relaxed)) return false;
+  std::lock_guard<std::mutex> lock(regions_mu_);
+  return regions_by_id_.count(id) == 0;
+}
+
 Status Device::Allocate(size_t bytes, MemRegion** out) {
   if (bytes == 0) return Error(ZC_ERR_INVALID_ARG, "allocation of 0 bytes");
   return pool_->Allocate(bytes, out);
