@@ -126,6 +126,7 @@ zc_status zc_init(zc_comm** out) {
   if (!st.ok()) return Fail(st.with_context(zc::Format("rank %d: zc_init: collectives", comm->rank)));
   zc_comm* c = comm.get();
   comm->worker = std::thread([c] { WorkerLoop(c); });
+  ZC_INFO(kCommon, "%s", zc::log::VersionBanner().c_str());
   ZC_INFO(kCommon, "initialised via %s: rank %d of %d (local %d of %d)", comm->bootstrap->kind(),
           comm->rank, comm->size, comm->local_rank, comm->local_size);
   *out = comm.release();

@@ -159,8 +159,26 @@ Status Config::FromEnv(Config* out) {
     else return Bad("ZC_DEBUG", v, "NONE, WARN, INFO or TRACE");
   }
   if ((v = get("ZC_DEBUG_SUBSYS"))) {
-    if (!log::ParseSubsysList(v, &c.debug_subsys))
-      return Bad("ZC_DEBUG_SUBSYS", v, "a comma list of subsystem names");
+    if (!log::ParseSubsysList(v, &c.debug_subsys)) {
+      // Name the item that is not a subsystem, and list the ones that are.
+      std::string list(v[0] == '^' ? v + 1 : v), unknown;
+      size_t pos = 0;
+      for (;;) {
+        size_t comma = list.find(',', pos);
+        std::string item = list.substr(pos, comma == std::string::npos ? comma : comma - pos);
+        unsigned ignored;
+        if (item.empty() || !log::ParseSubsysList(item.c_str(), &ignored)) {
+          unknown = item;
+          break;
+        }
+        if (comma == std::string::npos) break;
+        pos = comma + 1;
+      }
+      return Bad("ZC_DEBUG_SUBSYS", v,
+                 Format("all, or a comma list (^list excludes) of %s; \"%s\" is not one",
+                        log::SubsysNames().c_str(), unknown.c_str())
+                     .c_str());
+    }
   }
   if ((v = get("ZC_TRANSPORT"))) {
     if (!OneOf(v, {"auto", "shm", "tcp", "verbs"}))
