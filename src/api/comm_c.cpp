@@ -174,6 +174,7 @@ zc_status zc_init(zc_comm** out) {
   std::unique_ptr<zc_comm> comm;
   st = MakeComm(world, zc::Group::AllRanks(world->device.get()), 0, &comm);
   if (!st.ok()) return InitFailed("zc_init", world->bootstrap->rank(), st);
+  ZC_INFO(kCommon, "%s", zc::log::VersionBanner().c_str());
   ZC_INFO(kCommon, "initialised via %s: rank %d of %d (local %d of %d)", world->bootstrap->kind(),
           comm->rank, comm->size, comm->local_rank, comm->local_size);
   *out = comm.release();
@@ -244,6 +245,7 @@ zc_status zc_comm_init_rank(zc_comm** out, int nranks, const zc_unique_id* id, i
   std::unique_ptr<zc_comm> comm;
   st = MakeComm(world, zc::Group::AllRanks(world->device.get()), 0, &comm);
   if (!st.ok()) return InitFailed(op, rank, st);
+  ZC_INFO(kCommon, "%s", zc::log::VersionBanner().c_str());
   ZC_INFO(kCommon, "initialised from a unique id (rendezvous %s): rank %d of %d (local %d of %d)",
           uid.address().c_str(), comm->rank, comm->size, comm->local_rank, comm->local_size);
   *out = comm.release();

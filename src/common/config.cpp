@@ -32,7 +32,9 @@ const std::vector<ConfigVar>& ConfigVars() {
       {"ZC_NUM_CQS", "4", "progress threads (the paper's CQ polling threads)"},
       {"ZC_QPS_PER_PEER", "4", "connections (QPs) per peer, spread over the progress threads"},
       {"ZC_POOL_CHUNK", "64M", "registered pool growth step"},
-      {"ZC_POOL_MAX", "0", "registered pool limit in bytes; 0 = unlimited"},
+      {"ZC_POOL_MAX", "0",
+       "registered pool limit in bytes, the library's workspace included; 0 = "
+       "unlimited, else at least ZC_POOL_CHUNK"},
       {"ZC_SHM_CMA", "auto",
        "cross-memory attach for user buffers: auto (fall back to staged "
        "copies when refused), on, off"},
@@ -157,8 +159,26 @@ Status Config::FromEnv(Config* out) {
     else return Bad("ZC_DEBUG", v, "NONE, WARN, INFO or TRACE");
   }
   if ((v = get("ZC_DEBUG_SUBSYS"))) {
-    if (!log::ParseSubsysList(v, &c.debug_subsys))
-      return Bad("ZC_DEBUG_SUBSYS", v, "a comma list of subsystem names");
+    if (!log::ParseSubsysList(v, &c.debug_subsys)) {
+      // Name the item that is not a subsystem, and list the ones that are.
+      std::string list(v[0] == '^' ? v + 1 : v), unknown;
+      size_t pos = 0;
+      for (;;) {
+        size_t comma = list.find(',', pos);
+        std::string item = list.substr(pos, comma == std::string::npos ? comma : comma - pos);
+        unsigned ignored;
+        if (item.empty() || !log::ParseSubsysList(item.c_str(), &ignored)) {
+          unknown = item;
+          break;
+        }
+        if (comma == std::string::npos) break;
+        pos = comma + 1;
+      }
+      return Bad("ZC_DEBUG_SUBSYS", v,
+                 Format("all, or a comma list (^list excludes) of %s; \"%s\" is not one",
+                        log::SubsysNames().c_str(), unknown.c_str())
+                     .c_str());
+    }
   }
   if ((v = get("ZC_TRANSPORT"))) {
     if (!OneOf(v, {"auto", "shm", "tcp", "verbs"}))
@@ -174,6 +194,14 @@ Status Config::FromEnv(Config* out) {
   if ((v = get("ZC_POOL_MAX"))) {
     if (!ParseBytes(v, &c.pool_max_bytes))
       return Bad("ZC_POOL_MAX", v, "a size in bytes (k, M, G suffixes)");
+    // The pool starts with one chunk, and zc_init takes the library's own
+    // workspace (control mailboxes) from it: a smaller limit could only
+    // fail later, in zc_init or the first collective.
+    if (c.pool_max_bytes && c.pool_max_bytes < c.pool_chunk_bytes)
+      return Bad("ZC_POOL_MAX", v,
+                 Format("0 (unlimited) or at least ZC_POOL_CHUNK (%zu bytes; lower ZC_POOL_CHUNK "
+                        "for a smaller pool)", c.pool_chunk_bytes)
+                     .c_str());
   }
   if ((v = get("ZC_SHM_CMA"))) {
     if (!OneOf(v, {"auto", "on", "off"})) return Bad("ZC_SHM_CMA", v, "auto, on or off");

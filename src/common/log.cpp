@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "zc_build_config.h"
 
 namespace zc::log {
 namespace {
@@ -57,7 +58,7 @@ const char* SubsysName(Subsys s) {
 
 bool ParseSubsysList(const char* text, unsigned* mask) {
   std::string s(text ? text : "");
-  if (s.empty() || s == "all" || s == "ALL") {
+  if (s.empty() || strcasecmp(s.c_str(), "all") == 0) {
     *mask = kAll;
     return true;
   }
@@ -83,6 +84,18 @@ bool ParseSubsysList(const char* text, unsigned* mask) {
   }
   *mask = exclude ? (kAll & ~bits) : bits;
   return true;
+}
+
+std::string SubsysNames() {
+  std::string s;
+  for (const auto& n : kNames) s += std::string(s.empty() ? "" : ", ") + n.name;
+  return s;
+}
+
+std::string VersionBanner() {
+  auto yn = [](int on) { return on ? "yes" : "no"; };
+  return Format("zcomm %s (cuda %s, verbs %s, pmix %s, hwloc %s)", ZC_VERSION, yn(ZC_HAVE_CUDA),
+                yn(ZC_HAVE_VERBS), yn(ZC_HAVE_PMIX), yn(ZC_HAVE_HWLOC));
 }
 
 void Write(Level level, Subsys subsys, const char* fmt, ...) {

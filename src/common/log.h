@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdarg>
+#include <string>
 
 namespace zc::log {
 
@@ -36,6 +37,12 @@ void Write(Level level, Subsys subsys, const char* fmt, ...)
 const char* SubsysName(Subsys s);
 // Parses "p2p,coll" / "^tcp" into a mask; returns false on an unknown name.
 bool ParseSubsysList(const char* text, unsigned* mask);
+// "common, bootstrap, ..., launcher": the names ParseSubsysList accepts.
+std::string SubsysNames();
+
+// "zcomm 0.1.0 (cuda no, verbs yes, pmix yes, hwloc yes)": what this build
+// is, for the first lines of a log and bug reports.
+std::string VersionBanner();
 
 }  // namespace zc::log
 

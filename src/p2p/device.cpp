@@ -109,26 +109,39 @@ Status Device::Init(Bootstrap* bootstrap, const Config& config) {
   // PMIx rank 0 makes one.
   std::string key = config_.job_key;
   bool verbs_ok = false;
-  std::string verbs_why = "not built";
+  std::string verbs_why = "zcomm was built without verbs support (libibverbs, librdmacm)";
 #if ZC_HAVE_VERBS
+  verbs_why = "not probed";
   if (config_.transport == "verbs" || config_.transport == "auto")
     verbs_ok = VerbsViable(nullptr, config_, &verbs_why);
 #endif
-  std::string mine = Format("%s|%d|%d|%s", bootstrap->host_id().c_str(), static_cast<int>(getpid()),
-                            verbs_ok ? 1 : 0, rank_ == 0 && key.empty() ? HexKey(32).c_str() : "");
+  // Each rank publishes why verbs is not viable for it, so that every rank's
+  // error names the cause: zcrun may kill the rank that found it before it
+  // prints. '|' separates the fields.
+  for (char& ch : verbs_why)
+    if (ch == '|') ch = '/';
+  std::string mine = Format("%s|%d|%d|%s|%s", bootstrap->host_id().c_str(),
+                            static_cast<int>(getpid()), verbs_ok ? 1 : 0,
+                            rank_ == 0 && key.empty() ? HexKey(32).c_str() : "",
+                            verbs_ok ? "" : verbs_why.c_str());
   std::vector<std::string> all;
   ZC_RETURN_IF_ERROR(AllGather("zc.peers", mine, &all));
-  std::vector<std::string> host(size_);
+  std::vector<std::string> host(size_), why(size_);
   std::vector<bool> verbs(size_);
   peer_pid_.assign(size_, 0);
   for (int r = 0; r < size_; ++r) {
-    size_t a = all[r].rfind('|'), b = all[r].rfind('|', a - 1), c = all[r].rfind('|', b - 1);
-    if (a == std::string::npos || b == std::string::npos || c == std::string::npos)
-      return Error(ZC_ERR_INTERNAL, "bootstrap: malformed peer record from rank %d", r);
+    size_t w = all[r].rfind('|');
+    size_t a = w == 0 || w == std::string::npos ? std::string::npos : all[r].rfind('|', w - 1);
+    size_t b = a == 0 || a == std::string::npos ? std::string::npos : all[r].rfind('|', a - 1);
+    size_t c = b == 0 || b == std::string::npos ? std::string::npos : all[r].rfind('|', b - 1);
+    if (c == std::string::npos)
+      return Error(ZC_ERR_INTERNAL, "rank %d: bootstrap: malformed peer record from rank %d",
+                   rank_, r);
     host[r] = all[r].substr(0, c);
     peer_pid_[r] = atoi(all[r].substr(c + 1, b - c - 1).c_str());
     verbs[r] = all[r].substr(b + 1, a - b - 1) == "1";
-    if (r == 0 && key.empty()) key = all[r].substr(a + 1);
+    if (r == 0 && key.empty()) key = all[r].substr(a + 1, w - a - 1);
+    why[r] = all[r].substr(w + 1);
   }
   job_tag_ = key.substr(0, 16);
   for (char& ch : job_tag_)
@@ -152,10 +165,13 @@ Status Device::Init(Bootstrap* bootstrap, const Config& config) {
       } else if (config_.transport == "tcp") {
         k = TransportKind::kTcp;
       } else if (config_.transport == "verbs") {
-        if (!verbs[i] || !verbs[j])
-          return Error(ZC_ERR_UNSUPPORTED, "ZC_TRANSPORT=verbs but rank %d has no usable RDMA device%s%s",
-                       verbs[i] ? j : i, (verbs[i] ? j : i) == rank_ ? ": " : "",
-                       (verbs[i] ? j : i) == rank_ ? verbs_why.c_str() : "");
+        if (!verbs[i] || !verbs[j]) {
+          // The same rank and cause on every rank, before anything connects.
+          int bad = verbs[i] ? j : i;
+          return Error(ZC_ERR_UNSUPPORTED,
+                       "ZC_TRANSPORT=verbs but rank %d has no usable RDMA device: %s", bad,
+                       why[bad].empty() ? "no reason given" : why[bad].c_str());
+        }
         k = TransportKind::kVerbs;
       } else {
         k = same_host ? TransportKind::kShm
@@ -286,6 +302,14 @@ MemRegion* Device::FindLocalRegion(uint64_t id) {
   std::lock_guard<std::mutex> lock(regions_mu_);
   auto it = regions_by_id_.find(id);
   return it == regions_by_id_.end() ? nullptr : it->second;
+}
+
+bool Device::RegionRetired(uint64_t id) const {
+  // Ids are issued in increasing order and never reused: below the next id
+  // and no longer in the map means issued, then freed.
+  if (id == 0 || id >= next_region_id_.load(std::memory_order_relaxed)) return false;
+  std::lock_guard<std::mutex> lock(regions_mu_);
+  return regions_by_id_.count(id) == 0;
 }
 
 Status Device::Allocate(size_t bytes, MemRegion** out) {

@@ -44,6 +44,7 @@ class Device : public TransportHost {
                    std::vector<std::string>* all) override;
   void OnPeerLost(int peer, const Status& why) override;
   MemRegion* FindLocalRegion(uint64_t id) override;
+  bool RegionRetired(uint64_t id) const override;
   std::shared_mutex& region_use() override { return region_use_mu_; }
   Status LocalRegionFor(const void* ptr, size_t bytes, MemRegion** out) override;
   Status Health(int peer) const override;

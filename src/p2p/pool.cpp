@@ -16,6 +16,12 @@ Pool::~Pool() {
 Status Pool::Grow(size_t bytes) {
   size_t want = bytes > chunk_bytes_ ? bytes : chunk_bytes_;
   want = (want + 4095) & ~size_t{4095};
+  // The last chunk under ZC_POOL_MAX is what is left of the limit, so that
+  // all of the limit can be used.
+  if (max_bytes_ && reserved_ + want > max_bytes_ && reserved_ < max_bytes_) {
+    size_t left = (max_bytes_ - reserved_) & ~size_t{4095};
+    if (left >= bytes) want = left;
+  }
   if (max_bytes_ && reserved_ + want > max_bytes_)
     return Error(ZC_ERR_NO_MEMORY,
                  "registered pool exhausted: %zu bytes requested, %zu of ZC_POOL_MAX=%zu "

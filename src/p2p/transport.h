@@ -66,6 +66,10 @@ class TransportHost {
   // Looks up one of my regions by id (tcp's progress thread places incoming
   // data with it). Returns nullptr when unknown.
   virtual MemRegion* FindLocalRegion(uint64_t id) = 0;
+  // True when id was issued for one of my regions that has since been freed:
+  // a peer's late write or credit into it (shutdown) is harmless and is
+  // dropped silently, while an id never issued is still worth a warning.
+  virtual bool RegionRetired(uint64_t id) const { (void)id; return false; }
   // A progress thread holds this shared while it reads or writes a region
   // it looked up with FindLocalRegion; the Device holds it exclusively to
   // free or replace a region, so no region goes away under a transfer.

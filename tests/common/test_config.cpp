@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "common/config.h"
+#include "zc_build_config.h"
 
 namespace {
 
@@ -84,6 +86,61 @@ TEST(Config, GoodValuesParse) {
   EXPECT_EQ(c.chunk_bytes, 256u << 10);
   EXPECT_EQ(c.debug_subsys & zc::log::kP2p, 0u);
   EXPECT_NE(c.debug_subsys & zc::log::kColl, 0u);
+}
+
+// The unknown item is named and the valid names are listed.
+TEST(Config, UnknownSubsystemListsTheValidOnes) {
+  for (const char* bad : {"nosuch", "p2p,nosuch", "^tcp,nosuch", "p2p,", "^"}) {
+    EnvGuard g("ZC_DEBUG_SUBSYS", bad);
+    zc::Config c;
+    zc::Status st = Load(&c);
+    ASSERT_EQ(st.code(), ZC_ERR_INVALID_ARG) << bad;
+    EXPECT_NE(st.message().find("ZC_DEBUG_SUBSYS"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find(zc::log::SubsysNames()), std::string::npos) << st.message();
+    if (strstr(bad, "nosuch")) {
+      EXPECT_NE(st.message().find("\"nosuch\" is not one"), std::string::npos) << st.message();
+    }
+  }
+  EXPECT_EQ(zc::log::SubsysNames(),
+            "common, bootstrap, p2p, shm, tcp, verbs, coll, ps, engine, gpu, launcher");
+  for (const char* good : {"all", "All", "coll", "P2P,tcp", "^engine"}) {
+    EnvGuard g("ZC_DEBUG_SUBSYS", good);
+    zc::Config c;
+    EXPECT_TRUE(Load(&c).ok()) << good;
+  }
+}
+
+// ZC_POOL_MAX below ZC_POOL_CHUNK could only fail later (zc_init takes its
+// workspace from the first chunk): rejected at start, giving the minimum.
+TEST(Config, PoolMaxBelowChunkGivesTheMinimum) {
+  {
+    EnvGuard g("ZC_POOL_MAX", "16M");
+    zc::Config c;
+    zc::Status st = Load(&c);
+    ASSERT_EQ(st.code(), ZC_ERR_INVALID_ARG);
+    EXPECT_NE(st.message().find("ZC_POOL_MAX=\"16M\""), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("at least ZC_POOL_CHUNK (67108864 bytes"), std::string::npos)
+        << st.message();
+  }
+  {
+    EnvGuard g("ZC_POOL_MAX", "16M"), h("ZC_POOL_CHUNK", "4M");
+    zc::Config c;
+    ASSERT_TRUE(Load(&c).ok());
+    EXPECT_EQ(c.pool_max_bytes, 16u << 20);
+  }
+  for (const char* ok : {"0", "64M", "1G"}) {
+    EnvGuard g("ZC_POOL_MAX", ok);
+    zc::Config c;
+    EXPECT_TRUE(Load(&c).ok()) << ok;
+  }
+}
+
+TEST(Log, VersionBanner) {
+  std::string b = zc::log::VersionBanner();
+  EXPECT_EQ(b.rfind(std::string("zcomm ") + ZC_VERSION + " (cuda ", 0), 0u) << b;
+  for (const char* part : {"cuda ", ", verbs ", ", pmix ", ", hwloc "})
+    EXPECT_NE(b.find(part), std::string::npos) << b;
+  EXPECT_EQ(b.back(), ')') << b;
 }
 
 TEST(Config, ParseBytes) {

@@ -301,9 +301,14 @@ Status TcpTransport::HandleMessage(Socket* s) {
       if (h.bytes) {
         MemRegion* r = host_->FindLocalRegion(h.region_id);
         if (!r || h.offset > r->size() || h.bytes > r->size() - h.offset) {
-          ZC_WARN(kTcp, "peer %d wrote %llu bytes to unknown or too small region %llu: dropped",
-                  s->peer, static_cast<unsigned long long>(h.bytes),
-                  static_cast<unsigned long long>(h.region_id));
+          if (!r && host_->RegionRetired(h.region_id))
+            ZC_TRACE(kTcp, "peer %d wrote %llu bytes to freed region %llu: dropped", s->peer,
+                     static_cast<unsigned long long>(h.bytes),
+                     static_cast<unsigned long long>(h.region_id));
+          else
+            ZC_WARN(kTcp, "peer %d wrote %llu bytes to unknown or too small region %llu: dropped",
+                    s->peer, static_cast<unsigned long long>(h.bytes),
+                    static_cast<unsigned long long>(h.region_id));
           ZC_RETURN_IF_ERROR(Drain(s->fd, h.bytes));
         } else {
           // Zero copy: straight from the socket into the target region.
@@ -312,7 +317,12 @@ Status TcpTransport::HandleMessage(Socket* s) {
       }
       if (h.flag_region_id) {
         MemRegion* f = host_->FindLocalRegion(h.flag_region_id);
-        if (!f || (h.flag_offset & 7) || h.flag_offset + 8 > f->size()) {
+        if (!f && host_->RegionRetired(h.flag_region_id)) {
+          // A credit or flag that crossed our free of the region (a peer's
+          // last credit at shutdown): nobody waits on it any more.
+          ZC_TRACE(kTcp, "peer %d set a flag in freed region %llu: dropped", s->peer,
+                   static_cast<unsigned long long>(h.flag_region_id));
+        } else if (!f || (h.flag_offset & 7) || h.flag_offset + 8 > f->size()) {
           ZC_WARN(kTcp, "peer %d set a flag in unknown region %llu: dropped", s->peer,
                   static_cast<unsigned long long>(h.flag_region_id));
         } else {
