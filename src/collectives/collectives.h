@@ -106,7 +106,7 @@ class Collectives {
   Status PlanAllreduce(size_t count, zc_dtype dtype, zc_op op, std::unique_ptr<AllreducePlan>* out);
 
   // Algorithm of the last collective: "ring", "hd", "shm", "tree", "chain",
-  // "pairwise", "dissemination", "local".
+  // "pairwise", "dissemination", "direct", "local".
   const char* last_algorithm() const { return coll::AlgoName(last_algo_); }
 
   // The allreduce algorithm auto-selection (or ZC_ALGO) picks for this size.
