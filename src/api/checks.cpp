@@ -1,5 +1,6 @@
 #include "api/checks.h"
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdint>
 
@@ -48,9 +49,12 @@ zc_status CheckType(const zc_comm* comm, const char* op, zc_dtype dtype) {
 }
 
 zc_status CheckOp(const zc_comm* comm, const char* op, zc_dtype dtype, zc_op rop) {
-  if (rop < ZC_SUM || rop > ZC_AVG) return BadArg(comm, op, "unknown op %d", static_cast<int>(rop));
+  if (rop < ZC_SUM || rop > ZC_BXOR) return BadArg(comm, op, "unknown op %d", static_cast<int>(rop));
   if (rop == ZC_AVG && !IsFloating(dtype))
     return BadArg(comm, op, "avg needs a floating dtype (got dtype %d)", static_cast<int>(dtype));
+  if (IsBitwise(rop) && IsFloating(dtype))
+    return BadArg(comm, op, "bitwise op %s is for integer dtypes only, not %s", OpName(rop),
+                  DtypeName(dtype));
   return ZC_OK;
 }
 
@@ -118,6 +122,99 @@ zc_status CheckReduceScatterArgs(const zc_comm* comm, const char* op, const void
   ZC_TRY(CheckBytes(comm, op, recvcount, dtype, comm->size));
   ZC_TRY(CheckBuf(comm, op, sendbuf, "sendbuf", recvcount));
   return CheckBuf(comm, op, recvbuf, "recvbuf", recvcount);
+}
+
+namespace {
+
+// The extent in elements of `size` blocks (counts[i] elements at displs[i]):
+// max(displs[i] + counts[i]) over the non-empty blocks; refuses NULL arrays
+// and sums or byte sizes that overflow.
+zc_status Extent(const zc_comm* comm, const char* op, const size_t* counts, const char* cname,
+                 const size_t* displs, const char* dname, zc_dtype dtype, size_t* extent) {
+  if (!counts) return BadArg(comm, op, "%s is NULL", cname);
+  if (!displs) return BadArg(comm, op, "%s is NULL", dname);
+  const size_t limit = SIZE_MAX / DtypeSize(dtype);
+  size_t e = 0;
+  for (int p = 0; p < comm->size; ++p) {
+    if (counts[p] == 0) continue;
+    if (counts[p] > limit || displs[p] > limit - counts[p])
+      return BadArg(comm, op, "%s[%d] + %s[%d] = %zu + %zu elements of %zu bytes overflows", dname,
+                    p, cname, p, displs[p], counts[p], DtypeSize(dtype));
+    e = std::max(e, displs[p] + counts[p]);
+  }
+  *extent = e;
+  return ZC_OK;
+}
+
+// [a, a + abytes) and [b, b + bbytes) share a byte.
+bool Overlap(const void* a, size_t abytes, const void* b, size_t bbytes) {
+  if (!abytes || !bbytes) return false;
+  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return x < y + bbytes && y < x + abytes;
+}
+
+zc_status CheckNoOverlap(const zc_comm* comm, const char* op, const void* sendbuf, size_t sbytes,
+                         const void* recvbuf, size_t rbytes) {
+  if (Overlap(sendbuf, sbytes, recvbuf, rbytes))
+    return BadArg(comm, op, "sendbuf and recvbuf overlap (%s is not in place)", op);
+  return ZC_OK;
+}
+
+}  // namespace
+
+zc_status CheckAllgathervArgs(const zc_comm* comm, const char* op, const void* sendbuf,
+                              size_t sendcount, const void* recvbuf, const size_t* recvcounts,
+                              const size_t* displs, zc_dtype dtype, size_t* recv_extent) {
+  ZC_TRY(CheckType(comm, op, dtype));
+  ZC_TRY(Extent(comm, op, recvcounts, "recvcounts", displs, "displs", dtype, recv_extent));
+  if (recvcounts[comm->rank] != sendcount)
+    return BadArg(comm, op, "sendcount %zu differs from recvcounts[%d] = %zu (this rank's block)",
+                  sendcount, comm->rank, recvcounts[comm->rank]);
+  ZC_TRY(CheckBuf(comm, op, sendbuf, "sendbuf", sendcount));
+  ZC_TRY(CheckBuf(comm, op, recvbuf, "recvbuf", *recv_extent));
+  const size_t es = DtypeSize(dtype);
+  return CheckNoOverlap(comm, op, sendbuf, sendcount * es, recvbuf, *recv_extent * es);
+}
+
+zc_status CheckAlltoallvArgs(const zc_comm* comm, const char* op, const void* sendbuf,
+                             const size_t* sendcounts, const size_t* sdispls, const void* recvbuf,
+                             const size_t* recvcounts, const size_t* rdispls, zc_dtype dtype,
+                             size_t* send_extent, size_t* recv_extent) {
+  ZC_TRY(CheckType(comm, op, dtype));
+  ZC_TRY(Extent(comm, op, sendcounts, "sendcounts", sdispls, "sdispls", dtype, send_extent));
+  ZC_TRY(Extent(comm, op, recvcounts, "recvcounts", rdispls, "rdispls", dtype, recv_extent));
+  if (sendcounts[comm->rank] != recvcounts[comm->rank])
+    return BadArg(comm, op, "sendcounts[%d] = %zu differs from recvcounts[%d] = %zu (the block to "
+                  "itself)", comm->rank, sendcounts[comm->rank], comm->rank,
+                  recvcounts[comm->rank]);
+  ZC_TRY(CheckBuf(comm, op, sendbuf, "sendbuf", *send_extent));
+  ZC_TRY(CheckBuf(comm, op, recvbuf, "recvbuf", *recv_extent));
+  const size_t es = DtypeSize(dtype);
+  return CheckNoOverlap(comm, op, sendbuf, *send_extent * es, recvbuf, *recv_extent * es);
+}
+
+zc_status CheckGatherArgs(const zc_comm* comm, const char* op, const void* sendbuf,
+                          const void* recvbuf, size_t count, zc_dtype dtype, int root) {
+  ZC_TRY(CheckType(comm, op, dtype));
+  ZC_TRY(CheckRoot(comm, op, root));
+  ZC_TRY(CheckBytes(comm, op, count, dtype, comm->size));
+  ZC_TRY(CheckBuf(comm, op, sendbuf, "sendbuf", count));
+  if (comm->rank != root) return ZC_OK;
+  ZC_TRY(CheckBuf(comm, op, recvbuf, "recvbuf", count));
+  const size_t bytes = count * DtypeSize(dtype);
+  return CheckNoOverlap(comm, op, sendbuf, bytes, recvbuf, bytes * comm->size);
+}
+
+zc_status CheckScatterArgs(const zc_comm* comm, const char* op, const void* sendbuf,
+                           const void* recvbuf, size_t count, zc_dtype dtype, int root) {
+  ZC_TRY(CheckType(comm, op, dtype));
+  ZC_TRY(CheckRoot(comm, op, root));
+  ZC_TRY(CheckBytes(comm, op, count, dtype, comm->size));
+  ZC_TRY(CheckBuf(comm, op, recvbuf, "recvbuf", count));
+  if (comm->rank != root) return ZC_OK;
+  ZC_TRY(CheckBuf(comm, op, sendbuf, "sendbuf", count));
+  const size_t bytes = count * DtypeSize(dtype);
+  return CheckNoOverlap(comm, op, sendbuf, bytes * comm->size, recvbuf, bytes);
 }
 
 zc_status CheckNothingInFlight(const zc_comm* comm, const char* op) {

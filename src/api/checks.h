@@ -24,7 +24,7 @@ zc_status BadArg(const zc_comm* comm, const char* op, const char* fmt, ...)
 // comm is not NULL.
 zc_status CheckComm(const zc_comm* comm, const char* op);
 zc_status CheckType(const zc_comm* comm, const char* op, zc_dtype dtype);
-// Known op; avg only on floating types.
+// Known op; avg only on floating types, band/bor/bxor only on integer types.
 zc_status CheckOp(const zc_comm* comm, const char* op, zc_dtype dtype, zc_op rop);
 // Not NULL when count > 0; in a build without CUDA, not GPU memory.
 zc_status CheckBuf(const zc_comm* comm, const char* op, const void* p, const char* name, size_t count);
@@ -45,6 +45,27 @@ zc_status CheckPerRankArgs(const zc_comm* comm, const char* op, const void* send
                            const void* recvbuf, size_t count, zc_dtype dtype);
 zc_status CheckReduceScatterArgs(const zc_comm* comm, const char* op, const void* sendbuf,
                                  const void* recvbuf, size_t recvcount, zc_dtype dtype, zc_op rop);
+// Vector collectives, gather and scatter. Each computes the extent (in
+// elements: the largest displacement + count, 0 when every count is 0) of
+// the buffers it checks, for staging, and refuses: NULL count or
+// displacement arrays, a count x element size or displacement + count that
+// overflows, a NULL buffer whose extent is not 0, a root out of range, and
+// send and receive buffers that overlap (these four are not in place).
+// Allgatherv: recvcounts[rank] must equal sendcount.
+zc_status CheckAllgathervArgs(const zc_comm* comm, const char* op, const void* sendbuf,
+                              size_t sendcount, const void* recvbuf, const size_t* recvcounts,
+                              const size_t* displs, zc_dtype dtype, size_t* recv_extent);
+// Alltoallv: sendcounts[rank] must equal recvcounts[rank].
+zc_status CheckAlltoallvArgs(const zc_comm* comm, const char* op, const void* sendbuf,
+                             const size_t* sendcounts, const size_t* sdispls, const void* recvbuf,
+                             const size_t* recvcounts, const size_t* rdispls, zc_dtype dtype,
+                             size_t* send_extent, size_t* recv_extent);
+// Gather: recvbuf (size x count) checked at the root only. Scatter: sendbuf
+// (size x count) at the root only.
+zc_status CheckGatherArgs(const zc_comm* comm, const char* op, const void* sendbuf,
+                          const void* recvbuf, size_t count, zc_dtype dtype, int root);
+zc_status CheckScatterArgs(const zc_comm* comm, const char* op, const void* sendbuf,
+                           const void* recvbuf, size_t count, zc_dtype dtype, int root);
 // No nonblocking collective or started plan may be in flight when a
 // blocking collective starts (one collective at a time per communicator).
 zc_status CheckNothingInFlight(const zc_comm* comm, const char* op);

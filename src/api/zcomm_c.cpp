@@ -32,12 +32,14 @@ namespace {
 using namespace zc::api;
 
 #if ZC_STAGE_DEVICE_POINTERS
-// The CUDA IPC allreduce applies when every rank is on this host, no host
-// algorithm was asked for (ZC_ALGO), ZC_GPU_IPC and the size allow it, and
+// The CUDA IPC allreduce applies when every rank is on this host, the op has
+// a GPU kernel (not band/bor/bxor), no host allreduce algorithm was asked
+// for (ZC_ALGO), ZC_GPU_IPC and the size allow it, and
 // both buffers are device memory. All but the last are the same on every rank.
 bool UseIpcAllreduce(const zc_comm* comm, const void* send, const void* recv, size_t bytes,
-                     int* device) {
-  return comm->size > 1 && comm->local_size == comm->size && comm->config.algo == "auto" &&
+                     zc_op op, int* device) {
+  return comm->size > 1 && comm->local_size == comm->size && !zc::IsBitwise(op) &&
+         comm->coll->ForcedAlgo(zc::coll::Kind::kAllreduce) == zc::coll::Algo::kNone &&
          zc::gpu::IpcAllreduceWanted(bytes, comm->config.gpu_ipc, comm->config.gpu_ipc_min_bytes) &&
          zc::gpu::LoadedDriver() != nullptr &&
          zc::gpu::IpcAllreduce::Eligible(send, recv, bytes, device);
@@ -114,7 +116,7 @@ zc_status zc_allreduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t
   if (count == 0) return ZC_OK;
 #if ZC_STAGE_DEVICE_POINTERS
   int device = -1;
-  if (UseIpcAllreduce(comm, sendbuf, recvbuf, count * zc::DtypeSize(dtype), &device)) {
+  if (UseIpcAllreduce(comm, sendbuf, recvbuf, count * zc::DtypeSize(dtype), op, &device)) {
     zc_status s = RunCollective(comm, "allreduce", [&](auto* c) {
       zc::gpu::IpcAllreduce* ipc = IpcState(comm);
       zc::gpu::HostGroup g;

@@ -30,10 +30,16 @@ Status Collectives::Create(Group* dev, std::unique_ptr<Collectives>* out) {
 
 Status Collectives::Init() {
   const std::string& algo = dev_->config().algo;
-  if (algo != "auto" && algo != "ring" && algo != "hd" && algo != "shm")
-    return Error(ZC_ERR_INVALID_ARG, "ZC_ALGO=%s: expected auto, ring, hd or shm", algo.c_str());
+  ZC_RETURN_IF_ERROR(coll::AlgoSelect::Parse(algo, &algo_sel_));
   links_ = std::make_unique<coll::Links>(dev_, chunk_bytes_);
-  if (size_ < 2) return Status::Ok();
+  if (size_ < 2) {
+    ZC_INFO(kColl, "collectives ready: 1 rank (every collective a local copy), ZC_ALGO=%s",
+            algo_sel_.Describe().c_str());
+    return Status::Ok();
+  }
+  // Before any link is made: a refused ZC_ALGO fails on every rank alike
+  // (same environment), so no rank waits for a peer that gave up.
+  ZC_RETURN_IF_ERROR(CheckForcedApplies());
   Deadline dl = dev_->NewDeadline();
   // The allreduce peers now (ring neighbours, halving-doubling partners);
   // trees, alltoall and barrier partners on first use.
@@ -44,8 +50,29 @@ Status Collectives::Init() {
   for (int p = 0; p < size_; ++p)
     if (p != rank_ && !dev_->is_local(p)) all_local = false;
   if (all_local) ZC_RETURN_IF_ERROR(coll::ShmDirect::Create(dev_, chunk_bytes_, dl, &shm_));
-  ZC_INFO(kColl, "collectives ready: %d ranks, chunk %zu bytes, ZC_ALGO=%s%s", size_, chunk_bytes_,
-          algo.c_str(), shm_ ? ", shared-memory workspace" : "");
+  ZC_INFO(kColl, "collectives ready: %d ranks, chunk %zu bytes, ZC_ALGO=%s (forced: %s)%s", size_,
+          chunk_bytes_, algo.c_str(), algo_sel_.Describe().c_str(),
+          shm_ ? ", shared-memory workspace" : "");
+  return Status::Ok();
+}
+
+Status Collectives::CheckForcedApplies() const {
+  // Only the direct shared-memory allreduce depends on where the ranks are;
+  // every other algorithm runs on any links.
+  if (algo_sel_.forced(Kind::kAllreduce) != Algo::kShm) return Status::Ok();
+  const std::string& spec = dev_->config().algo;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    if (!dev_->is_local(p))
+      return Error(ZC_ERR_INVALID_ARG,
+                   "ZC_ALGO=%s: allreduce cannot use algorithm shm: rank %d is on another host "
+                   "(shm needs every rank on this host)", spec.c_str(), p);
+    if (dev_->transport_to(p) != TransportKind::kShm)
+      return Error(ZC_ERR_INVALID_ARG,
+                   "ZC_ALGO=%s: allreduce cannot use algorithm shm: rank %d is reached through "
+                   "the %s transport, not shm (ZC_TRANSPORT=%s)", spec.c_str(), p,
+                   TransportName(dev_->transport_to(p)), dev_->config().transport.c_str());
+  }
   return Status::Ok();
 }
 
@@ -83,13 +110,8 @@ Status Collectives::Run(Kind kind, size_t count, zc_dtype dtype, zc_op op, int r
 
 Algo Collectives::ChooseAllreduce(size_t count, zc_dtype dtype) const {
   if (size_ < 2) return Algo::kLocal;
-  const std::string& want = dev_->config().algo;
-  if (want == "ring") return Algo::kRing;
-  if (want == "hd") return Algo::kHd;
-  if (want == "shm") {
-    if (shm_) return Algo::kShm;
-    // Not every rank is on this host: fall through to the automatic choice.
-  }
+  // Forced shm was checked at Init: every rank is on this host over shm.
+  if (Algo want = algo_sel_.forced(Kind::kAllreduce); want != Algo::kNone) return want;
   size_t bytes = count * DtypeSize(dtype);
   if (shm_) {
     // Every peer on this host: the direct algorithm when the data really
@@ -104,6 +126,14 @@ Algo Collectives::ChooseAllreduce(size_t count, zc_dtype dtype) const {
   // vectors through one neighbour's slots.
   if (bytes <= 256 * 1024 || count < static_cast<size_t>(size_)) return Algo::kHd;
   return Algo::kRing;
+}
+
+Algo Collectives::ChooseTree(Kind kind, size_t bytes) const {
+  if (size_ < 2) return Algo::kLocal;
+  if (Algo want = algo_sel_.forced(kind); want != Algo::kNone) return want;
+  // A message of one chunk: log2 n rounds of the binomial tree. Longer ones
+  // stream down the chain, every rank sending the message once.
+  return bytes > chunk_bytes_ ? Algo::kChain : Algo::kTree;
 }
 
 std::vector<int> Collectives::AllreducePeers(Algo algo) const {
@@ -142,8 +172,8 @@ Status Collectives::Allreduce(const void* send, void* recv, size_t count, zc_dty
 
 Status Collectives::Broadcast(void* buf, size_t count, zc_dtype dtype, int root) {
   if (DtypeSize(dtype) == 0) return Error(ZC_ERR_INVALID_ARG, "unknown dtype %d", dtype);
-  bool chain = count * DtypeSize(dtype) > chunk_bytes_;
-  Algo algo = size_ < 2 ? Algo::kLocal : chain ? Algo::kChain : Algo::kTree;
+  Algo algo = ChooseTree(Kind::kBroadcast, count * DtypeSize(dtype));
+  bool chain = algo == Algo::kChain;
   ZC_INFO(kColl, "broadcast(count=%zu, %s, root=%d): %s", count, DtypeName(dtype), root,
           coll::AlgoName(algo));
   return Run(Kind::kBroadcast, count, dtype, ZC_SUM, root, algo, [&](coll::OpCtx& c) -> Status {
@@ -155,8 +185,8 @@ Status Collectives::Broadcast(void* buf, size_t count, zc_dtype dtype, int root)
 Status Collectives::Reduce(const void* send, void* recv, size_t count, zc_dtype dtype, zc_op op,
                            int root) {
   ZC_RETURN_IF_ERROR(CheckDtypeOp(dtype, op));
-  bool chain = count * DtypeSize(dtype) > chunk_bytes_;
-  Algo algo = size_ < 2 ? Algo::kLocal : chain ? Algo::kChain : Algo::kTree;
+  Algo algo = ChooseTree(Kind::kReduce, count * DtypeSize(dtype));
+  bool chain = algo == Algo::kChain;
   ZC_INFO(kColl, "reduce(count=%zu, %s, %s, root=%d): %s", count, DtypeName(dtype), OpName(op), root,
           coll::AlgoName(algo));
   return Run(Kind::kReduce, count, dtype, op, root, algo, [&](coll::OpCtx& c) -> Status {
@@ -216,6 +246,72 @@ Status Collectives::Barrier() {
   return Run(Kind::kBarrier, 0, ZC_UINT8, ZC_SUM, -1, algo, [&](coll::OpCtx& c) -> Status {
     if (algo == Algo::kLocal) return Status::Ok();
     return coll::BarrierDissemination(c);
+  });
+}
+
+// ---- vector collectives, gather, scatter ----
+
+Status Collectives::Allgatherv(const void* send, size_t sendcount, void* recv,
+                               const size_t* recvcounts, const size_t* displs, zc_dtype dtype) {
+  if (DtypeSize(dtype) == 0) return Error(ZC_ERR_INVALID_ARG, "unknown dtype %d", dtype);
+  size_t total = 0;
+  for (int p = 0; p < size_; ++p) total += recvcounts[p];
+  Algo algo = size_ < 2 ? Algo::kLocal : Algo::kRing;
+  ZC_INFO(kColl, "allgatherv(total=%zu, %s): %s", total, DtypeName(dtype), coll::AlgoName(algo));
+  return Run(Kind::kAllgatherv, total, dtype, ZC_SUM, -1, algo, [&](coll::OpCtx& c) -> Status {
+    if (algo == Algo::kLocal) {
+      char* dst = static_cast<char*>(recv) + displs[0] * c.es();
+      if (sendcount && dst != send) memmove(dst, send, sendcount * c.es());
+      return Status::Ok();
+    }
+    ZC_RETURN_IF_ERROR(c.Ensure(coll::RingPeers(rank_, size_)));
+    return coll::AllgathervRing(c, send, recv, recvcounts, displs);
+  });
+}
+
+Status Collectives::Alltoallv(const void* send, const size_t* sendcounts, const size_t* sdispls,
+                              void* recv, const size_t* recvcounts, const size_t* rdispls,
+                              zc_dtype dtype) {
+  if (DtypeSize(dtype) == 0) return Error(ZC_ERR_INVALID_ARG, "unknown dtype %d", dtype);
+  Algo algo = size_ < 2 ? Algo::kLocal : Algo::kPairwise;
+  ZC_INFO(kColl, "alltoallv(%s): %s", DtypeName(dtype), coll::AlgoName(algo));
+  return Run(Kind::kAlltoallv, 0, dtype, ZC_SUM, -1, algo, [&](coll::OpCtx& c) -> Status {
+    if (algo == Algo::kLocal) {
+      const size_t es = c.es();
+      if (sendcounts[0])
+        memmove(static_cast<char*>(recv) + rdispls[0] * es,
+                static_cast<const char*>(send) + sdispls[0] * es, sendcounts[0] * es);
+      return Status::Ok();
+    }
+    return coll::AlltoallvPairwise(c, send, sendcounts, sdispls, recv, recvcounts, rdispls);
+  });
+}
+
+Status Collectives::Gather(const void* send, void* recv, size_t count, zc_dtype dtype, int root) {
+  if (DtypeSize(dtype) == 0) return Error(ZC_ERR_INVALID_ARG, "unknown dtype %d", dtype);
+  Algo algo = size_ < 2 ? Algo::kLocal : Algo::kDirect;
+  ZC_INFO(kColl, "gather(count=%zu, %s, root=%d): %s", count, DtypeName(dtype), root,
+          coll::AlgoName(algo));
+  return Run(Kind::kGather, count, dtype, ZC_SUM, root, algo, [&](coll::OpCtx& c) -> Status {
+    if (algo == Algo::kLocal) {
+      if (count && send != recv) memmove(recv, send, count * c.es());
+      return Status::Ok();
+    }
+    return coll::GatherDirect(c, send, recv, count, root);
+  });
+}
+
+Status Collectives::Scatter(const void* send, void* recv, size_t count, zc_dtype dtype, int root) {
+  if (DtypeSize(dtype) == 0) return Error(ZC_ERR_INVALID_ARG, "unknown dtype %d", dtype);
+  Algo algo = size_ < 2 ? Algo::kLocal : Algo::kDirect;
+  ZC_INFO(kColl, "scatter(count=%zu, %s, root=%d): %s", count, DtypeName(dtype), root,
+          coll::AlgoName(algo));
+  return Run(Kind::kScatter, count, dtype, ZC_SUM, root, algo, [&](coll::OpCtx& c) -> Status {
+    if (algo == Algo::kLocal) {
+      if (count && send != recv) memmove(recv, send, count * c.es());
+      return Status::Ok();
+    }
+    return coll::ScatterDirect(c, send, recv, count, root);
   });
 }
 

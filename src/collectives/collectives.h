@@ -1,5 +1,6 @@
 // Collectives: allreduce (ring, recursive halving-doubling, direct shared
-// memory), broadcast, reduce, allgather, reduce-scatter, alltoall, barrier and
+// memory), broadcast, reduce, allgather, reduce-scatter, alltoall, barrier,
+// the vector collectives allgatherv and alltoallv, gather, scatter, and
 // persistent allreduce plans, all built on the p2p Device (SlotStreams,
 // one-sided writes and reads, flags) and never on a transport directly.
 // docs/algorithms.md describes every algorithm, its messages and bytes moved.
@@ -21,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "collectives/algo_select.h"
 #include "collectives/signature.h"
 #include "common/status.h"
 
@@ -87,6 +89,18 @@ class Collectives {
   Status ReduceScatter(const void* send, void* recv, size_t recvcount, zc_dtype dtype, zc_op op);
   Status Alltoall(const void* send, void* recv, size_t count, zc_dtype dtype);
   Status Barrier();
+  // Counts and displacements in elements, one per rank (as the C ABI).
+  // recvcounts[rank] == sendcount (allgatherv) and sendcounts[rank] ==
+  // recvcounts[rank] (alltoallv) are the caller's to check. Not in place:
+  // send and receive buffers must not overlap.
+  Status Allgatherv(const void* send, size_t sendcount, void* recv, const size_t* recvcounts,
+                    const size_t* displs, zc_dtype dtype);
+  Status Alltoallv(const void* send, const size_t* sendcounts, const size_t* sdispls, void* recv,
+                   const size_t* recvcounts, const size_t* rdispls, zc_dtype dtype);
+  // recv (gather) and send (scatter) hold size x count elements and are used
+  // at the root only.
+  Status Gather(const void* send, void* recv, size_t count, zc_dtype dtype, int root);
+  Status Scatter(const void* send, void* recv, size_t count, zc_dtype dtype, int root);
 
   // After the last collective (a barrier, so every peer has received all
   // our messages): waits for the peers' last credits, so that none lands in
@@ -97,11 +111,13 @@ class Collectives {
   Status PlanAllreduce(size_t count, zc_dtype dtype, zc_op op, std::unique_ptr<AllreducePlan>* out);
 
   // Algorithm of the last collective: "ring", "hd", "shm", "tree", "chain",
-  // "pairwise", "dissemination", "local".
+  // "pairwise", "dissemination", "direct", "local".
   const char* last_algorithm() const { return coll::AlgoName(last_algo_); }
 
   // The allreduce algorithm auto-selection (or ZC_ALGO) picks for this size.
   coll::Algo ChooseAllreduce(size_t count, zc_dtype dtype) const;
+  // The algorithm ZC_ALGO forces on collective k; Algo::kNone: automatic.
+  coll::Algo ForcedAlgo(coll::Kind k) const { return algo_sel_.forced(k); }
 
   Group* group() const { return dev_; }
 
@@ -109,6 +125,8 @@ class Collectives {
   friend class AllreducePlan;
   explicit Collectives(Group* dev);
   Status Init();
+  // Refuses a forced algorithm that cannot run on this communicator.
+  Status CheckForcedApplies() const;
 
   // Runs one collective: signature, sequence number, error handling (a
   // failure aborts the device so that no peer hangs).
@@ -119,6 +137,8 @@ class Collectives {
 
   Status AllreduceWith(coll::Algo algo, const void* send, void* recv, size_t count, zc_dtype dtype,
                        zc_op op);
+  // Broadcast and reduce: forced (ZC_ALGO), or tree / chain by size.
+  coll::Algo ChooseTree(coll::Kind kind, size_t bytes) const;
   // Peers each algorithm talks to (links made at Create / plan init).
   std::vector<int> AllreducePeers(coll::Algo algo) const;
 
@@ -127,6 +147,7 @@ class Collectives {
   size_t chunk_bytes_ = 1 << 20;
   std::unique_ptr<coll::Links> links_;
   std::unique_ptr<coll::ShmDirect> shm_;  // null unless every peer is local
+  coll::AlgoSelect algo_sel_;             // ZC_ALGO
   uint64_t seq_ = 0;
   coll::Algo last_algo_ = coll::Algo::kNone;
   std::vector<char> scratch_;
@@ -147,6 +168,13 @@ Status ReduceScatterRing(OpCtx& c, const void* send, void* recv, size_t recvcoun
 Status AlltoallPairwise(OpCtx& c, const void* send, void* recv, size_t count,
                         std::vector<char>* scratch);
 Status BarrierDissemination(OpCtx& c);
+Status AllgathervRing(OpCtx& c, const void* send, void* recv, const size_t* recvcounts,
+                      const size_t* displs);
+Status AlltoallvPairwise(OpCtx& c, const void* send, const size_t* sendcounts,
+                         const size_t* sdispls, void* recv, const size_t* recvcounts,
+                         const size_t* rdispls);
+Status GatherDirect(OpCtx& c, const void* send, void* recv, size_t count, int root);
+Status ScatterDirect(OpCtx& c, const void* send, void* recv, size_t count, int root);
 
 // Peer sets (for link setup).
 std::vector<int> RingPeers(int rank, int size);

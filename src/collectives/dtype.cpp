@@ -45,6 +45,9 @@ const char* OpName(zc_op op) {
     case ZC_MIN: return "min";
     case ZC_MAX: return "max";
     case ZC_AVG: return "avg";
+    case ZC_BAND: return "band";
+    case ZC_BOR: return "bor";
+    case ZC_BXOR: return "bxor";
   }
   return "unknown";
 }
@@ -66,6 +69,11 @@ Status CheckDtypeOp(zc_dtype d, zc_op op) {
   if (op == ZC_AVG && !IsFloating(d)) {
     return Error(ZC_ERR_INVALID_ARG,
                  "op avg is not defined for integer dtype %s", DtypeName(d));
+  }
+  if (IsBitwise(op) && IsFloating(d)) {
+    return Error(ZC_ERR_INVALID_ARG,
+                 "op %s is defined for integer dtypes only, not %s", OpName(op),
+                 DtypeName(d));
   }
   return Status::Ok();
 }

@@ -22,7 +22,7 @@
 namespace zc {
 
 constexpr int kNumDtypes = ZC_FLOAT64 + 1;
-constexpr int kNumOps = ZC_AVG + 1;
+constexpr int kNumOps = ZC_BXOR + 1;
 
 inline bool IsValidDtype(zc_dtype d) {
   return static_cast<int>(d) >= 0 && static_cast<int>(d) < kNumDtypes;
@@ -35,9 +35,11 @@ size_t DtypeSize(zc_dtype d);       // 0 for an unknown dtype
 const char* DtypeName(zc_dtype d);  // "float32"; "unknown" otherwise
 const char* OpName(zc_op op);       // "sum"; "unknown" otherwise
 bool IsFloating(zc_dtype d);        // float16, bfloat16, float32, float64
+// band, bor, bxor: integer dtypes only.
+inline bool IsBitwise(zc_op op) { return op == ZC_BAND || op == ZC_BOR || op == ZC_BXOR; }
 
-// OK, or ZC_ERR_INVALID_ARG for an unknown dtype or op, or AVG on an integer
-// type; the message names both dtype and op.
+// OK, or ZC_ERR_INVALID_ARG for an unknown dtype or op, AVG on an integer
+// type, or a bitwise op on a floating type; the message names both.
 Status CheckDtypeOp(zc_dtype d, zc_op op);
 
 namespace detail {

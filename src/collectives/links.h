@@ -77,11 +77,21 @@ class OpCtx {
 
   Status Ensure(const std::vector<int>& peers) { return links_->Ensure(peers, dl_); }
 
+  // Vector collectives: which rank's block a message belongs to and how many
+  // elements that whole block has (aux[5], aux[6]). Ranks that disagree on
+  // counts fail on the first chunk with ZC_ERR_MISMATCH naming both counts,
+  // before the chunk sizes or chunk numbers go out of step.
+  struct Block {
+    int owner;
+    uint64_t elems;
+  };
+
   // One slot message of `bytes` (<= chunk bytes) to `peer`.
-  Status Send(int peer, const void* src, size_t bytes, uint64_t tag);
-  // Waits for the next message from `peer`, checks its signature, tag and
-  // size; *payload stays valid until Release(peer).
-  Status Recv(int peer, size_t expect_bytes, uint64_t tag, const void** payload);
+  Status Send(int peer, const void* src, size_t bytes, uint64_t tag, const Block* block = nullptr);
+  // Waits for the next message from `peer`, checks its signature, tag,
+  // block (when given) and size; *payload stays valid until Release(peer).
+  Status Recv(int peer, size_t expect_bytes, uint64_t tag, const void** payload,
+              const Block* block = nullptr);
   Status Release(int peer);
 
   // Sends send_n elements from src to `to` and receives recv_n elements
@@ -92,18 +102,25 @@ class OpCtx {
   template <typename Consume>
   Status Exchange(int to, const void* src, size_t send_n, int from, size_t recv_n, uint32_t step,
                   Consume&& consume) {
+    return ExchangeBlocks(to, src, send_n, nullptr, from, recv_n, nullptr, step, consume);
+  }
+  // Exchange whose messages also carry (and check) the block they belong to.
+  template <typename Consume>
+  Status ExchangeBlocks(int to, const void* src, size_t send_n, const Block* send_block, int from,
+                        size_t recv_n, const Block* recv_block, uint32_t step, Consume&& consume) {
     const char* s = static_cast<const char*>(src);
     size_t ns = to >= 0 ? Chunks(send_n) : 0, nr = from >= 0 ? Chunks(recv_n) : 0;
     for (size_t i = 0; i < ns || i < nr; ++i) {
       size_t off = i * chunk_elems_;
       if (i < ns) {
         size_t m = send_n > off ? std::min(chunk_elems_, send_n - off) : 0;
-        ZC_RETURN_IF_ERROR(Send(to, m ? s + off * es_ : nullptr, m * es_, MessageTag(step, i)));
+        ZC_RETURN_IF_ERROR(
+            Send(to, m ? s + off * es_ : nullptr, m * es_, MessageTag(step, i), send_block));
       }
       if (i < nr) {
         size_t m = recv_n > off ? std::min(chunk_elems_, recv_n - off) : 0;
         const void* payload = nullptr;
-        ZC_RETURN_IF_ERROR(Recv(from, m * es_, MessageTag(step, i), &payload));
+        ZC_RETURN_IF_ERROR(Recv(from, m * es_, MessageTag(step, i), &payload, recv_block));
         if (m) consume(off, payload, m);
         ZC_RETURN_IF_ERROR(Release(from));
       }

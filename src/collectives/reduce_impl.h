@@ -95,6 +95,22 @@ struct OpMax {
   }
 };
 
+// Bitwise ops, integer types only (the table leaves the floating entries
+// null; CheckDtypeOp refuses them). The operands promote to int or wider
+// and the result fits the type again.
+template <class T>
+struct OpBand {
+  static T Apply(T a, T b) { return static_cast<T>(a & b); }
+};
+template <class T>
+struct OpBor {
+  static T Apply(T a, T b) { return static_cast<T>(a | b); }
+};
+template <class T>
+struct OpBxor {
+  static T Apply(T a, T b) { return static_cast<T>(a ^ b); }
+};
+
 // ---- elementwise loops ----------------------------------------------------
 // Pointers are spelled through Unaligned<T>::type, never deduced: a template
 // argument would drop the aligned(1) attribute.
@@ -288,6 +304,12 @@ constexpr void FillNative(Table& t, zc_dtype d) {
     t.scale_div[d] = &ScaleDivNative<T>;
   } else {
     t.scale_div[d] = nullptr;
+    t.binary[d][ZC_BAND] = &Binary<T, OpBand<T>>;
+    t.binary[d][ZC_BOR] = &Binary<T, OpBor<T>>;
+    t.binary[d][ZC_BXOR] = &Binary<T, OpBxor<T>>;
+    t.reduce_n[d][ZC_BAND] = &ReduceNNative<T, OpBand<T>>;
+    t.reduce_n[d][ZC_BOR] = &ReduceNNative<T, OpBor<T>>;
+    t.reduce_n[d][ZC_BXOR] = &ReduceNNative<T, OpBxor<T>>;
   }
 }
 

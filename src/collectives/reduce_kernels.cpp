@@ -46,7 +46,10 @@ const Table& Tbl() {
   return *GetActive().table.load(std::memory_order_relaxed);
 }
 
-bool Valid(zc_dtype d, zc_op op) { return IsValidDtype(d) && IsValidOp(op); }
+// Bitwise ops have no floating entries in the tables (null).
+bool Valid(zc_dtype d, zc_op op) {
+  return IsValidDtype(d) && IsValidOp(op) && !(IsBitwise(op) && IsFloating(d));
+}
 
 }  // namespace
 

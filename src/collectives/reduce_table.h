@@ -18,6 +18,7 @@ struct Table {
   using ToFloatFn = void (*)(float* dst, const void* src, size_t count);
   using FromFloatFn = void (*)(void* dst, const float* src, size_t count);
 
+  // Bitwise ops on floating types are null (never called: CheckDtypeOp).
   BinaryFn binary[kNumDtypes][kNumOps];
   ReduceNFn reduce_n[kNumDtypes][kNumOps];
   ScaleFn scale_div[kNumDtypes];  // null for integer types

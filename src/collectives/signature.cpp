@@ -14,6 +14,10 @@ const char* KindName(Kind k) {
     case Kind::kReduceScatter: return "reduce_scatter";
     case Kind::kAlltoall: return "alltoall";
     case Kind::kBarrier: return "barrier";
+    case Kind::kAllgatherv: return "allgatherv";
+    case Kind::kAlltoallv: return "alltoallv";
+    case Kind::kGather: return "gather";
+    case Kind::kScatter: return "scatter";
   }
   return "unknown";
 }
@@ -29,6 +33,7 @@ const char* AlgoName(Algo a) {
     case Algo::kPairwise: return "pairwise";
     case Algo::kDissemination: return "dissemination";
     case Algo::kLocal: return "local";
+    case Algo::kDirect: return "direct";
   }
   return "unknown";
 }
@@ -59,8 +64,13 @@ std::string Signature::Describe(bool with_algo, bool with_seq) const {
   std::string s = Format("%s(", KindName(kind));
   bool has_type = kind != Kind::kBarrier;
   bool has_op = kind == Kind::kAllreduce || kind == Kind::kReduce || kind == Kind::kReduceScatter;
-  bool has_root = kind == Kind::kBroadcast || kind == Kind::kReduce;
-  if (has_type)
+  bool has_root = kind == Kind::kBroadcast || kind == Kind::kReduce || kind == Kind::kGather ||
+                  kind == Kind::kScatter;
+  if (kind == Kind::kAlltoallv)
+    s += DtypeName(dtype);  // per-peer counts: checked message by message
+  else if (kind == Kind::kAllgatherv)
+    s += Format("total=%llu, %s", static_cast<unsigned long long>(count), DtypeName(dtype));
+  else if (has_type)
     s += Format("count=%llu, %s", static_cast<unsigned long long>(count), DtypeName(dtype));
   if (has_op) s += Format(", %s", OpName(op));
   if (has_root) s += Format(", root=%d", root);

@@ -14,6 +14,8 @@
 //   aux[2]  sequence number of the collective on this communicator
 //   aux[3]  message tag: step << 32 | chunk (checks the algorithm's lockstep)
 //   aux[4]  sender rank
+//   aux[5]  (vector collectives) owner rank of the block the message is part of
+//   aux[6]  (vector collectives) element count of that whole block
 #pragma once
 
 #include <zcomm/zcomm.h>
@@ -34,7 +36,12 @@ enum class Kind : uint8_t {
   kReduceScatter = 5,
   kAlltoall = 6,
   kBarrier = 7,
+  kAllgatherv = 8,
+  kAlltoallv = 9,
+  kGather = 10,
+  kScatter = 11,
 };
+constexpr int kNumKinds = 12;
 
 enum class Algo : uint8_t {
   kNone = 0,
@@ -46,6 +53,7 @@ enum class Algo : uint8_t {
   kPairwise = 6,  // alltoall
   kDissemination = 7,  // barrier
   kLocal = 8,     // one rank: a local copy
+  kDirect = 9,    // gather / scatter: the root talks to every rank
 };
 
 const char* KindName(Kind k);
@@ -65,7 +73,8 @@ struct Signature {
   // Fills aux[0..4] (tag and sender included).
   void Pack(uint64_t* aux, uint64_t tag, int sender) const;
   static Signature Unpack(const uint64_t* aux);
-  // "allreduce(count=100, float32, sum)", "broadcast(count=7, int32, root=2)".
+  // "allreduce(count=100, float32, sum)", "broadcast(count=7, int32, root=2)";
+  // allgatherv's count is the total of recvcounts; alltoallv has none.
   // with_algo/with_seq add ", algo=ring" / " as collective #5".
   std::string Describe(bool with_algo = false, bool with_seq = false) const;
   // Same collective call (everything but tag and sender).

@@ -44,7 +44,8 @@ const std::vector<ConfigVar>& ConfigVars() {
        "imm: RDMA_WRITE_WITH_IMM sets the flag; ordered: one write with a "
        "trailing flag (NICs that place data in ascending order)"},
       {"ZC_ALGO", "auto",
-       "force a collective algorithm: auto, ring, hd (halving-doubling), shm"},
+       "collective algorithms: auto, a name (ring, hd, shm, tree, chain, ...) for every collective "
+       "that has it, or a list such as allreduce=ring,broadcast=chain"},
       {"ZC_CHUNK", "1M", "pipeline chunk size of ring algorithms"},
       {"ZC_GPU_IPC", "auto",
        "same-host allreduce of device buffers through CUDA IPC: auto (from "
@@ -221,8 +222,12 @@ Status Config::FromEnv(Config* out) {
       return Bad("ZC_GPU_IPC_MIN_BYTES", v, "a size in bytes (k, M, G suffixes)");
   }
   if ((v = get("ZC_ALGO"))) {
-    if (!OneOf(v, {"auto", "ring", "hd", "shm"}))
-      return Bad("ZC_ALGO", v, "auto, ring, hd or shm");
+    // Its grammar (auto, a name, or collective=name lists) is parsed and
+    // checked by the collectives (collectives/algo_select.h) at Create.
+    // Only its alphabet is checked here.
+    for (const char* p = v; *p; ++p)
+      if (!isalnum(static_cast<unsigned char>(*p)) && *p != '_' && *p != '=' && *p != ',')
+        return Bad("ZC_ALGO", v, "auto, an algorithm name, or collective=algorithm,...");
     c.algo = v;
     for (auto& ch : c.algo) ch = static_cast<char>(tolower(ch));
   }

@@ -34,7 +34,7 @@ struct Config {
   std::string ib_device;             // ZC_IB_DEVICE: e.g. mlx5_0
   int ib_port = 1;                   // ZC_IB_PORT
   std::string verbs_flag_mode = "imm";  // ZC_VERBS_FLAG: imm|ordered
-  std::string algo = "auto";         // ZC_ALGO: auto|ring|hd|shm|...
+  std::string algo = "auto";         // ZC_ALGO: auto|NAME|coll=NAME,... (collectives/algo_select.h)
   size_t chunk_bytes = 1u << 20;     // ZC_CHUNK: pipeline chunk of the ring
   std::string gpu_ipc = "auto";      // ZC_GPU_IPC: auto|0|1 (same-host CUDA IPC allreduce)
   size_t gpu_ipc_min_bytes = 4u << 20;  // ZC_GPU_IPC_MIN_BYTES: auto mode threshold

@@ -20,9 +20,17 @@ Status CheckReduceArgs(const char* what, const void* c, const void* a,
     return Error(ZC_ERR_INVALID_ARG, "%s: unknown dtype %d", what,
                  static_cast<int>(dtype));
   }
-  if (static_cast<int>(op) < ZC_SUM || static_cast<int>(op) > ZC_AVG) {
+  if (static_cast<int>(op) < ZC_SUM || static_cast<int>(op) > ZC_BXOR) {
     return Error(ZC_ERR_INVALID_ARG, "%s: unknown op %d", what,
                  static_cast<int>(op));
+  }
+  // The kernels have no bitwise ops: the C API never sends band/bor/bxor
+  // here (UseIpcAllreduce refuses them, so device buffers are staged
+  // through host memory and reduced by the CPU kernels).
+  if (IsBitwise(op)) {
+    return Error(ZC_ERR_UNSUPPORTED,
+                 "%s: op %s has no GPU kernel (reduced on the host instead)",
+                 what, GpuOpName(op));
   }
   if (op == ZC_AVG && !IsFloating(dtype)) {
     return Error(ZC_ERR_INVALID_ARG,

@@ -246,6 +246,9 @@ cudaError_t LaunchOp(zc_op op, void* c, const void* a, const void* b,
     case ZC_PROD: return Launch3<T, OpProd>(c, a, b, n, s);
     case ZC_MIN: return Launch3<T, OpMin>(c, a, b, n, s);
     case ZC_MAX: return Launch3<T, OpMax>(c, a, b, n, s);
+    case ZC_BAND:
+    case ZC_BOR:
+    case ZC_BXOR: break;  // no GPU kernel: refused by CheckReduceArgs
   }
   return cudaErrorInvalidValue;
 }

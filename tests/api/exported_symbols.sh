@@ -5,12 +5,6 @@
 set -eu
 lib=$1 header=$2
 
-# ---- INTEGRATOR: delete this list once these calls are merged. ------------
-# Declared in zcomm.h, implemented in other branches; until then they may be
-# missing (but if present they are checked like every other call).
-may_be_missing="zc_allgatherv zc_alltoallv zc_gather zc_scatter"
-# ---------------------------------------------------------------------------
-
 # Linker-made symbols a shared library may define besides its own (only
 # accepted when they really appear).
 linker_symbols="_init _fini _edata _end __bss_start"
@@ -31,11 +25,7 @@ for s in $defined; do
 done
 for s in $declared; do
   if ! echo "$defined" | grep -qx "$s"; then
-    if echo "$may_be_missing" | tr ' ' '\n' | grep -qx "$s"; then
-      echo "note: $s is declared in zcomm.h but not implemented yet (allow-listed)"
-    else
-      echo "FAIL: $s is declared in zcomm.h but $lib does not export it"; fail=1
-    fi
+    echo "FAIL: $s is declared in zcomm.h but $lib does not export it"; fail=1
   fi
 done
 n=$(echo "$defined" | wc -l)

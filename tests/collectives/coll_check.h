@@ -73,6 +73,12 @@ inline uint64_t Wrap(zc_dtype d, uint64_t v) {
 // Element i of rank r's input in call `it` (so repeated calls differ).
 inline uint64_t IntInput(zc_op op, int r, size_t i, int it) {
   uint64_t h = static_cast<uint64_t>(r) * 131 + i * 7 + static_cast<uint64_t>(it) * 13 + 3;
+  // Bitwise ops: each rank clears (band) or sets (bor) a few bits that move
+  // with rank, index and call, so results are neither all zeros nor all
+  // ones in any width; bxor gets mixed bits.
+  if (op == ZC_BAND) return ~((1ull << (h % 8)) | (1ull << ((h / 8) % 61)));
+  if (op == ZC_BOR) return (1ull << (h % 8)) | (1ull << ((h / 8) % 61));
+  if (op == ZC_BXOR) return h * 0x9e3779b97f4a7c15ull;
   if (op == ZC_PROD) {
     int64_t v = static_cast<int64_t>(h % 3) + 1;
     return static_cast<uint64_t>(i % 5 == 0 ? -v : v);
@@ -139,6 +145,9 @@ inline std::string CheckReduced(zc_dtype d, zc_op op, const void* out, size_t i,
     if (r == 0) { want = v; continue; }
     if (op == ZC_SUM) want = Wrap(d, want + v);
     else if (op == ZC_PROD) want = Wrap(d, want * v);
+    else if (op == ZC_BAND) want = want & v;
+    else if (op == ZC_BOR) want = want | v;
+    else if (op == ZC_BXOR) want = Wrap(d, want ^ v);
     else if (op == ZC_MIN) want = IsSignedInt(d) ? (static_cast<int64_t>(v) < static_cast<int64_t>(want) ? v : want) : std::min(want, v);
     else want = IsSignedInt(d) ? (static_cast<int64_t>(v) > static_cast<int64_t>(want) ? v : want) : std::max(want, v);
   }
@@ -155,6 +164,9 @@ inline std::vector<zc_op> OpsFor(zc_dtype d) {
   if (IsFloatType(d)) return {ZC_SUM, ZC_PROD, ZC_MIN, ZC_MAX, ZC_AVG};
   return {ZC_SUM, ZC_PROD, ZC_MIN, ZC_MAX};
 }
+
+constexpr zc_op kBitwiseOps[] = {ZC_BAND, ZC_BOR, ZC_BXOR};
+constexpr zc_dtype kIntDtypes[] = {ZC_INT8, ZC_UINT8, ZC_INT32, ZC_UINT32, ZC_INT64, ZC_UINT64};
 
 constexpr zc_dtype kAllDtypes[] = {ZC_INT8,    ZC_UINT8,    ZC_INT32,   ZC_UINT32, ZC_INT64,
                                    ZC_UINT64,  ZC_FLOAT16,  ZC_BFLOAT16, ZC_FLOAT32, ZC_FLOAT64};

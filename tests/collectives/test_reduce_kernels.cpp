@@ -180,6 +180,9 @@ double RefFloatOp(zc_op op, double a, double b) {
     case ZC_PROD: return a * b;
     case ZC_MIN: return std::isnan(a) ? a : std::isnan(b) ? b : (b < a ? b : a);
     case ZC_MAX: return std::isnan(a) ? a : std::isnan(b) ? b : (b > a ? b : a);
+    case ZC_BAND:
+    case ZC_BOR:
+    case ZC_BXOR: break;  // integer types only
   }
   return 0;
 }
@@ -190,6 +193,9 @@ uint64_t RefIntOp(zc_dtype d, zc_op op, uint64_t a, uint64_t b) {
     case ZC_SUM:
     case ZC_AVG: return a + b;
     case ZC_PROD: return a * b;
+    case ZC_BAND: return a & b;
+    case ZC_BOR: return a | b;
+    case ZC_BXOR: return a ^ b;
     case ZC_MIN:
     case ZC_MAX: {
       bool b_less;
@@ -371,7 +377,7 @@ class IsaRestorer {
 const zc_dtype kDtypes[] = {ZC_INT8,    ZC_UINT8,    ZC_INT32,   ZC_UINT32,
                             ZC_INT64,   ZC_UINT64,   ZC_FLOAT16, ZC_BFLOAT16,
                             ZC_FLOAT32, ZC_FLOAT64};
-const zc_op kOps[] = {ZC_SUM, ZC_PROD, ZC_MIN, ZC_MAX, ZC_AVG};
+const zc_op kOps[] = {ZC_SUM, ZC_PROD, ZC_MIN, ZC_MAX, ZC_AVG, ZC_BAND, ZC_BOR, ZC_BXOR};
 const size_t kCounts[] = {0, 1, 2, 3, 7, 13, 1024, 65537};
 
 // Misalignments: the one from the brief (+2 bytes for 16-bit types, +4 for
@@ -519,6 +525,62 @@ INSTANTIATE_TEST_SUITE_P(AllDtypesOps, ReduceSweep,
                          CaseName);
 
 // ---- specific semantics ------------------------------------------------------------
+
+// Bitwise ops on rank- and index-dependent integers of every width, with
+// every ISA, through all three entry points; floating types are refused by
+// CheckDtypeOp and ignored (nothing written) by the kernels.
+TEST(ReduceKernels, BitwiseOpsOnIntegers) {
+  IsaRestorer restore;
+  const zc_dtype ints[] = {ZC_INT8, ZC_UINT8, ZC_INT32, ZC_UINT32, ZC_INT64, ZC_UINT64};
+  for (KernelIsa isa : SupportedIsas()) {
+    SetKernelIsa(isa);
+    for (zc_dtype d : ints) {
+      const size_t es = DtypeSize(d), count = 1027;
+      for (zc_op op : {ZC_BAND, ZC_BOR, ZC_BXOR}) {
+        SCOPED_TRACE(::testing::Message() << KernelIsaName(isa) << " " << DtypeName(d) << " "
+                                          << OpName(op));
+        const int n = 5;
+        std::vector<std::vector<uint8_t>> in(n, std::vector<uint8_t>(count * es));
+        for (int r = 0; r < n; ++r)
+          for (size_t i = 0; i < count; ++i) {
+            // rank r clears (band), sets (bor) or flips (bxor) bits that
+            // depend on r and i.
+            uint64_t v = 0x9e3779b97f4a7c15ull * (i + 1) ^ (0xff51afd7ed558ccdull >> r);
+            if (op == ZC_BAND) v = ~(1ull << ((r * 7 + i) % (8 * es)));
+            if (op == ZC_BOR) v = 1ull << ((r * 5 + i * 3) % (8 * es));
+            std::memcpy(in[r].data() + i * es, &v, es);
+          }
+        std::vector<const void*> srcs;
+        for (auto& b : in) srcs.push_back(b.data());
+        std::vector<uint8_t> outn(count * es), out2(count * es), into(in[0]);
+        ReduceN(d, op, outn.data(), srcs.data(), n, count);
+        Reduce2(d, op, out2.data(), in[0].data(), in[1].data(), count);
+        ReduceInto(d, op, into.data(), in[1].data(), count);
+        const uint64_t mask = es == 8 ? ~0ull : (1ull << (8 * es)) - 1;
+        for (size_t i = 0; i < count; ++i) {
+          uint64_t want = 0, want2 = 0, got = 0, got2 = 0, got_into = 0;
+          for (int r = 0; r < n; ++r) {
+            uint64_t v = 0;
+            std::memcpy(&v, in[r].data() + i * es, es);
+            want = r == 0 ? v : RefIntOp(d, op, want, v);
+            if (r == 1) want2 = want;
+          }
+          std::memcpy(&got, outn.data() + i * es, es);
+          std::memcpy(&got2, out2.data() + i * es, es);
+          std::memcpy(&got_into, into.data() + i * es, es);
+          ASSERT_EQ(got, want & mask) << "ReduceN element " << i;
+          ASSERT_EQ(got2, want2 & mask) << "Reduce2 element " << i;
+          ASSERT_EQ(got_into, want2 & mask) << "ReduceInto element " << i;
+        }
+      }
+    }
+    float f[2] = {1.5f, 2.5f}, g[2] = {3.0f, 4.0f};
+    EXPECT_EQ(CheckDtypeOp(ZC_FLOAT32, ZC_BXOR).code(), ZC_ERR_INVALID_ARG);
+    ReduceInto(ZC_FLOAT32, ZC_BXOR, f, g, 2);  // refused pair: a no-op
+    EXPECT_EQ(f[0], 1.5f);
+    EXPECT_EQ(f[1], 2.5f);
+  }
+}
 
 TEST(ReduceKernels, IntegerSumAndProdWrap) {
   IsaRestorer restore;
@@ -869,16 +931,19 @@ TEST(ReduceKernelsDtype, SizesAndNames) {
   EXPECT_STREQ(OpName(ZC_MIN), "min");
   EXPECT_STREQ(OpName(ZC_MAX), "max");
   EXPECT_STREQ(OpName(ZC_AVG), "avg");
-  EXPECT_STREQ(OpName(static_cast<zc_op>(5)), "unknown");
+  EXPECT_STREQ(OpName(ZC_BAND), "band");
+  EXPECT_STREQ(OpName(ZC_BOR), "bor");
+  EXPECT_STREQ(OpName(ZC_BXOR), "bxor");
+  EXPECT_STREQ(OpName(static_cast<zc_op>(8)), "unknown");
 }
 
 TEST(ReduceKernelsDtype, CheckDtypeOp) {
   for (zc_dtype d : kDtypes) {
     for (zc_op op : kOps) {
       const Status st = CheckDtypeOp(d, op);
-      if (op == ZC_AVG && !IsFloating(d)) {
+      if ((op == ZC_AVG && !IsFloating(d)) || (IsBitwise(op) && IsFloating(d))) {
         EXPECT_EQ(st.code(), ZC_ERR_INVALID_ARG);
-        EXPECT_NE(st.message().find("avg"), std::string::npos) << st.message();
+        EXPECT_NE(st.message().find(OpName(op)), std::string::npos) << st.message();
         EXPECT_NE(st.message().find(DtypeName(d)), std::string::npos) << st.message();
       } else {
         EXPECT_TRUE(st.ok()) << st.message();
@@ -889,9 +954,9 @@ TEST(ReduceKernelsDtype, CheckDtypeOp) {
   EXPECT_EQ(st.code(), ZC_ERR_INVALID_ARG);
   EXPECT_NE(st.message().find("42"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("max"), std::string::npos) << st.message();
-  st = CheckDtypeOp(ZC_FLOAT32, static_cast<zc_op>(7));
+  st = CheckDtypeOp(ZC_FLOAT32, static_cast<zc_op>(9));
   EXPECT_EQ(st.code(), ZC_ERR_INVALID_ARG);
-  EXPECT_NE(st.message().find("7"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("9"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("float32"), std::string::npos) << st.message();
 }
 

@@ -54,7 +54,7 @@ TEST(Config, BadValuesNameTheVariable) {
       {"ZC_NUM_CQS", "x"},           {"ZC_QPS_PER_PEER", "-3"},
       {"ZC_POOL_CHUNK", "12"},       {"ZC_POOL_CHUNK", "1T"},
       {"ZC_SHM_CMA", "maybe"},       {"ZC_VERBS_FLAG", "fast"},
-      {"ZC_ALGO", "tree2"},          {"ZC_CHUNK", "1"},
+      {"ZC_ALGO", "ring;hd"},        {"ZC_CHUNK", "1"},
       {"ZC_RANK", "-1"},             {"ZC_SIZE", "0"},
       {"ZC_IB_PORT", "300"},
   };

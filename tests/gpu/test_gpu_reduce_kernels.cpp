@@ -47,6 +47,13 @@ TEST(GpuReduceArgs, Validation) {
   EXPECT_NE(st.message().find("not aligned"), std::string::npos) << st.message();
   EXPECT_TRUE(CheckReduceArgs("t", nullptr, nullptr, nullptr, 0, ZC_FLOAT32, ZC_SUM).ok());
   EXPECT_TRUE(CheckReduceArgs("t", buf, buf, buf, 4, ZC_FLOAT16, ZC_AVG).ok());
+  // No GPU kernel for the bitwise ops: the C API stages such buffers
+  // through host memory; a direct call says so.
+  for (zc_op op : {ZC_BAND, ZC_BOR, ZC_BXOR}) {
+    st = CheckReduceArgs("GPU reduce", buf, buf, buf, 4, ZC_INT32, op);
+    EXPECT_EQ(st.code(), ZC_ERR_UNSUPPORTED);
+    EXPECT_NE(st.message().find("no GPU kernel"), std::string::npos) << st.message();
+  }
 
   EXPECT_EQ(CheckScaleArgs(buf, 4, ZC_INT64, 2.0).code(), ZC_ERR_INVALID_ARG);
   EXPECT_EQ(CheckScaleArgs(buf, 4, ZC_FLOAT32, 0.0).code(), ZC_ERR_INVALID_ARG);
