@@ -228,12 +228,21 @@ Status JoinRendezvous(StoreClient* store, const UniqueId& id, int nranks, int ra
   if (coordinator) {
     Status verdict = Coordinate(store, nranks, me, timeout_s);
     ZC_RETURN_IF_ERROR(store->Set("join/verdict", VerdictOf(verdict, nranks)));
-    if (!verdict.ok() && verdict.code() != ZC_ERR_TIMEOUT) {
-      // The store goes away with this process's failed call: give the ranks
-      // still on their way a moment to read why, rather than a refused
-      // connection.
-      std::string ignored;
-      store->Get(Format("join/arrival/%d", nranks), &ignored, 3.0);
+    if (!verdict.ok()) {
+      // The store goes away with this process's failed call: let every rank
+      // that has arrived read why (each counts itself in "join/read"), and
+      // give late ones a moment, rather than a refused connection.
+      Deadline linger(3.0);
+      for (;;) {
+        int64_t arrived = 0;
+        if (!store->Add("join/arrivals", 0, &arrived).ok() || arrived <= 1) break;
+        std::string ignored;
+        Status st = store->Get(Format("join/read/%lld", static_cast<long long>(arrived - 1)),
+                               &ignored, std::max(0.0, linger.remaining_s()));
+        if (!st.ok() || linger.expired()) break;
+        int64_t now = 0;
+        if (!store->Add("join/arrivals", 0, &now).ok() || now == arrived) break;
+      }
     }
     return verdict;
   }
@@ -252,6 +261,9 @@ Status JoinRendezvous(StoreClient* store, const UniqueId& id, int nranks, int ra
                    missing.empty() ? " (none: the rank that made the id never joined)" : "");
   }
   ZC_RETURN_IF_ERROR(st);
+  int64_t readers = 0;
+  if (store->Add("join/read", 1, &readers).ok())
+    store->Set(Format("join/read/%lld", static_cast<long long>(readers)), "");
   int job_nranks = 0;
   ZC_RETURN_IF_ERROR(ParseVerdict(v, &job_nranks));
   if (job_nranks != nranks)

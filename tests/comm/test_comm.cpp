@@ -261,10 +261,10 @@ void AsyncErrorAfterDeath(const Env& env) {
     CHILD_OK(zc_comm_dup(comm, &dup));
     zc_comm* pair = nullptr;  // ranks 0 and 1 only: rank 2's death is not its business
     CHILD_OK(zc_comm_split(comm, rank < 2 ? 0 : 1, rank, &pair));
-    CHILD_OK(zc_barrier(comm));
     zc_status e = ZC_ERR_INTERNAL;
     CHILD_OK(zc_comm_get_async_error(comm, &e));
     CHILD_CHECK(e == ZC_OK, "healthy communicator reports %s", zc_status_string(e));
+    CHILD_OK(zc_barrier(comm));  // every rank has seen it healthy
     if (rank == 2) raise(SIGKILL);
     // Wait until rank 2 is really gone: its process is not ours to see, so
     // poll (observable condition: the error itself), with a bound.
