@@ -139,7 +139,8 @@ zc_status zc_wait(zc_request* req);
 size_t zc_dtype_size(zc_dtype dtype);
 /* Names the algorithm the last collective on this thread used ("ring",
  * "hd" (halving-doubling), "shm" (direct shared memory), "tree", "chain",
- * "pairwise", "dissemination", "local"). For benchmarks and tests. */
+ * "pairwise", "dissemination", "direct" (gather, scatter), "local"). For
+ * benchmarks and tests. */
 const char* zc_last_algorithm(const zc_comm* comm);
 
 /* Nonblocking variants of every collective: queued in call order on the
@@ -220,7 +221,9 @@ zc_status zc_comm_init_rank(zc_comm** comm, int nranks, const zc_unique_id* id, 
  * over comm. The new communicator shares comm's connections and registered
  * pool (no new connection setup) and has its own collective state, so it may
  * run collectives from its own thread at the same time as comm. Finalize
- * each with zc_finalize, in any order. */
+ * each with zc_finalize, in any order. Communicators that share connections
+ * share their fate: zc_abort, or a collective that fails once started
+ * (timeout, lost peer, mismatch), on one of them fails the others too. */
 #define ZC_SPLIT_NONE (-1)
 zc_status zc_comm_split(zc_comm* comm, int color, int key, zc_comm** newcomm);
 zc_status zc_comm_dup(zc_comm* comm, zc_comm** newcomm);

@@ -20,7 +20,8 @@ Status ShmDirect::Create(Group* dev, size_t shard_bytes, const Deadline& dl,
                          std::unique_ptr<ShmDirect>* out) {
   auto s = std::unique_ptr<ShmDirect>(new ShmDirect(dev, shard_bytes));
   ZC_RETURN_IF_ERROR(dev->Allocate(s->workspace_bytes(), &s->ws_));
-  memset(s->ws_->data(), 0, s->workspace_bytes());
+  // Only the flags: slots and results are read after their flags are set.
+  memset(s->ws_->data(), 0, s->flags_bytes());
   s->peer_ws_.resize(s->n_);
   std::string mine = s->ws_->remote().Serialize();
   for (int p = 0; p < s->n_; ++p)

@@ -39,7 +39,10 @@ Status Links::Ensure(const std::vector<int>& peers, const Deadline& dl) {
       if (l->slots) dev_->Free(l->slots->data());
       break;
     }
-    memset(l->slots->data(), 0, layout_.reader_bytes());
+    // Only the flags: a slot's header and payload are read after its flag
+    // says they were written. (Zeroing megabytes of slots made every new
+    // communicator touch all of its link memory up front.)
+    memset(l->slots->data(), 0, layout_.flags_bytes());
     memset(l->credit->data(), 0, SlotLayout::kWriterBytes);
     Link* raw = l.get();
     fresh[p] = std::move(l);
