@@ -373,6 +373,41 @@ void InitLoop(const Env& env) {
   std::cout << res[0].output << res[1].output;
 }
 
+// zc_init twice while the first communicator lives (the n-th call of each
+// process meets the n-th of the others), each used from its own thread.
+TEST(InitLoop, TwoEnvironmentCommunicatorsAtOnce) {
+  auto res = RunRanks(3, [&](int rank) {
+    zc_comm* comm = nullptr;
+    CHILD_OK(zc_init(&comm));
+    zc_comm* second = nullptr;
+    CHILD_OK(zc_init(&second));
+    CHILD_CHECK(zc_rank(second) == rank && zc_size(second) == 3, "second: rank %d of %d", zc_rank(second),
+                zc_size(second));
+    int errors[2] = {0, 0};
+    auto work = [&](zc_comm* c, int k) {
+      std::vector<int64_t> v(4099), out(4099);
+      for (int it = 0; it < 50; ++it) {
+        for (size_t i = 0; i < v.size(); ++i) v[i] = rank * 1000 + static_cast<int64_t>(i) + it * (k + 1);
+        if (zc_allreduce(c, v.data(), out.data(), v.size(), ZC_INT64, ZC_SUM) != ZC_OK) {
+          ++errors[k];
+          return;
+        }
+        for (size_t i = 0; i < v.size(); ++i)
+          if (out[i] != 3000 + 3 * static_cast<int64_t>(i) + 3 * it * (k + 1)) ++errors[k];
+      }
+    };
+    std::thread t([&] { work(second, 1); });
+    work(comm, 0);
+    t.join();
+    CHILD_CHECK(errors[0] == 0 && errors[1] == 0, "wrong results: %d and %d", errors[0], errors[1]);
+    CHILD_OK(zc_finalize(comm));
+    comm = second;
+    CHILD_OK(zc_finalize(second));
+    return 0;
+  }, {{"ZC_SOCKET_IFNAME", "lo"}}, 120);
+  ASSERT_TRUE(AllOk(res)) << Describe(res);
+}
+
 TEST(InitLoop, FiftyRoundsShm) { InitLoop({{"ZC_SOCKET_IFNAME", "lo"}}); }
 TEST(InitLoop, FiftyRoundsTcp) { InitLoop({{"ZC_TRANSPORT", "tcp"}, {"ZC_SOCKET_IFNAME", "lo"}}); }
 
