@@ -116,17 +116,19 @@ zc_status zc_irecv(zc_comm* comm, void* buf, size_t bytes, int peer, int tag, zc
 zc_status zc_send(zc_comm* comm, const void* buf, size_t bytes, int peer, int tag) {
   ZC_CHECK_COMM(comm, "zc_send");
   ZC_TRY(CheckPeerArgs(comm, "zc_send", true, buf, bytes, peer, tag));
-  zc_request* r = nullptr;
-  ZC_TRY(Post(comm, "send", true, const_cast<void*>(buf), bytes, peer, tag, &r));
-  return WaitP2p(r);
+  zc::Status st = Staged({Buf{buf, bytes, true, false, "buf"}}, [&](void** h) {
+    return comm->p2p->Send(h[0], bytes, peer, tag);
+  });
+  return st.ok() ? ZC_OK : Fail(st.with_context(Context(comm, "send", true, peer, tag, bytes)));
 }
 
 zc_status zc_recv(zc_comm* comm, void* buf, size_t bytes, int peer, int tag) {
   ZC_CHECK_COMM(comm, "zc_recv");
   ZC_TRY(CheckPeerArgs(comm, "zc_recv", false, buf, bytes, peer, tag));
-  zc_request* r = nullptr;
-  ZC_TRY(Post(comm, "recv", false, buf, bytes, peer, tag, &r));
-  return WaitP2p(r);
+  zc::Status st = Staged({Buf{buf, bytes, false, true, "buf"}}, [&](void** h) {
+    return comm->p2p->Recv(h[0], bytes, peer, tag);
+  });
+  return st.ok() ? ZC_OK : Fail(st.with_context(Context(comm, "recv", false, peer, tag, bytes)));
 }
 
 }  // extern "C"

@@ -17,10 +17,10 @@ namespace {
 using namespace p2p_wire;
 
 // Eager: [Meta][payload]; rendezvous: [Meta][descriptor of the source].
-// The blocking path speaks context 0 and sequence number 0 (p2p_protocol.h).
-Status SendMeta(Device* dev, int peer, int tag, const Meta& m, const void* rest, size_t rest_bytes,
-                const Deadline& dl) {
-  return dev->control()->Send2(peer, MetaTag(0, tag), &m, sizeof(m), rest, rest_bytes, dl);
+// The blocking path speaks sequence number 0 (p2p_protocol.h).
+Status SendMeta(Device* dev, int peer, int tag, uint32_t context, const Meta& m, const void* rest,
+                size_t rest_bytes, const Deadline& dl) {
+  return dev->control()->Send2(peer, MetaTag(context, tag), &m, sizeof(m), rest, rest_bytes, dl);
 }
 
 // What Recv learns from the meta message; filled by TakeMeta, which reads
@@ -51,12 +51,12 @@ Status TakeMeta(void* ctx, const char* data, size_t n) {
 
 }  // namespace
 
-Status Send(Device* dev, const void* buf, size_t bytes, int peer, int tag) {
+Status Send(Device* dev, const void* buf, size_t bytes, int peer, int tag, uint32_t context) {
   Deadline dl = dev->NewDeadline();
   Meta m{bytes, kEager, 0, 0};
   const size_t eager =
       dev->transport_to(peer) == TransportKind::kShm ? kEagerLimit : kNetworkEagerLimit;
-  if (bytes <= eager) return SendMeta(dev, peer, tag, m, buf, bytes, dl);
+  if (bytes <= eager) return SendMeta(dev, peer, tag, context, m, buf, bytes, dl);
 
   // Rendezvous: expose the source where it lies (pool memory: zero copy).
   MemRegion* region = nullptr;
@@ -65,10 +65,10 @@ Status Send(Device* dev, const void* buf, size_t bytes, int peer, int tag) {
   m.mode = kRendezvous;
   m.offset = region->offset_of(buf);
   std::string desc = region->remote().Serialize();
-  Status st = SendMeta(dev, peer, tag, m, desc.data(), desc.size(), dl);
+  Status st = SendMeta(dev, peer, tag, context, m, desc.data(), desc.size(), dl);
   for (int round = 0; st.ok(); ++round) {
     std::string reply;
-    st = dev->RecvControl(peer, AckTag(0, tag), &reply, dl);
+    st = dev->RecvControl(peer, AckTag(context, tag), &reply, dl);
     if (!st.ok()) break;
     Ack ack{};
     memcpy(&ack, reply.data(), std::min(reply.size(), sizeof(ack)));
@@ -92,7 +92,7 @@ Status Send(Device* dev, const void* buf, size_t bytes, int peer, int tag) {
       Ack head{kAckRestaged, m.seq, bytes};
       std::string msg(reinterpret_cast<const char*>(&head), sizeof(head));
       msg.append(reinterpret_cast<const char*>(&m), sizeof(m));
-      st = dev->control()->Send2(peer, AckTag(0, tag), msg.data(), msg.size(), desc.data(),
+      st = dev->control()->Send2(peer, AckTag(context, tag), msg.data(), msg.size(), desc.data(),
                                  desc.size(), dl);
       continue;
     }
@@ -104,16 +104,16 @@ Status Send(Device* dev, const void* buf, size_t bytes, int peer, int tag) {
   return st;
 }
 
-Status Recv(Device* dev, void* buf, size_t bytes, int peer, int tag) {
+Status Recv(Device* dev, void* buf, size_t bytes, int peer, int tag, uint32_t context) {
   Deadline dl = dev->NewDeadline();
   Arrival in{buf, bytes};
-  Status got = dev->control()->RecvWith(peer, MetaTag(0, tag), &TakeMeta, &in, dl);
+  Status got = dev->control()->RecvWith(peer, MetaTag(context, tag), &TakeMeta, &in, dl);
   if (!got.ok()) return got.with_context(Format("recv from peer %d (tag %d)", peer, tag));
   Meta m = in.meta;
   // Acks echo the sender's sequence number (p2p_protocol.h).
   auto ack = [&](uint32_t code) {
     Ack a{code, m.seq, bytes};
-    return dev->SendControl(peer, AckTag(0, tag), std::string(reinterpret_cast<char*>(&a), sizeof(a)), dl);
+    return dev->SendControl(peer, AckTag(context, tag), std::string(reinterpret_cast<char*>(&a), sizeof(a)), dl);
   };
   if (m.bytes != bytes) {
     if (m.mode == kRendezvous) ack(kAckMismatch);
@@ -131,7 +131,7 @@ Status Recv(Device* dev, void* buf, size_t bytes, int peer, int tag) {
       ZC_RETURN_IF_ERROR(ack(kAckNeedStaged));
       // The sender answers with the meta data of a pool copy, in the ack class.
       std::string msg;
-      Status r = dev->RecvControl(peer, AckTag(0, tag), &msg, dl);
+      Status r = dev->RecvControl(peer, AckTag(context, tag), &msg, dl);
       if (!r.ok()) return r.with_context(Format("recv of %zu bytes from peer %d (tag %d)", bytes, peer, tag));
       Ack head{};
       if (msg.size() < sizeof(Ack) + sizeof(Meta) ||

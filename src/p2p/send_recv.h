@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "common/status.h"
 
@@ -24,7 +25,10 @@ class Device;
 constexpr size_t kEagerLimit = 8192;
 constexpr size_t kNetworkEagerLimit = 32768;
 
-Status Send(Device* dev, const void* buf, size_t bytes, int peer, int tag);
-Status Recv(Device* dev, void* buf, size_t bytes, int peer, int tag);
+// peer is a Device rank; context scopes the tags (p2p/control_tag.h) as the
+// communicator's P2pEngine does, which runs these inline when it has no
+// request pending (the latency path of zc_send/zc_recv).
+Status Send(Device* dev, const void* buf, size_t bytes, int peer, int tag, uint32_t context = 0);
+Status Recv(Device* dev, void* buf, size_t bytes, int peer, int tag, uint32_t context = 0);
 
 }  // namespace zc
