@@ -257,6 +257,63 @@ zc_status zc_gather(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t co
 zc_status zc_scatter(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
                      zc_dtype dtype, int root);
 
+
+/* ---- Parameter server (docs/ps.md) ----
+ * Push/pull of named tensors ("keys") through servers, as in the paper's
+ * data-parallel training: workers push gradients, servers aggregate them
+ * (sum, or built-in SGD), workers pull the result. Keys are cut into chunks
+ * of ZC_PS_PARTITION bytes spread over the servers (ZC_PS_PLACEMENT); each
+ * push is one one-sided write per chunk into a slot registered on the
+ * server at declare time, and each reply is written by the server straight
+ * into the worker's registered reply place: no RPC, no serialization. */
+typedef struct zc_ps zc_ps;
+typedef enum { ZC_PS_WORKER, ZC_PS_SERVER, ZC_PS_BOTH } zc_ps_role;
+typedef struct {
+  int async;       /* 0: synchronous rounds (default); 1: pushes applied on arrival, pulls at once */
+  double sgd_lr;   /* 0: the server keeps sums; > 0: the server keeps values and applies
+                      value -= sgd_lr * mean(pushes of the round) (async: of each push) */
+} zc_ps_options;
+/* Collective over comm; roles may differ per rank (at least one worker and
+ * one server; ZC_PS_BOTH runs the server on threads of the worker's
+ * process). Options must be equal on every rank (else ZC_ERR_MISMATCH). The
+ * zc_ps has its own context over comm's connections: comm stays usable, and
+ * must outlive the zc_ps. */
+zc_status zc_ps_create(zc_comm* comm, zc_ps_role role, const zc_ps_options* options /* NULL: defaults */, zc_ps** ps);
+/* Ranks with the worker (ZC_PS_WORKER, ZC_PS_BOTH) and server (ZC_PS_SERVER,
+ * ZC_PS_BOTH) roles; -1 for a NULL ps. */
+int zc_ps_num_workers(const zc_ps* ps);
+int zc_ps_num_servers(const zc_ps* ps);
+/* Workers, every worker the same keys in the same order; init (from the first worker; NULL: zeros).
+ * Blocks until every worker has declared the key. count >= 1; sgd_lr > 0
+ * needs a floating dtype. Errors: a key declared twice or a bad argument
+ * (ZC_ERR_INVALID_ARG, on the calling rank), workers that disagree on key,
+ * count or dtype (ZC_ERR_MISMATCH on every worker). */
+zc_status zc_ps_declare(zc_ps* ps, uint64_t key, size_t count, zc_dtype dtype, const void* init);
+/* buf holds the key's count elements of its dtype. Synchronous mode: in round
+ * r each worker pushes once, then pulls; the pull returns, once every
+ * worker's round-r push has arrived, the round's sum (sgd_lr = 0) or the
+ * value after the update (sgd_lr > 0). Pushing twice in a round or pulling
+ * before pushing is ZC_ERR_INVALID_ARG on the calling rank. Asynchronous
+ * mode: a push is added to (sgd: applied to) the value when it arrives; a
+ * pull returns the current value (init, plus pushes) at once; any order.
+ * An undeclared key is ZC_ERR_INVALID_ARG. A lost server or worker fails
+ * every pending and later push/pull on every rank, naming it. The buffer may
+ * be reused as soon as zc_ps_push returns. */
+zc_status zc_ps_push(zc_ps* ps, uint64_t key, const void* buf);
+zc_status zc_ps_pull(zc_ps* ps, uint64_t key, void* buf);
+/* Nonblocking push/pull, run in call order with the blocking ones; order
+ * errors are returned at once, transfer errors by zc_test/zc_wait. The
+ * buffer belongs to zcomm until the request completes. */
+zc_status zc_ps_ipush(zc_ps* ps, uint64_t key, const void* buf, zc_request** req);
+zc_status zc_ps_ipull(zc_ps* ps, uint64_t key, void* buf, zc_request** req);
+/* Server-only ranks: serve until every worker has freed its zc_ps. Returns
+ * ZC_OK then, or the error that ended the service (a lost member). */
+zc_status zc_ps_serve(zc_ps* ps);
+/* Collective over comm's ranks: workers finish their queued operations and
+ * say goodbye; servers serve until every worker has; then the memory goes.
+ * Completes every rank's part even after an error (and returns it). */
+zc_status zc_ps_free(zc_ps* ps);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -51,6 +51,11 @@ const std::vector<ConfigVar>& ConfigVars() {
        "same-host allreduce of device buffers through CUDA IPC: auto (from "
        "ZC_GPU_IPC_MIN_BYTES up), 0 never (host staging), 1 always"},
       {"ZC_GPU_IPC_MIN_BYTES", "4M", "smallest allreduce that takes the CUDA IPC path in auto mode"},
+      {"ZC_PS_PARTITION", "4M",
+       "parameter server: keys are cut into chunks of this many bytes spread over the servers"},
+      {"ZC_PS_SERVER_THREADS", "2", "parameter server: aggregation threads per server (1..64)"},
+      {"ZC_PS_PLACEMENT", "roundrobin",
+       "parameter server: chunk placement, roundrobin (in declaration order) or hash (of key and chunk)"},
   };
   return vars;
 }
@@ -136,6 +141,7 @@ Status Config::FromEnv(Config* out) {
       {"ZC_NUM_CQS", &c.num_cqs, 1, 64},
       {"ZC_QPS_PER_PEER", &c.qps_per_peer, 1, 64},
       {"ZC_IB_PORT", &c.ib_port, 1, 255},
+      {"ZC_PS_SERVER_THREADS", &c.ps_server_threads, 1, 64},
   };
   for (const auto& iv : ints) {
     if ((v = get(iv.name))) {
@@ -234,6 +240,16 @@ Status Config::FromEnv(Config* out) {
   if ((v = get("ZC_CHUNK"))) {
     if (!ParseBytes(v, &c.chunk_bytes) || c.chunk_bytes < 4096 || c.chunk_bytes > (1u << 30))
       return Bad("ZC_CHUNK", v, "a size between 4k and 1G");
+  }
+  if ((v = get("ZC_PS_PARTITION"))) {
+    if (!ParseBytes(v, &c.ps_partition_bytes) || c.ps_partition_bytes < 64 ||
+        c.ps_partition_bytes > (size_t{1} << 30))
+      return Bad("ZC_PS_PARTITION", v, "a size between 64 bytes and 1G");
+  }
+  if ((v = get("ZC_PS_PLACEMENT"))) {
+    if (strcasecmp(v, "roundrobin") == 0) c.ps_placement = "roundrobin";
+    else if (strcasecmp(v, "hash") == 0) c.ps_placement = "hash";
+    else return Bad("ZC_PS_PLACEMENT", v, "roundrobin or hash");
   }
   *out = c;
   return Status::Ok();

@@ -1,0 +1,192 @@
+// C ABI: the parameter server (src/ps). A zc_ps keeps a duplicate of the
+// caller's communicator (zc_comm_dup: a context id of its own over the same
+// connections and pool, so its control messages never mix with the
+// caller's) and the ps::Instance built over its Group.
+#include <zcomm/zcomm.h>
+
+#include <cmath>
+#include <memory>
+
+#include "api/checks.h"
+#include "api/comm.h"
+#include "collectives/collectives.h"
+#include "collectives/dtype.h"
+#include "ps/instance.h"
+
+using namespace zc::api;
+
+struct zc_ps {
+  zc_comm* comm = nullptr;  // the duplicate
+  std::unique_ptr<zc::ps::Instance> inst;
+};
+
+namespace {
+
+zc_status PsFail(const zc_ps* ps, const char* op, uint64_t key, bool has_key, const zc::Status& st) {
+  std::string ctx = has_key ? zc::Format("rank %d: %s(key %llu)", ps->comm->rank, op,
+                                         static_cast<unsigned long long>(key))
+                            : zc::Format("rank %d: %s", ps->comm->rank, op);
+  return Fail(st.with_context(ctx));
+}
+
+#define ZC_CHECK_PS(ps, op)                                                      \
+  do {                                                                           \
+    if (!(ps) || !(ps)->inst) {                                                  \
+      SetLastErrorText(std::string(op) + ": invalid argument: ps is NULL");      \
+      return ZC_ERR_INVALID_ARG;                                                 \
+    }                                                                            \
+  } while (0)
+
+zc_status CheckWorkerBuf(zc_ps* ps, const char* op, uint64_t key, const void* buf) {
+  if (!buf)
+    return BadArg(ps->comm, op, "key %llu: buf is NULL", static_cast<unsigned long long>(key));
+  return CheckBuf(ps->comm, op, buf, "buf", 1);
+}
+
+// A zc_request completed by the PS's operation thread.
+zc::ps::Instance::DoneFn Completer(zc_request* r, std::string ctx) {
+  return [r, ctx = std::move(ctx)](const zc::Status& st) {
+    r->status = st.ok() ? st : st.with_context(ctx);
+    r->done.store(1, std::memory_order_release);
+  };
+}
+
+}  // namespace
+
+extern "C" {
+
+zc_status zc_ps_create(zc_comm* comm, zc_ps_role role, const zc_ps_options* options, zc_ps** out) {
+  const char* op = "zc_ps_create";
+  ZC_CHECK_COMM(comm, op);
+  if (!out) return BadArg(comm, op, "ps is NULL");
+  *out = nullptr;
+  if (role != ZC_PS_WORKER && role != ZC_PS_SERVER && role != ZC_PS_BOTH)
+    return BadArg(comm, op, "unknown role %d", static_cast<int>(role));
+  zc::ps::Options o;
+  if (options) {
+    if (options->async != 0 && options->async != 1)
+      return BadArg(comm, op, "options->async is %d: must be 0 or 1", options->async);
+    if (!std::isfinite(options->sgd_lr) || options->sgd_lr < 0)
+      return BadArg(comm, op, "options->sgd_lr is %g: must be finite and >= 0", options->sgd_lr);
+    o.async = options->async == 1;
+    o.sgd_lr = options->sgd_lr;
+  }
+  o.server_threads = comm->config.ps_server_threads;
+  auto policy = comm->config.ps_placement == "hash" ? zc::ps::PlacementPolicy::kHash
+                                                    : zc::ps::PlacementPolicy::kRoundRobin;
+  auto ps = std::make_unique<zc_ps>();
+  ZC_TRY(zc_comm_dup(comm, &ps->comm));
+  zc_comm* dup = ps->comm;
+  auto allgather = [dup](const void* mine, void* all, size_t bytes) {
+    std::lock_guard<std::mutex> lock(dup->coll_mu);
+    return dup->coll->Allgather(mine, all, bytes, ZC_UINT8);
+  };
+  zc::Status st = zc::ps::Instance::Create(dup->group.get(), static_cast<zc::ps::Role>(role), o,
+                                           comm->config.ps_partition_bytes, policy, allgather, &ps->inst);
+  if (!st.ok()) {
+    zc_status s = Fail(st.with_context(zc::Format("rank %d: %s", comm->rank, op)));
+    std::string keep = LastError();
+    zc_finalize(dup);
+    SetLastErrorText(keep);
+    return s;
+  }
+  *out = ps.release();
+  return ZC_OK;
+}
+
+int zc_ps_num_workers(const zc_ps* ps) { return ps && ps->inst ? ps->inst->num_workers() : -1; }
+int zc_ps_num_servers(const zc_ps* ps) { return ps && ps->inst ? ps->inst->num_servers() : -1; }
+
+zc_status zc_ps_declare(zc_ps* ps, uint64_t key, size_t count, zc_dtype dtype, const void* init) {
+  const char* op = "zc_ps_declare";
+  ZC_CHECK_PS(ps, op);
+  ZC_TRY(CheckType(ps->comm, op, dtype));
+  if (count == 0) return BadArg(ps->comm, op, "key %llu: count is 0", static_cast<unsigned long long>(key));
+  ZC_TRY(CheckBytes(ps->comm, op, count, dtype, 1));
+  if (init) ZC_TRY(CheckBuf(ps->comm, op, init, "init", count));
+  zc::Status st = ps->inst->Declare(key, count, dtype, init);
+  return st.ok() ? ZC_OK : PsFail(ps, op, key, true, st);
+}
+
+zc_status zc_ps_push(zc_ps* ps, uint64_t key, const void* buf) {
+  const char* op = "zc_ps_push";
+  ZC_CHECK_PS(ps, op);
+  ZC_TRY(CheckWorkerBuf(ps, op, key, buf));
+  zc::Status st = ps->inst->Push(key, buf, nullptr);
+  return st.ok() ? ZC_OK : PsFail(ps, op, key, true, st);
+}
+
+zc_status zc_ps_pull(zc_ps* ps, uint64_t key, void* buf) {
+  const char* op = "zc_ps_pull";
+  ZC_CHECK_PS(ps, op);
+  ZC_TRY(CheckWorkerBuf(ps, op, key, buf));
+  zc::Status st = ps->inst->Pull(key, buf, nullptr);
+  return st.ok() ? ZC_OK : PsFail(ps, op, key, true, st);
+}
+
+zc_status zc_ps_ipush(zc_ps* ps, uint64_t key, const void* buf, zc_request** req) {
+  const char* op = "zc_ps_ipush";
+  ZC_CHECK_PS(ps, op);
+  if (!req) return BadArg(ps->comm, op, "req is NULL");
+  *req = nullptr;
+  ZC_TRY(CheckWorkerBuf(ps, op, key, buf));
+  auto* r = new zc_request();
+  std::string ctx = zc::Format("rank %d: %s(key %llu)", ps->comm->rank, op, static_cast<unsigned long long>(key));
+  zc::Status st = ps->inst->Push(key, buf, Completer(r, ctx));
+  if (!st.ok()) {
+    delete r;
+    return PsFail(ps, op, key, true, st);
+  }
+  *req = r;
+  return ZC_OK;
+}
+
+zc_status zc_ps_ipull(zc_ps* ps, uint64_t key, void* buf, zc_request** req) {
+  const char* op = "zc_ps_ipull";
+  ZC_CHECK_PS(ps, op);
+  if (!req) return BadArg(ps->comm, op, "req is NULL");
+  *req = nullptr;
+  ZC_TRY(CheckWorkerBuf(ps, op, key, buf));
+  auto* r = new zc_request();
+  std::string ctx = zc::Format("rank %d: %s(key %llu)", ps->comm->rank, op, static_cast<unsigned long long>(key));
+  zc::Status st = ps->inst->Pull(key, buf, Completer(r, ctx));
+  if (!st.ok()) {
+    delete r;
+    return PsFail(ps, op, key, true, st);
+  }
+  *req = r;
+  return ZC_OK;
+}
+
+zc_status zc_ps_serve(zc_ps* ps) {
+  const char* op = "zc_ps_serve";
+  ZC_CHECK_PS(ps, op);
+  zc::Status st = ps->inst->Serve();
+  return st.ok() ? ZC_OK : PsFail(ps, op, 0, false, st);
+}
+
+zc_status zc_ps_free(zc_ps* ps) {
+  if (!ps) return ZC_OK;
+  const char* op = "zc_ps_free";
+  zc_status result = ZC_OK;
+  if (ps->inst) {
+    zc::Status st = ps->inst->Shutdown();
+    if (!st.ok()) result = PsFail(ps, op, 0, false, st);
+    // Nobody writes into this rank's slots any more once every rank is
+    // here; then they can go.
+    if (ps->comm->size > 1 && !ps->comm->device->aborted()) {
+      std::lock_guard<std::mutex> lock(ps->comm->coll_mu);
+      zc::Status b = ps->comm->coll->Barrier();
+      if (!b.ok() && result == ZC_OK) result = PsFail(ps, op, 0, false, b);
+    }
+    ps->inst.reset();
+  }
+  std::string keep = result == ZC_OK ? std::string() : std::string(LastError());
+  zc_status f = zc_finalize(ps->comm);
+  if (result == ZC_OK) result = f;
+  else SetLastErrorText(keep);
+  delete ps;
+  return result;
+}
+
+}  // extern "C"

@@ -1,0 +1,63 @@
+// What parameter-server ranks say to each other. Tensor data only ever
+// travels as one-sided writes into chunk slots (chunk_slots.h); control
+// messages (the Group's control plane, scoped by the PS's own context) carry
+// declarations and slot descriptors once per key, and the goodbye.
+//
+//   worker -> every server   kDeclare  {DeclareHead}[reply slots][push credits]
+//   server -> every worker   kAck      {AckHead}[error text][push slots][reply credits]
+//   worker -> every server   kBye      (empty): this worker freed its zc_ps
+//
+// The descriptors are present only when the server holds chunks of the key.
+// Slot messages (MsgHeader::kind):
+//   worker -> server: kInit (first worker's initial value), kPush, kPull
+//   (asynchronous mode: "reply with the current value")
+//   server -> worker: kReply (the round's sum or the updated value)
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "p2p/control_tag.h"
+
+namespace zc::ps {
+
+constexpr uint64_t kDeclareTag = ControlTag(0, TagClass::kPs, 1);
+constexpr uint64_t kAckTag = ControlTag(0, TagClass::kPs, 2);
+constexpr uint64_t kByeTag = ControlTag(0, TagClass::kPs, 3);
+
+enum MsgKind : uint64_t { kInit = 1, kPush = 2, kPull = 3, kReply = 4 };
+
+struct DeclareHead {
+  uint64_t index;  // declaration number (every worker declares in the same order)
+  uint64_t key;
+  uint64_t count;
+  uint32_t dtype;
+  uint32_t has_init;  // first worker only: an init message follows in each chunk slot
+};
+
+struct AckHead {
+  int32_t code;       // zc_status of the declaration
+  uint32_t text_len;  // bytes of error text that follow
+};
+
+template <typename T>
+std::string Pack(const T& v) {
+  return std::string(reinterpret_cast<const char*>(&v), sizeof(v));
+}
+template <typename T>
+bool Unpack(const std::string& s, size_t* pos, T* v) {
+  if (s.size() < *pos + sizeof(T)) return false;
+  memcpy(v, s.data() + *pos, sizeof(T));
+  *pos += sizeof(T);
+  return true;
+}
+
+// Alert words (one per server in each worker's memory): a server that
+// fails writes (code << 32) | (group rank of the culprit + 1) so that every
+// worker's pending and later operations fail with that cause.
+inline uint64_t AlertValue(int code, int culprit) {
+  return (static_cast<uint64_t>(code) << 32) | static_cast<uint32_t>(culprit + 1);
+}
+
+}  // namespace zc::ps

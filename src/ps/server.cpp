@@ -1,0 +1,405 @@
+#include "ps/server.h"
+
+#include <cstring>
+
+#include "collectives/dtype.h"
+#include "collectives/reduce_kernels.h"
+#include "common/log.h"
+#include "p2p/device.h"
+#include "ps/sgd.h"
+
+namespace zc::ps {
+
+Server::Server(Shared* shared) : sh_(shared), W_(static_cast<int>(shared->workers.size())) {
+  bye_.assign(static_cast<size_t>(W_), 0);
+}
+
+Server::~Server() {
+  stop_.store(true);
+  for (auto& t : threads_)
+    if (t.joinable()) t.join();
+  for (auto& c : chunks_) FreeChunk(c.get());
+  for (auto& k : keys_) FreeKey(k.get());
+}
+
+void Server::Start() {
+  threads_.emplace_back([this] { ControlLoop(); });
+  for (int t = 0; t < sh_->options.server_threads; ++t) threads_.emplace_back([this, t] { DataLoop(t); });
+}
+
+Status Server::WaitDone() {
+  Backoff bo;
+  while (!done_.load(std::memory_order_acquire) && !failed_flag_.load(std::memory_order_acquire))
+    bo.Pause();
+  std::lock_guard<std::mutex> lock(mu_);
+  return failed_;
+}
+
+Status Server::Finish(const Deadline& dl) {
+  Backoff bo;
+  while (!done_.load(std::memory_order_acquire) && !failed_flag_.load(std::memory_order_acquire) &&
+         !dl.expired())
+    bo.Pause();
+  stop_.store(true);
+  for (auto& t : threads_)
+    if (t.joinable()) t.join();
+  threads_.clear();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!failed_.ok()) return failed_;
+  if (!done_.load())
+    return Error(ZC_ERR_TIMEOUT, "waited %.0f s for every worker to free its zc_ps (ZC_TIMEOUT)",
+                 sh_->group->config().timeout_s);
+  return Status::Ok();
+}
+
+void Server::Fail(const Status& st, int culprit) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failed_.ok()) return;
+    failed_ = st;
+    failed_flag_.store(true, std::memory_order_release);
+  }
+  ZC_INFO(kPs, "ps server failed: %s", st.message().c_str());
+  // Tell every live worker: their pending and later operations fail.
+  Group* g = sh_->group;
+  uint64_t v = AlertValue(st.code(), culprit);
+  for (int wi = 0; wi < W_; ++wi) {
+    int r = sh_->workers[wi];
+    if (r == culprit || (r != g->rank() && !g->KnownHealth(r).ok())) continue;
+    Status ws = WriteRemoteWord(sh_->dev(), g->device_rank(r), sh_->alerts[wi],
+                                uint64_t{64} * sh_->server_index, v, 0, Deadline(1.0));
+    if (!ws.ok()) ZC_TRACE(kPs, "alert to rank %d: %s", r, ws.message().c_str());
+  }
+}
+
+void Server::ControlLoop() {
+  Group* g = sh_->group;
+  Backoff bo;
+  auto last_health = Clock::now();
+  while (!stop_.load(std::memory_order_acquire)) {
+    bool progress = false;
+    if (!failed_flag_.load(std::memory_order_acquire)) {
+      for (int wi = 0; wi < W_; ++wi) {
+        std::string msg;
+        Status st;
+        while (sh_->mailbox.TryRecv(sh_->workers[wi], kDeclareTag, &msg, &st)) {
+          DeclareHead h{};
+          size_t pos = 0;
+          if (!Unpack(msg, &pos, &h)) {
+            Fail(Error(ZC_ERR_INTERNAL, "short declaration from rank %d", sh_->workers[wi]), sh_->workers[wi]);
+            break;
+          }
+          auto& v = pending_[h.index];
+          v.resize(static_cast<size_t>(W_));
+          v[wi] = std::move(msg);
+          progress = true;
+        }
+        if (st.ok() && sh_->mailbox.TryRecv(sh_->workers[wi], kByeTag, &msg, &st)) {
+          bye_[wi] = 1;
+          progress = true;
+        }
+        if (!st.ok()) Fail(st.with_context(Format("control messages from rank %d", sh_->workers[wi])),
+                           sh_->workers[wi]);
+      }
+      Status st = CompleteDeclarations();
+      if (!st.ok()) Fail(st, -1);
+      bool all = true;
+      for (uint8_t b : bye_) all = all && b;
+      if (all) done_.store(true, std::memory_order_release);
+      // Every member's health, a few times a second: a lost worker or server
+      // fails the PS on every rank (workers learn it from the alert words).
+      if (!done_.load() && Clock::now() - last_health > std::chrono::milliseconds(50)) {
+        last_health = Clock::now();
+        for (int r = 0; r < g->size(); ++r) {
+          if (r == g->rank()) continue;
+          Status h = g->Health(r);
+          if (!h.ok()) {
+            bool is_worker = false;
+            for (int wi = 0; wi < W_; ++wi) is_worker |= sh_->workers[wi] == r && !bye_[wi];
+            bool is_server = false;
+            for (int s : sh_->servers) is_server |= s == r;
+            // A worker that said goodbye and a pure bystander may exit.
+            if (!is_worker && !is_server) continue;
+            if (is_server && !is_worker) {
+              bool all_bye = true;
+              for (uint8_t b : bye_) all_bye = all_bye && b;
+              if (all_bye) continue;
+            }
+            Fail(h.with_context(Format("%s rank %d lost", is_worker ? "worker" : "server", r)), r);
+            break;
+          }
+        }
+      }
+    }
+    if (progress) bo.Reset();
+    else bo.Pause();
+  }
+}
+
+Status Server::CompleteDeclarations() {
+  for (;;) {
+    auto it = pending_.find(next_index_);
+    if (it == pending_.end()) return Status::Ok();
+    for (const auto& m : it->second)
+      if (m.empty()) return Status::Ok();
+    std::string text;
+    zc_status code = ZC_OK;
+    std::unique_ptr<Key> key;
+    std::vector<std::unique_ptr<Chunk>> chunks;
+    ZC_RETURN_IF_ERROR(Declare(next_index_, it->second, &text, &code, &key, &chunks));
+    // The acknowledgement: the verdict, then (when we hold chunks) the
+    // descriptors of this worker's push slots and our reply credits.
+    Deadline dl = sh_->group->NewDeadline();
+    for (int wi = 0; wi < W_; ++wi) {
+      AckHead a{static_cast<int32_t>(code), static_cast<uint32_t>(text.size())};
+      std::string msg = Pack(a) + text;
+      if (code == ZC_OK && key)
+        msg += key->w[wi].push_slots->remote().Serialize() + key->w[wi].reply_credits->remote().Serialize();
+      Status st = sh_->mailbox.Send(sh_->workers[wi], kAckTag, msg, dl);
+      if (!st.ok()) return st.with_context(Format("declaration answer to rank %d", sh_->workers[wi]));
+    }
+    if (key || !chunks.empty()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (key) keys_.push_back(std::move(key));
+      for (auto& c : chunks) chunks_.push_back(std::move(c));
+      generation_.fetch_add(1, std::memory_order_release);
+    }
+    pending_.erase(it);
+    ++next_index_;
+  }
+}
+
+Status Server::Declare(uint64_t index, const std::vector<std::string>& msgs, std::string* text,
+                       zc_status* code, std::unique_ptr<Key>* out,
+                       std::vector<std::unique_ptr<Chunk>>* chunks) {
+  std::vector<DeclareHead> heads(static_cast<size_t>(W_));
+  for (int wi = 0; wi < W_; ++wi) {
+    size_t pos = 0;
+    Unpack(msgs[wi], &pos, &heads[wi]);
+  }
+  const DeclareHead& h0 = heads[0];
+  for (int wi = 1; wi < W_; ++wi) {
+    const DeclareHead& h = heads[wi];
+    if (h.key != h0.key || h.count != h0.count || h.dtype != h0.dtype) {
+      *code = ZC_ERR_MISMATCH;
+      *text = Format("workers disagree on declaration #%llu: worker rank %d declares key %llu "
+                     "(%llu x %s), worker rank %d declares key %llu (%llu x %s)",
+                     static_cast<unsigned long long>(index), sh_->workers[0],
+                     static_cast<unsigned long long>(h0.key), static_cast<unsigned long long>(h0.count),
+                     DtypeName(static_cast<zc_dtype>(h0.dtype)), sh_->workers[wi],
+                     static_cast<unsigned long long>(h.key), static_cast<unsigned long long>(h.count),
+                     DtypeName(static_cast<zc_dtype>(h.dtype)));
+      return Status::Ok();
+    }
+  }
+  auto dtype = static_cast<zc_dtype>(h0.dtype);
+  size_t es = DtypeSize(dtype);
+  std::vector<ChunkPlace> places = sh_->placement.Cut(h0.key, h0.count, es, chunks_before_);
+  chunks_before_ += places.size();
+  std::vector<ChunkPlace> mine;
+  for (const auto& p : places)
+    if (p.server == sh_->server_index) mine.push_back(p);
+  if (mine.empty()) return Status::Ok();
+
+  auto key = std::make_unique<Key>();
+  key->decl = h0;
+  key->es = es;
+  key->layout.n = static_cast<uint32_t>(mine.size());
+  for (const auto& p : mine) key->layout.capacity = std::max<uint64_t>(key->layout.capacity, p.elems * es);
+  key->w.resize(static_cast<size_t>(W_));
+  Device* dev = sh_->dev();
+  Group* g = sh_->group;
+  Status st;
+  for (int wi = 0; wi < W_ && st.ok(); ++wi) {
+    PerWorker& pw = key->w[wi];
+    st = g->Allocate(key->layout.reader_bytes(), &pw.push_slots);
+    if (st.ok()) st = g->Allocate(key->layout.writer_bytes(), &pw.reply_credits);
+    if (!st.ok()) break;
+    memset(pw.push_slots->data(), 0, key->layout.reader_bytes());
+    memset(pw.reply_credits->data(), 0, key->layout.writer_bytes());
+    // The worker's reply slots and push credits, from its declaration.
+    size_t pos = sizeof(DeclareHead);
+    const std::string& m = msgs[wi];
+    size_t half = (m.size() - pos) / 2;
+    RemoteRegion reply_slots, push_credits;
+    st = RemoteRegion::Parse(m.substr(pos, half), &reply_slots);
+    if (st.ok()) st = RemoteRegion::Parse(m.substr(pos + half), &push_credits);
+    if (!st.ok()) break;
+    int peer = g->device_rank(sh_->workers[wi]);
+    pw.push.Init(dev, peer, key->layout, pw.push_slots, push_credits);
+    pw.reply.Init(dev, peer, key->layout, pw.reply_credits, reply_slots);
+  }
+  const bool need_value = sh_->options.async || sh_->options.sgd_lr > 0;
+  for (size_t i = 0; st.ok() && i < mine.size(); ++i) {
+    auto c = std::make_unique<Chunk>();
+    c->key = key.get();
+    c->slot = mine[i].slot;
+    c->elems = mine[i].elems;
+    c->bytes = mine[i].elems * es;
+    c->arrived.assign(static_cast<size_t>(W_), 0);
+    c->srcs.assign(static_cast<size_t>(W_), nullptr);
+    c->init_pending = h0.has_init != 0;
+    if (need_value) {
+      st = g->Allocate(c->bytes, &c->value);
+      if (st.ok()) memset(c->value->data(), 0, c->bytes);  // no init: zeros
+    }
+    if (st.ok() && !sh_->options.async) st = g->Allocate(c->bytes, &c->accum);
+    chunks->push_back(std::move(c));
+  }
+  if (!st.ok()) {
+    for (auto& c : *chunks) FreeChunk(c.get());
+    chunks->clear();
+    FreeKey(key.get());
+    *code = st.code();
+    *text = Format("server rank %d: %s", g->rank(), st.message().c_str());
+    return Status::Ok();
+  }
+  ZC_TRACE(kPs, "key %llu: %zu chunks here", static_cast<unsigned long long>(h0.key), mine.size());
+  *out = std::move(key);
+  return Status::Ok();
+}
+
+void Server::FreeKey(Key* k) {
+  for (auto& pw : k->w) {
+    if (pw.push_slots) sh_->group->Free(pw.push_slots->data());
+    if (pw.reply_credits) sh_->group->Free(pw.reply_credits->data());
+    pw.push_slots = pw.reply_credits = nullptr;
+  }
+}
+
+void Server::FreeChunk(Chunk* c) {
+  if (c->value) sh_->group->Free(c->value->data());
+  if (c->accum) sh_->group->Free(c->accum->data());
+  c->value = c->accum = nullptr;
+}
+
+void Server::DataLoop(int tid) {
+  const int T = sh_->options.server_threads;
+  std::vector<Chunk*> mine;
+  uint64_t seen = ~uint64_t{0};
+  // Sleep on notifications only when every worker's writes are stored by a
+  // thread of this process (tcp, verbs, or this very rank).
+  bool notified = true;
+  for (int r : sh_->workers)
+    notified = notified && (r == sh_->group->rank() || sh_->dev()->FlagsNotified(sh_->group->device_rank(r)));
+  Backoff bo(notified);
+  while (!stop_.load(std::memory_order_acquire)) {
+    if (generation_.load(std::memory_order_acquire) != seen) {
+      std::lock_guard<std::mutex> lock(mu_);
+      seen = generation_.load();
+      mine.clear();
+      for (size_t i = 0; i < chunks_.size(); ++i)
+        if (static_cast<int>(i % static_cast<size_t>(T)) == tid) mine.push_back(chunks_[i].get());
+    }
+    bool progress = false;
+    if (!failed_flag_.load(std::memory_order_acquire)) {
+      for (Chunk* c : mine) {
+        int culprit = -1;
+        Status st = Step(c, &progress, &culprit);
+        if (!st.ok()) {
+          Fail(st, culprit);
+          break;
+        }
+      }
+    }
+    if (progress) bo.Reset();
+    else bo.Pause();
+  }
+}
+
+Status Server::Reply(Chunk* c, int wi, const void* data, uint64_t round, int* culprit) {
+  PerWorker& pw = c->key->w[wi];
+  int r = sh_->workers[wi];
+  Deadline dl = sh_->group->NewDeadline();
+  // The worker took the previous reply before it could ask for this one;
+  // the credit is normally there already.
+  Status st = sh_->group->WaitFlag(pw.reply.credit(c->slot), pw.reply.sent(c->slot), r, dl,
+                                   "a reply slot's credit");
+  MsgHeader h{};
+  h.kind = kReply;
+  h.round = round;
+  h.bytes = c->bytes;
+  h.key = c->key->decl.key;
+  if (st.ok()) st = pw.reply.Put(c->slot, h, data, c->bytes, dl);
+  if (!st.ok()) {
+    *culprit = r;
+    return st.with_context(Format("reply to worker rank %d (key %llu)", r,
+                                  static_cast<unsigned long long>(h.key)));
+  }
+  return Status::Ok();
+}
+
+Status Server::Step(Chunk* c, bool* progress, int* culprit) {
+  Key& k = *c->key;
+  const auto dtype = static_cast<zc_dtype>(k.decl.dtype);
+  Deadline dl = sh_->group->NewDeadline();
+  auto bad = [&](int wi, const MsgHeader* h, const char* why) {
+    *culprit = sh_->workers[wi];
+    return Error(ZC_ERR_INTERNAL, "key %llu: message kind %llu round %llu from worker rank %d: %s",
+                 static_cast<unsigned long long>(k.decl.key), static_cast<unsigned long long>(h->kind),
+                 static_cast<unsigned long long>(h->round), sh_->workers[wi], why);
+  };
+  // A credit that cannot be written: that worker is gone.
+  auto credit = [&](int wi, const Status& st) {
+    if (!st.ok()) *culprit = sh_->workers[wi];
+    return st;
+  };
+  if (c->init_pending) {
+    // The first worker's initial value comes before anything else is served.
+    ChunkSlotReader& r = k.w[0].push;
+    if (!r.Ready(c->slot)) return Status::Ok();
+    const MsgHeader* h = r.header(c->slot);
+    if (h->kind != kInit || h->bytes != c->bytes) return bad(0, h, "expected the initial value");
+    if (c->value) memcpy(c->value->data(), r.payload(c->slot), c->bytes);
+    c->init_pending = false;
+    *progress = true;
+    ZC_RETURN_IF_ERROR(credit(0, r.Release(c->slot, dl)));
+  }
+  for (int wi = 0; wi < W_; ++wi) {
+    if (c->arrived[wi]) continue;
+    ChunkSlotReader& r = k.w[wi].push;
+    if (!r.Ready(c->slot)) continue;
+    const MsgHeader* h = r.header(c->slot);
+    const void* p = r.payload(c->slot);
+    *progress = true;
+    if (!sh_->options.async) {
+      if (h->kind != kPush || h->bytes != c->bytes) return bad(wi, h, "expected a push");
+      if (h->round != c->round + 1) return bad(wi, h, "push of another round");
+      c->arrived[wi] = 1;
+      c->srcs[wi] = p;
+      ++c->narrived;
+      continue;
+    }
+    if (h->kind == kPush) {
+      if (h->bytes != c->bytes) return bad(wi, h, "push of another size");
+      if (sh_->options.sgd_lr > 0) SgdUpdate(dtype, c->value->data(), p, c->elems, sh_->options.sgd_lr);
+      else ReduceInto(dtype, ZC_SUM, c->value->data(), p, c->elems);
+      ZC_RETURN_IF_ERROR(credit(wi, r.Release(c->slot, dl)));
+    } else if (h->kind == kPull) {
+      uint64_t req = h->round;
+      ZC_RETURN_IF_ERROR(credit(wi, r.Release(c->slot, dl)));
+      ZC_RETURN_IF_ERROR(Reply(c, wi, c->value->data(), req, culprit));
+    } else {
+      return bad(wi, h, "unexpected message");
+    }
+  }
+  if (sh_->options.async || c->narrived < W_) return Status::Ok();
+  // Every worker's push of the round is here: one pass over all inputs.
+  ReduceN(dtype, ZC_SUM, c->accum->data(), c->srcs.data(), W_, c->elems);
+  const void* out = c->accum->data();
+  if (sh_->options.sgd_lr > 0) {
+    SgdUpdate(dtype, c->value->data(), c->accum->data(), c->elems, sh_->options.sgd_lr / W_);
+    out = c->value->data();
+  }
+  for (int wi = 0; wi < W_; ++wi) {
+    ZC_RETURN_IF_ERROR(credit(wi, k.w[wi].push.Release(c->slot, dl)));
+    c->arrived[wi] = 0;
+    c->srcs[wi] = nullptr;
+  }
+  c->narrived = 0;
+  ++c->round;
+  for (int wi = 0; wi < W_; ++wi) ZC_RETURN_IF_ERROR(Reply(c, wi, out, c->round, culprit));
+  return Status::Ok();
+}
+
+}  // namespace zc::ps

@@ -1,0 +1,99 @@
+// Server: the server half of a zc_ps. A control thread takes declarations
+// (allocating, per worker, the registered slots that worker's pushes land
+// in and answering with their descriptors) and goodbyes, and watches every
+// member's health; ZC_PS_SERVER_THREADS data threads own the chunks
+// (chunk i -> thread i mod T) and poll their slots' flags: in synchronous
+// mode, once every worker's push of the round is in, the round is reduced
+// with the collectives' vectorized kernels (ReduceN: each input read once),
+// SGD applied if asked, and the result written straight into each worker's
+// reply slot; in asynchronous mode each push is applied on arrival and each
+// pull request answered at once with the current value.
+//
+// A lost member or a broken write fails the server: every worker is told
+// through its alert word, so nothing waits for a reply that will not come.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "ps/chunk_slots.h"
+#include "ps/protocol.h"
+#include "ps/shared.h"
+
+namespace zc::ps {
+
+class Server {
+ public:
+  explicit Server(Shared* shared);
+  ~Server();  // stops the threads and frees every region
+  void Start();
+  // Until every worker has said goodbye (OK) or the server failed (its
+  // cause). No deadline: training lasts as long as it lasts; a lost member
+  // ends it.
+  Status WaitDone();
+  // Until every worker has said goodbye or dl; then stops the threads.
+  Status Finish(const Deadline& dl);
+
+ private:
+  struct PerWorker {
+    MemRegion* push_slots = nullptr;     // the worker writes its pushes here
+    MemRegion* reply_credits = nullptr;  // the worker returns reply slots here
+    ChunkSlotReader push;
+    ChunkSlotWriter reply;
+  };
+  struct Key {
+    DeclareHead decl{};
+    size_t es = 0;
+    ChunkSlotLayout layout;
+    std::vector<PerWorker> w;
+  };
+  struct Chunk {
+    Key* key = nullptr;
+    uint32_t slot = 0;
+    uint64_t elems = 0, bytes = 0;
+    MemRegion* value = nullptr;  // sgd or async: the variable
+    MemRegion* accum = nullptr;  // synchronous: the round's sum
+    uint64_t round = 0;          // rounds completed (synchronous)
+    std::vector<uint8_t> arrived;
+    std::vector<const void*> srcs;
+    int narrived = 0;
+    bool init_pending = false;
+  };
+
+  void ControlLoop();
+  void DataLoop(int tid);
+  // Declarations that every worker has sent, in order.
+  Status CompleteDeclarations();
+  Status Declare(uint64_t index, const std::vector<std::string>& msgs, std::string* error_text,
+                 zc_status* code, std::unique_ptr<Key>* key, std::vector<std::unique_ptr<Chunk>>* chunks);
+  Status Step(Chunk* c, bool* progress, int* culprit);
+  Status Reply(Chunk* c, int wi, const void* data, uint64_t round, int* culprit);
+  void Fail(const Status& st, int culprit);
+  void FreeKey(Key* k);
+  void FreeChunk(Chunk* c);
+
+  Shared* sh_;
+  int W_;
+  std::vector<std::thread> threads_;
+  std::atomic<bool> stop_{false};
+
+  std::mutex mu_;  // keys_, chunks_, failure
+  std::vector<std::unique_ptr<Key>> keys_;
+  std::vector<std::unique_ptr<Chunk>> chunks_;
+  std::atomic<uint64_t> generation_{0};
+  Status failed_;
+  std::atomic<bool> failed_flag_{false};
+
+  // Control thread only.
+  std::map<uint64_t, std::vector<std::string>> pending_;  // declaration -> message per worker
+  uint64_t next_index_ = 0;
+  uint64_t chunks_before_ = 0;
+  std::vector<uint8_t> bye_;
+  std::atomic<bool> done_{false};
+};
+
+}  // namespace zc::ps

@@ -1,0 +1,38 @@
+// What the server and the worker halves of one zc_ps share: the PS's own
+// Group (a context of its own over the communicator's ranks), the roles,
+// the options, the placement and the alert words.
+#pragma once
+
+#include <zcomm/zcomm.h>
+
+#include <vector>
+
+#include "p2p/group.h"
+#include "ps/mailbox.h"
+#include "ps/placement.h"
+
+namespace zc::ps {
+
+struct Options {
+  bool async = false;
+  double sgd_lr = 0;        // 0: sums
+  int server_threads = 1;   // ZC_PS_SERVER_THREADS
+};
+
+struct Shared {
+  Shared(Group* g, const Options& o, const Placement& p) : group(g), mailbox(g), options(o), placement(p) {}
+  Group* group;
+  Device* dev() const { return group->device(); }
+  Mailbox mailbox;
+  Options options;
+  Placement placement;
+  std::vector<int> workers;  // group ranks, in worker-index order
+  std::vector<int> servers;  // group ranks, in server-index order
+  int worker_index = -1;     // mine, or -1
+  int server_index = -1;
+  // Per worker: its alert region (one word per server index, 64 bytes apart).
+  std::vector<RemoteRegion> alerts;
+  MemRegion* my_alerts = nullptr;  // workers: the region itself
+};
+
+}  // namespace zc::ps

@@ -1,0 +1,407 @@
+// Multi-process tests of the parameter server through the C ABI: sums of
+// every dtype and SGD values against a reference computed here, with rank-
+// and round-dependent data, keys from one element to many chunks (a small
+// ZC_PS_PARTITION), 1-5 ranks, all ranks ZC_PS_BOTH or separate server
+// ranks, shm and tcp; 1000 rounds; asynchronous mode; every bad input; a
+// killed server and a killed worker. Each TEST is its own meson test.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <zcomm/zcomm.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "collectives/coll_check.h"
+#include "harness/multiproc.h"
+
+namespace {
+
+using namespace zc::test;
+using zc::DtypeName;
+using zc::DtypeSize;
+
+const zc_dtype kDtypes[] = {ZC_INT8,    ZC_UINT8,    ZC_INT32,   ZC_UINT32,  ZC_INT64,
+                            ZC_UINT64, ZC_FLOAT16, ZC_BFLOAT16, ZC_FLOAT32, ZC_FLOAT64};
+
+Env PsEnv(const char* transport, const char* partition = "256") {
+  Env env = {{"ZC_TRANSPORT", transport}, {"ZC_TIMEOUT", "60"}, {"ZC_PS_PARTITION", partition}};
+  if (strcmp(transport, "tcp") == 0) env.push_back({"ZC_SOCKET_IFNAME", "lo"});
+  return env;
+}
+
+// Worker w's push of element i in round r of key k: small integers, so that
+// sums of up to 5 workers are exact in every dtype (bfloat16 included).
+int64_t Grad(int w, uint64_t r, size_t i, uint64_t k) {
+  return static_cast<int64_t>((w * 7 + i * 3 + r * 5 + k) % 11) + (w == 1 ? -3 : 1);
+}
+
+void SetValue(zc_dtype d, void* p, size_t i, int64_t v) {
+  if (IsFloatType(d)) SetF(d, p, i, static_cast<double>(v));
+  else SetI(d, p, i, static_cast<uint64_t>(v));
+}
+bool SameValue(zc_dtype d, const void* p, size_t i, int64_t v) {
+  if (IsFloatType(d)) return GetF(d, p, i) == static_cast<double>(v);
+  return GetI(d, p, i) == Wrap(d, static_cast<uint64_t>(v));
+}
+
+// Roles: all ZC_PS_BOTH, or the last max(1, n/3) ranks server-only.
+zc_ps_role RoleOf(int rank, int n, bool separate) {
+  if (!separate || n == 1) return ZC_PS_BOTH;
+  int servers = std::max(1, n / 3);
+  return rank >= n - servers ? ZC_PS_SERVER : ZC_PS_WORKER;
+}
+int WorkerIndex(int rank, int n, bool separate) {
+  (void)n;
+  (void)separate;
+  return rank;  // workers are the first ranks in both layouts
+}
+
+// Server-only ranks serve, then free.
+int ServeAndFree(zc_comm* comm, zc_ps* ps) {
+  CHILD_OK(zc_ps_serve(ps));
+  CHILD_OK(zc_ps_free(ps));
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+
+struct SumsCase {
+  const char* transport;
+  int ranks;
+  bool separate;
+};
+
+int SumsBody(int rank, const SumsCase& p, const std::vector<zc_dtype>& dtypes,
+             const std::vector<size_t>& counts, int rounds) {
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  zc_ps* ps = nullptr;
+  CHILD_OK(zc_ps_create(comm, RoleOf(rank, p.ranks, p.separate), nullptr, &ps));
+  int W = zc_ps_num_workers(ps);
+  if (RoleOf(rank, p.ranks, p.separate) == ZC_PS_SERVER) return ServeAndFree(comm, ps);
+  int w = WorkerIndex(rank, p.ranks, p.separate);
+  CHILD_CHECK(W == (p.separate && p.ranks > 1 ? p.ranks - std::max(1, p.ranks / 3) : p.ranks), "W=%d", W);
+  uint64_t key = 100;
+  struct K { uint64_t key; zc_dtype d; size_t n; };
+  std::vector<K> keys;
+  for (zc_dtype d : dtypes)
+    for (size_t n : counts) {
+      keys.push_back({key, d, n});
+      CHILD_OK(zc_ps_declare(ps, key++, n, d, nullptr));
+    }
+  std::vector<char> in, out;
+  for (int r = 1; r <= rounds; ++r) {
+    for (const K& k : keys) {
+      size_t es = DtypeSize(k.d);
+      in.assign(k.n * es + 3, 0);
+      out.assign(k.n * es + 5, 0x5a);
+      char* ib = in.data() + 3;  // unaligned on purpose
+      char* ob = out.data() + 5;
+      for (size_t i = 0; i < k.n; ++i) SetValue(k.d, ib, i, Grad(w, r, i, k.key));
+      if (r % 2 == 0) {
+        // Nonblocking in even rounds, completed through zc_test / zc_wait.
+        zc_request *a = nullptr, *b = nullptr;
+        CHILD_OK(zc_ps_ipush(ps, k.key, ib, &a));
+        CHILD_OK(zc_ps_ipull(ps, k.key, ob, &b));
+        CHILD_OK(zc_wait(a));
+        CHILD_OK(zc_wait(b));
+      } else {
+        CHILD_OK(zc_ps_push(ps, k.key, ib));
+        CHILD_OK(zc_ps_pull(ps, k.key, ob));
+      }
+      for (size_t i = 0; i < k.n; ++i) {
+        int64_t want = 0;
+        for (int v = 0; v < W; ++v) want += Grad(v, r, i, k.key);
+        CHILD_CHECK(SameValue(k.d, ob, i, want), "rank %d round %d key %llu %s count %zu element %zu: "
+                    "got %g, want %lld", rank, r, (unsigned long long)k.key, DtypeName(k.d), k.n, i,
+                    IsFloatType(k.d) ? GetF(k.d, ob, i) : (double)(int64_t)GetI(k.d, ob, i), (long long)want);
+      }
+    }
+  }
+  CHILD_OK(zc_ps_free(ps));
+  CHILD_OK(zc_finalize(comm));
+  printf("rank %d: %zu keys x %d rounds checked\n", rank, keys.size(), rounds);
+  return 0;
+}
+
+class Sums : public ::testing::TestWithParam<SumsCase> {};
+
+TEST_P(Sums, EveryDtypeAndSize) {
+  const SumsCase& p = GetParam();
+  bool tcp = strcmp(p.transport, "tcp") == 0;
+  std::vector<zc_dtype> dtypes(std::begin(kDtypes), std::end(kDtypes));
+  // 1 element, primes, exactly one chunk (256 bytes), and several chunks.
+  std::vector<size_t> counts = {1, 7, 64, 257, 3001};
+  if (tcp) dtypes = {ZC_INT8, ZC_UINT32, ZC_FLOAT16, ZC_BFLOAT16, ZC_FLOAT32, ZC_FLOAT64};
+  auto res = RunRanks(p.ranks, [&](int rank) { return SumsBody(rank, p, dtypes, counts, 3); },
+                      PsEnv(p.transport), 240);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
+}
+
+std::vector<SumsCase> SumsCases(const char* t) {
+  std::vector<SumsCase> v;
+  for (int n = 1; n <= 5; ++n) v.push_back({t, n, false});
+  for (int n = 2; n <= 5; ++n) v.push_back({t, n, true});
+  return v;
+}
+std::string SumsName(const ::testing::TestParamInfo<SumsCase>& info) {
+  return std::string(info.param.transport) + "_" + std::to_string(info.param.ranks) +
+         (info.param.separate ? "_servers" : "_both");
+}
+INSTANTIATE_TEST_SUITE_P(Shm, Sums, ::testing::ValuesIn(SumsCases("shm")), SumsName);
+INSTANTIATE_TEST_SUITE_P(Tcp, Sums, ::testing::ValuesIn(SumsCases("tcp")), SumsName);
+
+// SGD: value -= lr * mean(pushes of the round), from the first worker's
+// init; the reference runs the same rounds in double here.
+int SgdBody(int rank, int n, bool separate, zc_dtype d, size_t count, int rounds) {
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  zc_ps_options o{0, 0.25};
+  zc_ps* ps = nullptr;
+  CHILD_OK(zc_ps_create(comm, RoleOf(rank, n, separate), &o, &ps));
+  if (RoleOf(rank, n, separate) == ZC_PS_SERVER) return ServeAndFree(comm, ps);
+  int W = zc_ps_num_workers(ps);
+  size_t es = DtypeSize(d);
+  std::vector<char> init(count * es), g(count * es), v(count * es);
+  std::vector<double> ref(count);
+  for (size_t i = 0; i < count; ++i) {
+    // Only the first worker's init counts: the others pass garbage.
+    SetF(d, init.data(), i, rank == 0 ? static_cast<double>(i % 13) - 4.0 : 999.0);
+    ref[i] = GetF(d, init.data(), i);
+    if (rank != 0) ref[i] = static_cast<double>(i % 13) - 4.0;
+  }
+  CHILD_OK(zc_ps_declare(ps, 7, count, d, init.data()));
+  double tol = d == ZC_FLOAT32 ? 1e-4 : d == ZC_FLOAT64 ? 1e-9 : 0.2;
+  for (int r = 1; r <= rounds; ++r) {
+    for (size_t i = 0; i < count; ++i) SetF(d, g.data(), i, static_cast<double>(Grad(rank, r, i, 7)));
+    CHILD_OK(zc_ps_push(ps, 7, g.data()));
+    CHILD_OK(zc_ps_pull(ps, 7, v.data()));
+    for (size_t i = 0; i < count; ++i) {
+      double sum = 0;
+      for (int u = 0; u < W; ++u) sum += static_cast<double>(Grad(u, r, i, 7));
+      ref[i] -= 0.25 * sum / W;
+      double got = GetF(d, v.data(), i);
+      CHILD_CHECK(std::fabs(got - ref[i]) <= tol * (1 + std::fabs(ref[i])),
+                  "rank %d %s round %d element %zu: got %g, want %g", rank, DtypeName(d), r, i, got, ref[i]);
+      ref[i] = got;  // follow the server's rounding from here
+    }
+  }
+  CHILD_OK(zc_ps_free(ps));
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+
+TEST(Sgd, FloatTypesBothAndServers) {
+  for (zc_dtype d : {ZC_FLOAT32, ZC_FLOAT64, ZC_FLOAT16, ZC_BFLOAT16}) {
+    for (auto [n, separate] : {std::pair<int, bool>{3, false}, {4, true}, {1, false}}) {
+      auto res = RunRanks(n, [&](int rank) { return SgdBody(rank, n, separate, d, 1000, 4); },
+                          PsEnv("shm"), 120);
+      EXPECT_TRUE(AllOk(res)) << DtypeName(d) << " n=" << n << "\n" << Describe(res);
+    }
+  }
+  auto res = RunRanks(3, [&](int rank) { return SgdBody(rank, 3, true, ZC_FLOAT32, 777, 3); },
+                      PsEnv("tcp"), 120);
+  EXPECT_TRUE(AllOk(res)) << "tcp\n" << Describe(res);
+}
+
+// 1,000 synchronous rounds of two keys (one element; several chunks).
+TEST(Rounds, Thousand) {
+  for (auto [n, separate] : {std::pair<int, bool>{3, false}, {3, true}}) {
+    auto res = RunRanks(n, [&](int rank) {
+      return SumsBody(rank, SumsCase{"shm", n, separate}, {ZC_INT32}, {1, 150}, 1000);
+    }, PsEnv("shm"), 240);
+    EXPECT_TRUE(AllOk(res)) << Describe(res);
+  }
+}
+
+// Asynchronous mode: pushes applied on arrival, pulls at once. A worker's
+// pull after its own push sees that push; once every worker has pushed
+// (after a barrier), a pull sees every push eventually, polled with a
+// deadline.
+int AsyncBody(int rank, int n, bool separate, double lr, const char* transport) {
+  (void)transport;
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  zc_ps_options o{1, lr};
+  zc_ps* ps = nullptr;
+  zc_ps_role role = RoleOf(rank, n, separate);
+  CHILD_OK(zc_ps_create(comm, role, &o, &ps));
+  if (role == ZC_PS_SERVER) return ServeAndFree(comm, ps);
+  int W = zc_ps_num_workers(ps);
+  const size_t count = 300;
+  const int pushes = 20;
+  std::vector<double> init(count), got(count), g(count);
+  for (size_t i = 0; i < count; ++i) init[i] = static_cast<double>(i % 5);
+  CHILD_OK(zc_ps_declare(ps, 1, count, ZC_FLOAT64, init.data()));
+  // Before any push: the initial value.
+  CHILD_OK(zc_ps_pull(ps, 1, got.data()));
+  double pre = 0;
+  for (size_t i = 0; i < count; ++i) pre += got[i];
+  (void)pre;
+  for (int k = 0; k < pushes; ++k) {
+    for (size_t i = 0; i < count; ++i) g[i] = static_cast<double>(rank + 1);
+    CHILD_OK(zc_ps_push(ps, 1, g.data()));
+    CHILD_OK(zc_ps_pull(ps, 1, got.data()));
+  }
+  // Expected final value: every worker pushed `pushes` times (rank + 1).
+  double total = 0;
+  for (int u = 0; u < W; ++u) total += (u + 1) * pushes;
+  auto want = [&](size_t i) { return lr > 0 ? init[i] - lr * total : init[i] + total; };
+  auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    CHILD_OK(zc_ps_pull(ps, 1, got.data()));
+    bool ok = true;
+    for (size_t i = 0; i < count; ++i) ok = ok && std::fabs(got[i] - want(i)) < 1e-9;
+    if (ok) break;
+    CHILD_CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20),
+                "rank %d: value %g, want %g after every push", rank, got[0], want(0));
+  }
+  CHILD_OK(zc_ps_free(ps));
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+
+TEST(Async, SumsAndSgd) {
+  for (const char* t : {"shm", "tcp"})
+    for (double lr : {0.0, 0.5})
+      for (auto [n, separate] : {std::pair<int, bool>{3, false}, {4, true}}) {
+        auto res = RunRanks(n, [&](int rank) { return AsyncBody(rank, n, separate, lr, t); }, PsEnv(t), 120);
+        EXPECT_TRUE(AllOk(res)) << t << " lr=" << lr << " n=" << n << "\n" << Describe(res);
+      }
+}
+
+#define EXPECT_FAIL(call, code, text)                                                          \
+  do {                                                                                        \
+    zc_status s_ = (call);                                                                    \
+    CHILD_CHECK(s_ == (code), "%s: got %s: %s", #call, zc_status_string(s_), zc_last_error(comm)); \
+    CHILD_CHECK(strstr(zc_last_error(comm), text) != nullptr, "%s: message \"%s\" lacks \"%s\"", #call, \
+                zc_last_error(comm), text);                                                   \
+  } while (0)
+
+int WorkerPart(zc_comm* comm, zc_ps* ps) {
+  int rank = zc_rank(comm);
+  std::vector<float> buf(100, 1.0f), out(100);
+  EXPECT_FAIL(zc_ps_push(ps, 5, buf.data()), ZC_ERR_INVALID_ARG, "key 5 is not declared");
+  EXPECT_FAIL(zc_ps_pull(ps, 5, out.data()), ZC_ERR_INVALID_ARG, "key 5 is not declared");
+  EXPECT_FAIL(zc_ps_declare(ps, 5, 0, ZC_FLOAT32, nullptr), ZC_ERR_INVALID_ARG, "count is 0");
+  EXPECT_FAIL(zc_ps_declare(ps, 5, 10, (zc_dtype)99, nullptr), ZC_ERR_INVALID_ARG, "rank");
+  // Workers that disagree on the size, then on the dtype: every worker fails.
+  EXPECT_FAIL(zc_ps_declare(ps, 6, rank == 0 ? 100 : 99, ZC_FLOAT32, nullptr), ZC_ERR_MISMATCH, "disagree");
+  EXPECT_FAIL(zc_ps_declare(ps, 6, 100, rank == 0 ? ZC_FLOAT32 : ZC_INT32, nullptr), ZC_ERR_MISMATCH, "int32");
+  CHILD_OK(zc_ps_declare(ps, 6, 100, ZC_FLOAT32, nullptr));
+  EXPECT_FAIL(zc_ps_declare(ps, 6, 100, ZC_FLOAT32, nullptr), ZC_ERR_INVALID_ARG, "already declared");
+  EXPECT_FAIL(zc_ps_pull(ps, 6, out.data()), ZC_ERR_INVALID_ARG, "pull before push");
+  EXPECT_FAIL(zc_ps_push(ps, 6, nullptr), ZC_ERR_INVALID_ARG, "buf is NULL");
+  CHILD_OK(zc_ps_push(ps, 6, buf.data()));
+  EXPECT_FAIL(zc_ps_push(ps, 6, buf.data()), ZC_ERR_INVALID_ARG, "pushed twice");
+  zc_request* req = nullptr;
+  EXPECT_FAIL(zc_ps_ipush(ps, 6, buf.data(), &req), ZC_ERR_INVALID_ARG, "pushed twice");
+  // Still usable after all that.
+  CHILD_OK(zc_ps_pull(ps, 6, out.data()));
+  CHILD_CHECK(out[0] == 2.0f && out[99] == 2.0f, "sum %g", out[0]);
+  CHILD_OK(zc_ps_free(ps));
+  return 0;
+}
+
+int BadInputBody(int rank) {
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  zc_ps* ps = nullptr;
+  EXPECT_FAIL(zc_ps_create(comm, (zc_ps_role)7, nullptr, &ps), ZC_ERR_INVALID_ARG, "unknown role");
+  zc_ps_options bad{0, -1};
+  EXPECT_FAIL(zc_ps_create(comm, ZC_PS_BOTH, &bad, &ps), ZC_ERR_INVALID_ARG, "sgd_lr");
+  // Collective refusals: no server at all; options that differ.
+  EXPECT_FAIL(zc_ps_create(comm, ZC_PS_WORKER, nullptr, &ps), ZC_ERR_INVALID_ARG, "at least one");
+  zc_ps_options mine{0, rank == 1 ? 0.5 : 0.0};
+  EXPECT_FAIL(zc_ps_create(comm, ZC_PS_BOTH, &mine, &ps), ZC_ERR_MISMATCH, "disagree");
+  CHILD_OK(zc_ps_create(comm, rank == 2 ? ZC_PS_SERVER : ZC_PS_WORKER, nullptr, &ps));
+  if (rank == 2) {
+    EXPECT_FAIL(zc_ps_declare(ps, 1, 10, ZC_INT32, nullptr), ZC_ERR_INVALID_ARG, "not a worker");
+    CHILD_OK(zc_ps_serve(ps));
+    CHILD_OK(zc_ps_free(ps));
+  } else if (int e = WorkerPart(comm, ps)) {
+    return e;
+  }
+  // sgd on an integer key is refused on the calling rank.
+  zc_ps_options sgd{0, 0.1};
+  CHILD_OK(zc_ps_create(comm, rank == 2 ? ZC_PS_SERVER : ZC_PS_WORKER, &sgd, &ps));
+  if (rank == 2) return ServeAndFree(comm, ps);
+  EXPECT_FAIL(zc_ps_declare(ps, 1, 10, ZC_INT32, nullptr), ZC_ERR_INVALID_ARG, "floating");
+  CHILD_OK(zc_ps_free(ps));
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+
+TEST(BadInput, ClearErrors) {
+  for (const char* t : {"shm", "tcp"}) {
+    auto res = RunRanks(3, BadInputBody, PsEnv(t), 120);
+    EXPECT_TRUE(AllOk(res)) << t << "\n" << Describe(res);
+  }
+}
+
+// A member killed after the first round: every surviving rank's next
+// operation fails with ZC_ERR_PEER_LOST naming it; nobody hangs.
+int KilledBody(int rank, int victim, bool separate_server) {
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  zc_ps_role role = separate_server && rank == 2 ? ZC_PS_SERVER : ZC_PS_BOTH;
+  zc_ps* ps = nullptr;
+  CHILD_OK(zc_ps_create(comm, role, nullptr, &ps));
+  if (role == ZC_PS_SERVER) {
+    if (rank == victim) {
+      // Let the workers finish round 1 first: the server dies while idle.
+      zc_barrier(comm);
+      raise(SIGKILL);
+    }
+    zc_status st = zc_ps_serve(ps);
+    printf("rank %d serve: %s: %s\n", rank, zc_status_string(st), zc_last_error(comm));
+    CHILD_CHECK(st == ZC_ERR_PEER_LOST, "serve: %s", zc_status_string(st));
+    zc_ps_free(ps);
+    zc_finalize(comm);
+    return 0;
+  }
+  std::vector<float> g(1000, 1.0f), v(1000);
+  CHILD_OK(zc_ps_declare(ps, 1, g.size(), ZC_FLOAT32, nullptr));
+  CHILD_OK(zc_ps_push(ps, 1, g.data()));
+  CHILD_OK(zc_ps_pull(ps, 1, v.data()));
+  // A server victim dies once round 1 is done everywhere.
+  if (separate_server && victim == 2) zc_barrier(comm);
+  if (rank == victim) raise(SIGKILL);
+  zc_status st = ZC_OK;
+  for (int i = 0; i < 50 && st == ZC_OK; ++i) {
+    st = zc_ps_push(ps, 1, g.data());
+    if (st == ZC_OK) st = zc_ps_pull(ps, 1, v.data());
+  }
+  printf("rank %d: %s: %s\n", rank, zc_status_string(st), zc_last_error(comm));
+  CHILD_CHECK(st == ZC_ERR_PEER_LOST, "expected peer lost, got %s", zc_status_string(st));
+  char name[32];
+  snprintf(name, sizeof(name), "rank %d", victim);
+  CHILD_CHECK(strstr(zc_last_error(comm), name) != nullptr, "message does not name %s", name);
+  zc_ps_free(ps);
+  zc_finalize(comm);
+  return 0;
+}
+
+TEST(PeerLost, KilledServer) {
+  for (const char* t : {"shm", "tcp"}) {
+    auto res = RunRanks(3, [](int rank) { return KilledBody(rank, 2, true); }, PsEnv(t), 90);
+    EXPECT_EQ(res[2].signal, SIGKILL) << Describe(res);
+    for (int r = 0; r < 2; ++r) EXPECT_TRUE(res[r].signal == 0 && res[r].exit_code == 0) << t << "\n" << Describe(res);
+  }
+}
+
+TEST(PeerLost, KilledWorker) {
+  for (const char* t : {"shm", "tcp"}) {
+    for (bool separate : {true, false}) {
+      auto res = RunRanks(3, [&](int rank) { return KilledBody(rank, 1, separate); }, PsEnv(t), 90);
+      EXPECT_EQ(res[1].signal, SIGKILL) << Describe(res);
+      for (int r : {0, 2})
+        EXPECT_TRUE(res[r].signal == 0 && res[r].exit_code == 0) << t << " separate=" << separate << "\n"
+                                                                 << Describe(res);
+    }
+  }
+}
+
+}  // namespace
