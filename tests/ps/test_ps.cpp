@@ -366,8 +366,21 @@ int KilledBody(int rank, int victim, bool separate_server) {
   CHILD_OK(zc_ps_declare(ps, 1, g.size(), ZC_FLOAT32, nullptr));
   CHILD_OK(zc_ps_push(ps, 1, g.data()));
   CHILD_OK(zc_ps_pull(ps, 1, v.data()));
-  // A server victim dies once round 1 is done everywhere.
-  if (separate_server && victim == 2) zc_barrier(comm);
+  // The victim dies once round 1 is done everywhere: a server victim after
+  // a barrier with the workers; a worker victim once every other worker has
+  // told it that its round-1 pull returned.
+  if (separate_server && victim == 2) {
+    zc_barrier(comm);
+  } else {
+    const int workers = separate_server ? 2 : 3;
+    int token = rank;
+    if (rank != victim) {
+      CHILD_OK(zc_send(comm, &token, sizeof(token), victim, 77));
+    } else {
+      for (int w = 0; w < workers; ++w)
+        if (w != victim) CHILD_OK(zc_recv(comm, &token, sizeof(token), w, 77));
+    }
+  }
   if (rank == victim) raise(SIGKILL);
   zc_status st = ZC_OK;
   for (int i = 0; i < 50 && st == ZC_OK; ++i) {
