@@ -121,3 +121,53 @@ def env_for_ranks(extra=None):
     env["ZC_SOCKET_IFNAME"] = "lo"
     env.update(extra or {})
     return env
+
+
+def _rank_main(rank, n, uid_q, res_q, body, args):
+    import zcomm
+    try:
+        if rank == 0:  # the rank that makes the id serves its rendezvous
+            uid = zcomm.get_unique_id()
+            for _ in range(n - 1):
+                uid_q.put(uid)
+        else:
+            uid = uid_q.get(timeout=60)
+        comm = zcomm.Communicator.from_unique_id(uid, n, rank)
+        res_q.put((rank, "ok", body(comm, *args)))
+    except SystemExit as e:
+        res_q.put((rank, "error", f"exit {e.code}"))
+    except BaseException as e:  # reported to the parent, which fails the test
+        import traceback
+        res_q.put((rank, "error", f"{e!r}\n{traceback.format_exc()}"))
+
+
+def run_ranks(n, body, args=(), timeout=60):
+    """Runs body(comm, *args) on n ranks (spawned processes, a communicator
+    from a unique id); returns {rank: ("ok", result) or ("error", text)}.
+    A rank that reports nothing by the deadline (or dies) is absent. Every
+    process is gone when it returns."""
+    import multiprocessing as mp
+    import queue
+    import time
+    ctx = mp.get_context("spawn")
+    uid_q, res_q = ctx.Queue(), ctx.Queue()
+    procs = [ctx.Process(target=_rank_main, args=(r, n, uid_q, res_q, body, args))
+             for r in range(n)]
+    for p in procs:
+        p.start()
+    results = {}
+    deadline = time.monotonic() + timeout
+    while len(results) < n and time.monotonic() < deadline:
+        if all(not p.is_alive() for p in procs) and res_q.empty():
+            break
+        try:
+            rank, kind, value = res_q.get(timeout=0.2)
+            results[rank] = (kind, value)
+        except queue.Empty:
+            pass
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+            p.join()
+    return results
