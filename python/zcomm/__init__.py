@@ -1,0 +1,37 @@
+"""zcomm: zero-copy communication for distributed deep learning, on numpy
+arrays.
+
+    import numpy as np, zcomm
+    with zcomm.init() as comm:              # under zcrun, PMIx, or alone
+        x = np.arange(4, dtype=np.float32) * comm.rank
+        comm.allreduce(x)                   # in place, sum over ranks
+
+See docs/python.md for the whole API.
+"""
+
+from . import _zcomm
+from .communicator import Communicator, init
+from .dtypes import Dtype, Op
+from .errors import DtypeError, Error, Status
+from .request import Request
+
+UNIQUE_ID_BYTES = _zcomm.UNIQUE_ID_BYTES
+
+__all__ = ["Communicator", "Dtype", "DtypeError", "Error", "Op", "Request", "Status",
+           "UNIQUE_ID_BYTES", "get_unique_id", "init", "version"]
+
+
+def version():
+    """The library's version as (major, minor, patch)."""
+    return _zcomm.version()
+
+
+__version__ = "%d.%d.%d" % version()
+
+
+def get_unique_id():
+    """128 bytes from which :meth:`Communicator.from_unique_id` makes a
+    communicator. Call it on one rank, which must itself take part (it serves
+    the rendezvous), and carry the bytes to the others (a file, a pipe, a
+    store). Treat it as a secret of the job: it holds the job's key."""
+    return _zcomm.get_unique_id()

@@ -1,0 +1,91 @@
+// _zcomm: the C ABI (zcomm.h) for numpy arrays, through libzcomm.so only.
+// Private: the public API is the Python package around it (communicator.py),
+// which maps dtypes and ops, shapes outputs and stages arrays that are not
+// C-contiguous; this module takes prepared arrays and integer enums.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <zcomm/zcomm.h>
+
+#include "comm_handle.h"
+#include "failure.h"
+#include "request_handle.h"
+
+namespace py = pybind11;
+using zcpy::CommHandle;
+using zcpy::RequestHandle;
+
+PYBIND11_MODULE(_zcomm, m) {
+  m.doc() = "zcomm's C ABI for numpy arrays (private; use the zcomm package)";
+
+  // Failures become zcomm.Error(status, message) (errors.py).
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const zcpy::Failure& f) {
+      py::object cls = py::module_::import("zcomm.errors").attr("error_for");
+      py::object err = cls(static_cast<int>(f.status), f.message);
+      PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(err.ptr())), err.ptr());
+    }
+  });
+
+  m.def("version", [] {
+    int a, b, c;
+    zc_version(&a, &b, &c);
+    return py::make_tuple(a, b, c);
+  });
+  m.def("status_string", [](int s) { return std::string(zc_status_string(zc_status(s))); });
+  m.def("dtype_size", [](int d) { return zc_dtype_size(zc_dtype(d)); });
+  m.def("get_unique_id", [] {
+    zc_unique_id id;
+    {
+      py::gil_scoped_release nogil;
+      zcpy::Check(zc_get_unique_id(&id), nullptr);
+    }
+    return py::bytes(id.internal, sizeof id.internal);
+  });
+  m.attr("UNIQUE_ID_BYTES") = sizeof(zc_unique_id);
+  m.attr("SPLIT_NONE") = ZC_SPLIT_NONE;
+
+  py::class_<RequestHandle, std::shared_ptr<RequestHandle>>(m, "RequestHandle")
+      .def("test", &RequestHandle::Test)
+      .def("wait", &RequestHandle::Wait)
+      .def_property_readonly("done", &RequestHandle::done);
+
+  using C = CommHandle;
+  py::class_<C, std::shared_ptr<C>>(m, "CommHandle")
+      .def_static("init", &C::Init)
+      .def_static("init_rank", &C::InitRank)
+      .def("split", &C::Split)
+      .def("dup", &C::Dup)
+      .def("finalize", &C::Finalize)
+      .def("abort", &C::Abort)
+      .def("async_error", &C::AsyncError)
+      .def("deregister", &C::Deregister)
+      .def_property_readonly("rank", &C::rank)
+      .def_property_readonly("size", &C::size)
+      .def_property_readonly("local_rank", &C::local_rank)
+      .def_property_readonly("local_size", &C::local_size)
+      .def_property_readonly("finalized", &C::finalized)
+      .def("allreduce", &C::Allreduce)
+      .def("broadcast", &C::Broadcast)
+      .def("reduce", &C::Reduce)
+      .def("allgather", &C::Allgather)
+      .def("reduce_scatter", &C::ReduceScatter)
+      .def("alltoall", &C::Alltoall)
+      .def("barrier", &C::Barrier)
+      .def("allgatherv", &C::Allgatherv)
+      .def("alltoallv", &C::Alltoallv)
+      .def("gather", &C::Gather)
+      .def("scatter", &C::Scatter)
+      .def("send", &C::Send)
+      .def("recv", &C::Recv)
+      .def("isend", &C::Isend)
+      .def("irecv", &C::Irecv)
+      .def("iallreduce", &C::Iallreduce)
+      .def("ibroadcast", &C::Ibroadcast)
+      .def("ireduce", &C::Ireduce)
+      .def("iallgather", &C::Iallgather)
+      .def("ireduce_scatter", &C::IreduceScatter)
+      .def("ialltoall", &C::Ialltoall)
+      .def("ibarrier", &C::Ibarrier);
+}

@@ -1,0 +1,214 @@
+"""Every collective of zcomm's Python package against a numpy reference:
+every dtype and op, sizes 0, 1, primes, in place and out of place, every
+root, strided and byte-swapped arrays, blocking and nonblocking, repeated on
+the same buffers. Run under zcrun (-np 1 to 5; shm, or ZC_TRANSPORT=tcp)."""
+
+import sys
+
+import zctest
+from zctest import DTYPES, FLOAT_OPS, FLOATS, INT_OPS, Checker, ident, operand, reduce_ref
+
+import numpy as np
+import zcomm
+
+SIZES = [0, 1, 13, 1031]
+
+
+def check_allreduce(comm, c):
+    R, N = comm.rank, comm.size
+    for name, _, dt in DTYPES:
+        ops = FLOAT_OPS if name in FLOATS else INT_OPS
+        for op in ops:
+            for k, n in enumerate(SIZES):
+                parts = [operand(name, op, n, r, k) for r in range(N)]
+                want = reduce_ref(name, op, parts, N)
+                approx = op == "avg"
+                x = parts[R].copy()
+                what = f"allreduce {name} {op} n={n}"
+                if k % 2 == 0:  # in place
+                    got = comm.allreduce(x, op=op, dtype=dt)
+                    c.true(got is x, what + ": in place returns its input")
+                else:
+                    out = np.full_like(x, 3)
+                    got = comm.allreduce(x, out, op=zcomm.Op[op.upper()], dtype=dt)
+                    c.true(got is out, what + ": returns out")
+                    c.equal(name, x, parts[R], what + ": input unchanged")
+                c.equal(name, got, want, what, approx)
+        # The op a type cannot take is refused on this rank alone.
+        bad = "band" if name in FLOATS else "avg"
+        try:
+            comm.allreduce(ident(name, 5, R), op=bad, dtype=dt)
+            c.fail(f"allreduce {name} {bad} was accepted")
+        except zcomm.Error as e:
+            c.true(e.status == zcomm.Status.INVALID_ARG, f"{name} {bad}: {e}")
+    # Repeated calls on the same buffers, and a size that takes the
+    # pipelined (ring) path.
+    x = np.empty(70001, np.float32)
+    out = np.empty_like(x)
+    for it in range(3):
+        x[:] = operand("float32", "sum", x.size, R, it)
+        comm.allreduce(x, out)
+        want = reduce_ref("float32", "sum", [operand("float32", "sum", x.size, r, it)
+                                             for r in range(N)], N)
+        c.equal("float32", out, want, f"allreduce 70001 iteration {it}")
+
+
+def check_rooted_and_gathers(comm, c):
+    R, N = comm.rank, comm.size
+    for name, _, dt in DTYPES:
+        for k, n in enumerate([0, 1, 7, 131]):
+            root = k % N
+            tag = f"{name} n={n} root={root}"
+            # broadcast
+            x = ident(name, n, R) if R == root else np.zeros(n, ident(name, 1, 0).dtype)
+            c.equal(name, comm.broadcast(x, root=root, dtype=dt), ident(name, n, root),
+                    "broadcast " + tag)
+            # reduce (in place at the root when k is odd)
+            parts = [operand(name, "sum", n, r, k) for r in range(N)]
+            x = parts[R].copy()
+            res = comm.reduce(x, out=x if k % 2 else None, root=root, dtype=dt)
+            if R == root:
+                c.equal(name, res, reduce_ref(name, "sum", parts, N), "reduce " + tag)
+            else:
+                c.true(res is None, "reduce returns None off the root")
+            # allgather: shape (N,) + x.shape
+            x = ident(name, n, R).reshape(n, 1)
+            got = comm.allgather(x, dtype=dt)
+            c.true(got.shape == (N, n, 1), f"allgather shape {got.shape}")
+            c.equal(name, got, np.stack([ident(name, n, r).reshape(n, 1) for r in range(N)]),
+                    "allgather " + tag)
+            # reduce_scatter: N blocks of n
+            parts = [operand(name, "max", N * n, r, k) for r in range(N)]
+            got = comm.reduce_scatter(parts[R].reshape(N, n), op="max", dtype=dt)
+            want = reduce_ref(name, "max", parts, N).reshape(N, n)[R]
+            c.true(got.shape == (1, n), f"reduce_scatter shape {got.shape}")
+            c.equal(name, got, want, "reduce_scatter " + tag)
+            # alltoall: block p of rank r holds ident(r)[p*n:(p+1)*n]
+            got = comm.alltoall(ident(name, N * n, R), dtype=dt)
+            want = np.concatenate([ident(name, N * n, r)[R * n:(R + 1) * n] for r in range(N)])
+            c.equal(name, got, want, "alltoall " + tag)
+            # gather / scatter
+            got = comm.gather(ident(name, n, R), root=root, dtype=dt)
+            if R == root:
+                c.equal(name, got, np.stack([ident(name, n, r) for r in range(N)]),
+                        "gather " + tag)
+            else:
+                c.true(got is None, "gather returns None off the root")
+            full = ident(name, N * n, root) if R == root else None
+            out = np.zeros(n, ident(name, 1, 0).dtype)
+            got = comm.scatter(full, out, root=root, dtype=dt)
+            c.equal(name, got, ident(name, N * n, root)[R * n:(R + 1) * n], "scatter " + tag)
+            # allgatherv: rank r gives (n + r) % 5 elements (some give none)
+            counts = [(n + r) % 5 for r in range(N)]
+            got = comm.allgatherv(ident(name, counts[R], R), counts, dtype=dt)
+            c.equal(name, got, np.concatenate([ident(name, counts[r], r) for r in range(N)]),
+                    "allgatherv " + tag)
+            # alltoallv: r sends (r + p + n) % 4 elements to p
+            sc = [(R + p + n) % 4 for p in range(N)]
+            rc = [(r + R + n) % 4 for r in range(N)]
+            x = ident(name, sum(sc), R)
+            got = comm.alltoallv(x, sc, rc, dtype=dt)
+            want = []
+            for r in range(N):
+                s = [(r + p + n) % 4 for p in range(N)]
+                off = sum(s[:R])
+                want.append(ident(name, sum(s), r)[off:off + s[R]])
+            c.equal(name, got, np.concatenate(want), "alltoallv " + tag)
+    comm.barrier()
+
+
+def check_nonblocking(comm, c):
+    R, N = comm.rank, comm.size
+    for name, _, dt in DTYPES:
+        n = 37
+        parts = [operand(name, "min", n, r) for r in range(N)]
+        req = comm.iallreduce(parts[R].copy(), op="min", dtype=dt)
+        c.equal(name, req.wait(), reduce_ref(name, "min", parts, N), f"iallreduce {name}")
+        root = N - 1
+        x = ident(name, n, R)
+        c.equal(name, comm.ibroadcast(x, root=root, dtype=dt).wait(), ident(name, n, root),
+                f"ibroadcast {name}")
+        parts = [operand(name, "sum", n, r) for r in range(N)]
+        got = comm.ireduce(parts[R], root=0, dtype=dt).wait()
+        if R == 0:
+            c.equal(name, got, reduce_ref(name, "sum", parts, N), f"ireduce {name}")
+        got = comm.iallgather(ident(name, n, R), dtype=dt).wait()
+        c.equal(name, got, np.stack([ident(name, n, r) for r in range(N)]), f"iallgather {name}")
+        parts = [operand(name, "sum", N * n, r) for r in range(N)]
+        req = comm.ireduce_scatter(parts[R], dtype=dt)
+        while not req.test():  # test() polls to completion as well
+            pass
+        c.equal(name, req.wait(), reduce_ref(name, "sum", parts, N)[R * n:(R + 1) * n],
+                f"ireduce_scatter {name}")
+        got = comm.ialltoall(ident(name, N * n, R), dtype=dt).wait()
+        want = np.concatenate([ident(name, N * n, r)[R * n:(R + 1) * n] for r in range(N)])
+        c.equal(name, got, want, f"ialltoall {name}")
+    c.true(comm.ibarrier().wait() is None, "ibarrier")
+
+
+def check_layouts(comm, c):
+    """Arrays that are not C-contiguous, aligned and native are staged."""
+    R, N = comm.rank, comm.size
+    parts = [operand("int32", "sum", 2 * 3 * 5, r) for r in range(N)]
+    want = reduce_ref("int32", "sum", parts, N).reshape(2, 3, 5)
+    # a strided view, reduced in place: its neighbours stay untouched
+    base = np.full((2, 3, 10), -7, np.int32)
+    view = base[:, :, ::2]
+    view[...] = parts[R].reshape(2, 3, 5)
+    comm.allreduce(view)
+    c.equal("int32", view.copy(), want, "allreduce strided in place")
+    c.true((base[:, :, 1::2] == -7).all(), "strided in place: gaps untouched")
+    # Fortran order in, a transposed view out
+    x = np.asfortranarray(parts[R].reshape(2, 3, 5))
+    out = np.zeros((5, 3, 2), np.int32).T
+    comm.allreduce(x, out)
+    c.equal("int32", out.copy(), want, "allreduce fortran to transposed view")
+    # byte-swapped float64, out of place into a byte-swapped array
+    parts = [operand("float64", "max", 11, r) for r in range(N)]
+    x = parts[R].astype(">f8")
+    out = np.zeros(11, ">f8")
+    comm.allreduce(x, out, op="max")
+    c.equal("float64", out.astype(np.float64), reduce_ref("float64", "max", parts, N),
+            "allreduce big-endian")
+    # unaligned: a float32 array at an odd byte offset
+    raw = np.zeros(4 * 9 + 1, np.uint8)
+    un = raw[1:].view(np.float32)
+    c.true(not un.flags.aligned, "the test array is unaligned")
+    un[:] = ident("float32", 9, R)
+    comm.broadcast(un, root=0)
+    c.equal("float32", un.copy(), ident("float32", 9, 0), "broadcast unaligned")
+    # out overlapping the input (not in place): the input is read first
+    buf = np.arange(20, dtype=np.int64) + R
+    comm.allreduce(buf[:10], buf[5:15])
+    c.equal("int64", buf[5:15], sum(np.arange(10, dtype=np.int64) + r for r in range(N)),
+            "allreduce overlapping out")
+    # a strided gather target and a strided irecv-style output
+    src = ident("uint8", 6, R)
+    dst = np.zeros((N, 12), np.uint8)[:, ::2]
+    comm.allgather(src, dst)
+    c.equal("uint8", dst.copy(), np.stack([ident("uint8", 6, r) for r in range(N)]),
+            "allgather strided out")
+    # read-only output: refused with a clear message
+    ro = np.zeros(4, np.float32)
+    ro.flags.writeable = False
+    try:
+        comm.allreduce(ro)
+        c.fail("allreduce into a read-only array was accepted")
+    except zcomm.Error as e:
+        c.true("read-only" in e.message and f"rank {R}" in e.message, str(e))
+
+
+def main():
+    comm = zcomm.init()
+    c = Checker(comm.rank, "collectives")
+    with comm:
+        check_allreduce(comm, c)
+        check_rooted_and_gathers(comm, c)
+        check_nonblocking(comm, c)
+        check_layouts(comm, c)
+        c.true(comm.async_error() is None, "healthy at the end")
+    print(f"rank {c.rank} of {comm.size}: {c.checks} checks passed", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
