@@ -133,15 +133,14 @@ void Engine::FailAll(const Status& st) {
     error_ = st;
     finished_ = true;
     for (auto& [name, op] : names_) all.push_back(op);
+    stats_.operations_done += all.size();
+    published_ = stats_;
     names_.clear();
     queue_.clear();
   }
   pending_.clear();
   join_op_.reset();
-  for (auto& op : all) {
-    stats_.operations_done++;
-    op->Finish(st);
-  }
+  for (auto& op : all) op->Finish(st);
 }
 
 void Engine::Loop() {
@@ -161,6 +160,7 @@ void Engine::Loop() {
       return;
     }
     std::unique_lock<std::mutex> lock(mu_);
+    published_ = stats_;
     cv_.wait_until(lock, start + cycle, [&] { return stop_; });
   }
 }
@@ -227,7 +227,7 @@ Status Engine::Cycle() {
   }
   bits[0] = (to_send.empty() ? kNoUncached : 0) | (stopping ? 0 : kNoStop) | (stall_shutdown_ ? 0 : kNoStallShutdown);
   ZC_RETURN_IF_ERROR(coll_->Allreduce(bits.data(), bits.data(), bits.size(), ZC_UINT64, ZC_BAND)
-                         .with_context(Format("negotiation (cycle %llu)", static_cast<unsigned long long>(stats_.cycles.load()))));
+                         .with_context(Format("negotiation (cycle %llu)", static_cast<unsigned long long>(stats_.cycles))));
   stats_.negotiation_collectives++;
 
   if (!(bits[0] & kNoStop))

@@ -42,10 +42,12 @@ class Group;
 
 namespace zc::engine {
 
+// The counters (zc_engine_stats), published at the end of every cycle so
+// that a reader always sees a whole number of cycles.
 struct Stats {
-  std::atomic<uint64_t> cycles{0}, negotiation_collectives{0}, cache_hits{0}, cache_misses{0}, fused_sets{0},
-      fused_tensors{0}, data_collectives{0}, plan_reuses{0}, operations_done{0}, stall_warnings{0},
-      cache_entries{0};
+  uint64_t cycles = 0, negotiation_collectives = 0, cache_hits = 0, cache_misses = 0, fused_sets = 0,
+           fused_tensors = 0, data_collectives = 0, plan_reuses = 0, operations_done = 0, stall_warnings = 0,
+           cache_entries = 0;
 };
 
 class Engine {
@@ -63,7 +65,10 @@ class Engine {
   Status Shutdown();
   // OK while running.
   Status error() const;
-  const Stats& stats() const { return stats_; }
+  Stats stats() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return published_;
+  }
   int rank() const { return rank_; }
   int size() const { return size_; }
   double timeout_s() const { return config_.timeout_s; }
@@ -93,7 +98,7 @@ class Engine {
   Group* group_;
   Config config_;
   int rank_, size_;
-  Stats stats_;
+  Stats stats_;  // engine thread's working copy
 
   // Submissions not yet taken by the engine thread.
   mutable std::mutex mu_;
@@ -104,6 +109,7 @@ class Engine {
   bool finished_ = false;
   Status error_;
   uint64_t barriers_ = 0;
+  Stats published_;
 
   // Engine thread only.
   std::vector<std::shared_ptr<Op>> pending_;  // taken, in submission order
