@@ -90,8 +90,20 @@ zc_status zc_engine_create(zc_comm* comm, zc_engine** engine) {
   *engine = nullptr;
   auto e = std::make_unique<zc_engine>();
   e->rank = comm->rank;
+  // The engine's knobs are read now (not at zc_init), so that each engine
+  // of a process may have its own.
+  zc::Config env;
+  zc::Status st = zc::Config::FromEnv(&env);
+  if (!st.ok()) return Fail(st.with_context(zc::Format("rank %d: zc_engine_create", comm->rank)));
+  zc::Config config = comm->config;
+  config.fusion_threshold = env.fusion_threshold;
+  config.cycle_time_ms = env.cycle_time_ms;
+  config.cache_capacity = env.cache_capacity;
+  config.timeline = env.timeline;
+  config.stall_warning_s = env.stall_warning_s;
+  config.stall_shutdown_s = env.stall_shutdown_s;
   ZC_TRY(zc_comm_dup(comm, &e->comm));
-  zc::Status st = zc::engine::Engine::Create(e->comm->coll.get(), e->comm->group.get(), e->comm->config, &e->engine);
+  st = zc::engine::Engine::Create(e->comm->coll.get(), e->comm->group.get(), config, &e->engine);
   if (!st.ok()) {
     zc_finalize(e->comm);
     return Fail(st.with_context(zc::Format("rank %d: zc_engine_create", comm->rank)));
