@@ -79,7 +79,12 @@ int main(int argc, char** argv) {
     OK(zc_engine_create(comm, &eng));
     zc_engine_stats a, b;
     for (int s = 0; s < warm + steps; ++s) {
-      if (s == warm) OK(zc_engine_get_stats(eng, &a, sizeof a));
+      if (s == warm) {
+        /* Counters are published at the end of a cycle, after its handles
+         * are done: wait for the cycle that finished the warm-up steps. */
+        do OK(zc_engine_get_stats(eng, &a, sizeof a));
+        while (a.operations_done < (uint64_t)warm * (uint64_t)tensors);
+      }
       double t0 = now_ms();
       for (int j = 0; j < tensors; ++j) {
         int k = (j * 7 + rank * 13) % tensors;
