@@ -10,7 +10,7 @@ perf=0
 
 pkgs="meson ninja-build g++ gcc pkg-config iproute2 procps
 libibverbs-dev librdmacm-dev ibverbs-providers libhwloc-dev hwloc libpmix-dev
-libgtest-dev libgmock-dev googletest
+libgtest-dev libgmock-dev googletest nlohmann-json3-dev
 openmpi-bin libopenmpi-dev
 python3 python3-numpy python3-pybind11 pybind11-dev python3-torch libtorch-dev python3-sklearn"
 if [ "$perf" = 1 ]; then

@@ -56,6 +56,18 @@ const std::vector<ConfigVar>& ConfigVars() {
       {"ZC_PS_SERVER_THREADS", "2", "parameter server: aggregation threads per server (1..64)"},
       {"ZC_PS_PLACEMENT", "roundrobin",
        "parameter server: chunk placement, roundrobin (in declaration order) or hash (of key and chunk)"},
+      {"ZC_FUSION_THRESHOLD", "128M",
+       "engine: largest fused allreduce (bytes of the registered fusion buffer); 0 = no fusion"},
+      {"ZC_CYCLE_TIME", "1", "engine: milliseconds between negotiation cycles (0.01..10000)"},
+      {"ZC_CACHE_CAPACITY", "1024",
+       "engine: response cache entries (0..1000000); 0 = every tensor negotiated in full"},
+      {"ZC_TIMELINE", "(none)", "engine: Chrome-trace JSON file that rank 0 writes"},
+      {"ZC_STALL_WARNING", "60",
+       "engine: seconds a tensor some ranks submitted may wait for the others before rank 0 "
+       "logs the missing ranks; 0 = never"},
+      {"ZC_STALL_SHUTDOWN", "0",
+       "engine: seconds after which such a stall shuts every rank's engine down with an error; "
+       "0 = never, else more than ZC_STALL_WARNING"},
   };
   return vars;
 }
@@ -226,6 +238,30 @@ Status Config::FromEnv(Config* out) {
   if ((v = get("ZC_GPU_IPC_MIN_BYTES"))) {
     if (!ParseBytes(v, &c.gpu_ipc_min_bytes))
       return Bad("ZC_GPU_IPC_MIN_BYTES", v, "a size in bytes (k, M, G suffixes)");
+  }
+  if ((v = get("ZC_FUSION_THRESHOLD"))) {
+    if (!ParseBytes(v, &c.fusion_threshold))
+      return Bad("ZC_FUSION_THRESHOLD", v, "a size in bytes (k, M, G suffixes); 0 = no fusion");
+  }
+  if ((v = get("ZC_CYCLE_TIME"))) {
+    if (!ParseDouble(v, &c.cycle_time_ms) || c.cycle_time_ms < 0.01 || c.cycle_time_ms > 10000)
+      return Bad("ZC_CYCLE_TIME", v, "milliseconds between 0.01 and 10000");
+  }
+  if ((v = get("ZC_CACHE_CAPACITY"))) {
+    long n;
+    if (!ParseInt(v, 0, 1000000, &n)) return Bad("ZC_CACHE_CAPACITY", v, "an integer from 0 to 1000000");
+    c.cache_capacity = static_cast<int>(n);
+  }
+  if ((v = get("ZC_TIMELINE"))) c.timeline = v;
+  if ((v = get("ZC_STALL_WARNING"))) {
+    if (!ParseDouble(v, &c.stall_warning_s) || c.stall_warning_s < 0)
+      return Bad("ZC_STALL_WARNING", v, "seconds >= 0 (0 = never)");
+  }
+  if ((v = get("ZC_STALL_SHUTDOWN"))) {
+    if (!ParseDouble(v, &c.stall_shutdown_s) || c.stall_shutdown_s < 0)
+      return Bad("ZC_STALL_SHUTDOWN", v, "seconds >= 0 (0 = never)");
+    if (c.stall_shutdown_s > 0 && c.stall_warning_s > 0 && c.stall_shutdown_s <= c.stall_warning_s)
+      return Bad("ZC_STALL_SHUTDOWN", v, "more seconds than ZC_STALL_WARNING");
   }
   if ((v = get("ZC_ALGO"))) {
     // Its grammar (auto, a name, or collective=name lists) is parsed and

@@ -42,6 +42,14 @@ struct Config {
   int ps_server_threads = 2;            // ZC_PS_SERVER_THREADS: aggregation threads per server
   std::string ps_placement = "roundrobin";  // ZC_PS_PLACEMENT: roundrobin|hash
 
+  // Engine (src/engine, include/zcomm/zcomm_engine.h).
+  size_t fusion_threshold = 128u << 20;  // ZC_FUSION_THRESHOLD: fusion buffer bytes; 0 = no fusion
+  double cycle_time_ms = 1.0;        // ZC_CYCLE_TIME: milliseconds between negotiation cycles
+  int cache_capacity = 1024;         // ZC_CACHE_CAPACITY: response cache entries; 0 = no cache
+  std::string timeline;              // ZC_TIMELINE: Chrome-trace JSON file written by rank 0
+  double stall_warning_s = 60.0;     // ZC_STALL_WARNING: seconds before a stall is reported; 0 = never
+  double stall_shutdown_s = 0.0;     // ZC_STALL_SHUTDOWN: seconds before a stall shuts down; 0 = never
+
   // Reads the environment. Returns ZC_ERR_INVALID_ARG naming the first
   // variable with a bad value.
   static Status FromEnv(Config* out);

@@ -1,0 +1,130 @@
+// Engine: Horovod's background loop. Frameworks submit named operations from
+// any thread; the engine thread, once per cycle (ZC_CYCLE_TIME):
+//  1. takes the new submissions;
+//  2. agrees with every rank, by one BAND allreduce of a bit vector, on the
+//     cached names every rank has ready (ResponseCache), on invalidated
+//     cache positions, and on status bits (someone has uncached requests,
+//     wants to stop, wants a stall shutdown);
+//  3. only when some rank has uncached requests: exchanges them (allgather
+//     of lengths, allgatherv of the requests) into the MessageTable that
+//     every rank holds identically, and takes the names now complete,
+//     checking them for mismatches;
+//  4. runs the agreed responses in the same order on every rank, fusing
+//     allreduces into the registered fusion buffer up to
+//     ZC_FUSION_THRESHOLD;
+//  5. reports stalls (ZC_STALL_WARNING) and completes joins.
+// It runs on its own communicator (a zc_comm_dup of the caller's, made by the
+// C API), so it never races the framework's own collectives. The first
+// error ends the loop on every rank and fails every pending op with it.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/config.h"
+#include "engine/fusion.h"
+#include "engine/message_table.h"
+#include "engine/op.h"
+#include "engine/response_cache.h"
+#include "engine/timeline.h"
+
+namespace zc {
+class Collectives;
+class Group;
+}  // namespace zc
+
+namespace zc::engine {
+
+// The counters (zc_engine_stats), published at the end of every cycle so
+// that a reader always sees a whole number of cycles.
+struct Stats {
+  uint64_t cycles = 0, negotiation_collectives = 0, cache_hits = 0, cache_misses = 0, fused_sets = 0,
+           fused_tensors = 0, data_collectives = 0, plan_reuses = 0, operations_done = 0, stall_warnings = 0,
+           cache_entries = 0;
+};
+
+class Engine {
+ public:
+  // coll and group belong to the engine's own communicator, which must
+  // outlive the engine. Starts the engine thread.
+  static Status Create(Collectives* coll, Group* group, const Config& config, std::unique_ptr<Engine>* out);
+  ~Engine();
+
+  // Checks the request (ZC_ERR_INVALID_ARG naming the cause; the engine
+  // goes on) and queues it. After a failure: that failure.
+  Status Submit(const std::shared_ptr<Op>& op);
+  // Stops every rank's engine at the same cycle and joins the thread; the
+  // error that had shut the engine down, if any.
+  Status Shutdown();
+  // OK while running.
+  Status error() const;
+  Stats stats() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return published_;
+  }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  double timeout_s() const { return config_.timeout_s; }
+
+ private:
+  Engine(Collectives* coll, Group* group, const Config& config);
+  void Loop();
+  Status Cycle();
+  Status Execute(std::vector<Response>& responses);
+  Status RunAllreduce(const Response& resp);
+  Status RunFused(const std::vector<const Response*>& set);
+  Status RunOther(const Response& resp);
+  // The local op of an agreed name (null: this rank has joined).
+  std::shared_ptr<Op> TakeOp(const std::string& name);
+  void Complete(const std::shared_ptr<Op>& op, const Status& st);
+  void FailAll(const Status& st);
+  double StallRouteAfter() const;
+  // An error every rank finds by itself from the same agreed state (a
+  // mismatch, a stop, a stall shutdown): the connections need not be
+  // aborted for the others to learn of it.
+  Status Agreed(const Status& st) {
+    agreed_error_ = true;
+    return st;
+  }
+
+  Collectives* coll_;
+  Group* group_;
+  Config config_;
+  int rank_, size_;
+  Stats stats_;  // engine thread's working copy
+
+  // Submissions not yet taken by the engine thread.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Op>> queue_;
+  std::map<std::string, std::shared_ptr<Op>> names_;  // pending, by name (queued or taken)
+  bool stop_ = false;
+  bool finished_ = false;
+  Status error_;
+  uint64_t barriers_ = 0;
+  Stats published_;
+
+  // Engine thread only.
+  std::vector<std::shared_ptr<Op>> pending_;  // taken, in submission order
+  std::shared_ptr<Op> join_op_;
+  bool join_sent_ = false;
+  bool stall_shutdown_ = false;
+  bool agreed_error_ = false;
+  ResponseCache cache_;
+  MessageTable table_;
+  std::vector<uint8_t> joined_;  // agreed: the ranks that have joined
+  FusionBuffer fusion_;
+  PlanCache plans_;
+  Timeline timeline_;
+  std::vector<char> zeros_;  // a joined rank's contribution
+  std::thread thread_;
+};
+
+}  // namespace zc::engine

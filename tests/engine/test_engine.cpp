@@ -1,0 +1,674 @@
+// Multi-process tests of the engine through its C ABI (zcomm_engine.h):
+// every operation against references on 1-4 ranks with rank-dependent data
+// and uneven shapes, names submitted in different orders on different
+// ranks, fusion on and off giving identical results, the response cache's
+// steady state (one negotiation collective per cycle), mismatches, the
+// stall report, join, the timeline, and a killed rank. Each TEST is its own
+// meson test (meson.build).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+#include <zcomm/zcomm.h>
+#include <zcomm/zcomm_engine.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "collectives/coll_check.h"
+#include "harness/multiproc.h"
+
+namespace {
+
+using namespace zc::test;
+using zc::DtypeName;
+using zc::DtypeSize;
+
+zc::test::Env MakeEnv(const char* transport, Env extra = {}) {
+  Env env = {{"ZC_TRANSPORT", transport}, {"ZC_TIMEOUT", "60"}, {"ZC_CYCLE_TIME", "1"}};
+  if (strcmp(transport, "tcp") == 0) env.push_back({"ZC_SOCKET_IFNAME", "lo"});
+  for (auto& e : extra) env.push_back(e);
+  return env;
+}
+
+struct Case {
+  const char* transport;
+  int ranks;
+};
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
+  return std::string(info.param.transport) + "_" + std::to_string(info.param.ranks);
+}
+
+// Waits for a handle that must succeed (`comm` in scope for CHILD_OK).
+#define WAIT_OK(h) CHILD_OK(zc_engine_wait(h))
+
+uint64_t Fnv(uint64_t h, const void* p, size_t n) {
+  auto* c = static_cast<const unsigned char*>(p);
+  for (size_t i = 0; i < n; ++i) h = (h ^ c[i]) * 1099511628211ull;
+  return h;
+}
+
+// ---- every operation against references ----
+
+int AllOpsBody(int rank) {
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  const int n = zc_size(comm);
+  zc_engine* eng = nullptr;
+  CHILD_OK(zc_engine_create(comm, &eng));
+  for (int step = 0; step < 3; ++step) {
+    // Allreduce: every dtype and op, odd shapes, submitted all at once in an
+    // order that differs by rank, so the engine must match them by name.
+    struct T {
+      std::string name;
+      zc_dtype d;
+      zc_op op;
+      std::vector<int64_t> shape;
+      size_t count;
+      std::vector<char> in, out;
+      zc_engine_handle* h = nullptr;
+      int it;
+    };
+    std::vector<T> ts;
+    int it = step * 1000;
+    for (zc_dtype d : kAllDtypes)
+      for (zc_op op : OpsFor(d))
+        for (std::vector<int64_t> shape : {std::vector<int64_t>{}, {7}, {3, 5}, {2, 3, 11}}) {
+          T t;
+          t.name = std::string("ar.") + DtypeName(d) + "." + zc::OpName(op) + "." + std::to_string(shape.size());
+          t.d = d;
+          t.op = op;
+          t.shape = shape;
+          t.count = 1;
+          for (int64_t s : shape) t.count *= static_cast<size_t>(s);
+          t.it = ++it;
+          t.in.resize(t.count * DtypeSize(d));
+          t.out.assign(t.count * DtypeSize(d), 0x5a);
+          FillInput(d, op, t.in.data(), t.count, rank, t.it);
+          ts.push_back(std::move(t));
+        }
+    std::vector<size_t> order(ts.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    if (rank % 2) std::reverse(order.begin(), order.end());
+    else std::rotate(order.begin(), order.begin() + static_cast<long>(order.size() / 3), order.end());
+    for (size_t k : order) {
+      T& t = ts[k];
+      bool inplace = (k % 2) == 1;
+      void* out = inplace ? t.in.data() : t.out.data();
+      CHILD_OK(zc_engine_allreduce(eng, t.name.c_str(), t.in.data(), out, static_cast<int>(t.shape.size()),
+                                   t.shape.data(), t.d, t.op, 1.0, 1.0, &t.h));
+    }
+    // Scale factors: output = post * sum(pre * x).
+    std::vector<double> sx(13), sy(13);
+    for (size_t i = 0; i < sx.size(); ++i) sx[i] = rank + 1 + static_cast<double>(i);
+    int64_t sshape[] = {13};
+    zc_engine_handle* hs;
+    CHILD_OK(zc_engine_allreduce(eng, "scaled", sx.data(), sy.data(), 1, sshape, ZC_FLOAT64, ZC_SUM, 2.0, 0.25, &hs));
+    // Broadcast from a rotating root, every dtype.
+    std::vector<std::vector<char>> bbuf;
+    std::vector<zc_engine_handle*> bh;
+    const int root = (step + 1) % n;
+    for (zc_dtype d : kAllDtypes) {
+      std::vector<char> b(17 * DtypeSize(d));
+      FillInput(d, ZC_SUM, b.data(), 17, rank, 77 + step);
+      bbuf.push_back(std::move(b));
+      int64_t shape[] = {17};
+      zc_engine_handle* h;
+      CHILD_OK(zc_engine_broadcast(eng, (std::string("bc.") + DtypeName(d)).c_str(), bbuf.back().data(), 1, shape, d,
+                                   root, &h));
+      bh.push_back(h);
+    }
+    // Allgather with an uneven first dimension: rank r has r + 1 rows of 3.
+    std::vector<int32_t> ag((rank + 1) * 3);
+    for (size_t i = 0; i < ag.size(); ++i) ag[i] = rank * 1000 + static_cast<int>(i) + step;
+    int64_t agshape[] = {rank + 1, 3};
+    zc_engine_handle* hag;
+    CHILD_OK(zc_engine_allgather(eng, "gather", ag.data(), 2, agshape, ZC_INT32, &hag));
+    // Alltoall with splits: rank r sends (q + r) % 3 rows of 2 to rank q.
+    std::vector<int64_t> splits(n);
+    int64_t rows = 0;
+    for (int q = 0; q < n; ++q) rows += splits[q] = (q + rank) % 3;
+    std::vector<float> a2a(rows * 2);
+    {
+      size_t k = 0;
+      for (int q = 0; q < n; ++q)
+        for (int64_t j = 0; j < splits[q] * 2; ++j) a2a[k++] = static_cast<float>(rank * 100 + q * 10 + j + step);
+    }
+    int64_t a2ashape[] = {rows, 2};
+    zc_engine_handle* ha2a;
+    CHILD_OK(zc_engine_alltoall(eng, "a2a", a2a.data(), 2, a2ashape, ZC_FLOAT32, splits.data(), &ha2a));
+    // Reducescatter, uneven: 2n + 1 rows of 4.
+    const int64_t rsrows = 2 * n + 1;
+    std::vector<int64_t> rs(rsrows * 4);
+    for (size_t i = 0; i < rs.size(); ++i) rs[i] = (rank + 1) * static_cast<int64_t>(i + step);
+    int64_t rsshape[] = {rsrows, 4};
+    zc_engine_handle* hrs;
+    CHILD_OK(zc_engine_reducescatter(eng, "rs", rs.data(), 2, rsshape, ZC_INT64, ZC_SUM, 1.0, 1.0, &hrs));
+    zc_engine_handle* hb;
+    CHILD_OK(zc_engine_barrier(eng, &hb));
+
+    for (size_t k = 0; k < ts.size(); ++k) {
+      T& t = ts[k];
+      WAIT_OK(t.h);
+      const void* out = (k % 2) ? t.in.data() : t.out.data();
+      const void* got;
+      int nd;
+      int64_t shape[ZC_ENGINE_MAX_DIMS];
+      CHILD_OK(zc_engine_output(t.h, &got, &nd, shape));
+      CHILD_CHECK(got == out && nd == static_cast<int>(t.shape.size()), "%s: output %p ndims %d", t.name.c_str(), got, nd);
+      for (size_t i = 0; i < t.count; ++i) {
+        std::string err = CheckReduced(t.d, t.op, out, i, i, n, t.it);
+        CHILD_CHECK(err.empty(), "rank %d step %d %s: %s", rank, step, t.name.c_str(), err.c_str());
+      }
+      zc_engine_handle_free(t.h);
+    }
+    WAIT_OK(hs);
+    for (size_t i = 0; i < sy.size(); ++i) {
+      double want = 0;
+      for (int r = 0; r < n; ++r) want += 2.0 * (r + 1 + static_cast<double>(i));
+      want *= 0.25;
+      CHILD_CHECK(sy[i] == want, "scaled[%zu] = %g, want %g", i, sy[i], want);
+    }
+    zc_engine_handle_free(hs);
+    for (size_t k = 0; k < bh.size(); ++k) {
+      WAIT_OK(bh[k]);
+      zc_dtype d = kAllDtypes[k];
+      std::vector<char> want(17 * DtypeSize(d));
+      FillInput(d, ZC_SUM, want.data(), 17, root, 77 + step);
+      CHILD_CHECK(want == bbuf[k], "broadcast %s from %d differs", DtypeName(d), root);
+      zc_engine_handle_free(bh[k]);
+    }
+    {
+      WAIT_OK(hag);
+      const void* got;
+      int nd;
+      int64_t shape[ZC_ENGINE_MAX_DIMS];
+      CHILD_OK(zc_engine_output(hag, &got, &nd, shape));
+      int64_t total = n * (n + 1) / 2;
+      CHILD_CHECK(nd == 2 && shape[0] == total && shape[1] == 3, "allgather shape %d [%lld, %lld]", nd,
+                  (long long)shape[0], (long long)shape[1]);
+      auto* g = static_cast<const int32_t*>(got);
+      size_t k = 0;
+      for (int r = 0; r < n; ++r)
+        for (int i = 0; i < (r + 1) * 3; ++i, ++k)
+          CHILD_CHECK(g[k] == r * 1000 + i + step, "allgather [%zu] = %d", k, g[k]);
+      zc_engine_handle_free(hag);
+    }
+    {
+      WAIT_OK(ha2a);
+      const void* got;
+      int nd;
+      int64_t shape[ZC_ENGINE_MAX_DIMS];
+      std::vector<int64_t> rsp(n);
+      CHILD_OK(zc_engine_output(ha2a, &got, &nd, shape));
+      CHILD_OK(zc_engine_received_splits(ha2a, rsp.data()));
+      auto* g = static_cast<const float*>(got);
+      size_t k = 0;
+      for (int q = 0; q < n; ++q) {
+        CHILD_CHECK(rsp[q] == (rank + q) % 3, "received split from %d: %lld", q, (long long)rsp[q]);
+        for (int64_t j = 0; j < rsp[q] * 2; ++j, ++k)
+          CHILD_CHECK(g[k] == static_cast<float>(q * 100 + rank * 10 + j + step), "alltoall [%zu] = %g", k, g[k]);
+      }
+      CHILD_CHECK(shape[0] == static_cast<int64_t>(k / 2), "alltoall rows %lld", (long long)shape[0]);
+      zc_engine_handle_free(ha2a);
+    }
+    {
+      WAIT_OK(hrs);
+      const void* got;
+      int nd;
+      int64_t shape[ZC_ENGINE_MAX_DIMS];
+      CHILD_OK(zc_engine_output(hrs, &got, &nd, shape));
+      int64_t mine = rsrows / n + (rank < rsrows % n ? 1 : 0);
+      int64_t first = rank * (rsrows / n) + std::min<int64_t>(rank, rsrows % n);
+      CHILD_CHECK(nd == 2 && shape[0] == mine && shape[1] == 4, "reducescatter shape [%lld, %lld]",
+                  (long long)shape[0], (long long)shape[1]);
+      auto* g = static_cast<const int64_t*>(got);
+      for (int64_t i = 0; i < mine * 4; ++i) {
+        int64_t want = 0;
+        for (int r = 0; r < n; ++r) want += (r + 1) * (first * 4 + i + step);
+        CHILD_CHECK(g[i] == want, "reducescatter [%lld] = %lld want %lld", (long long)i, (long long)g[i], (long long)want);
+      }
+      zc_engine_handle_free(hrs);
+    }
+    WAIT_OK(hb);
+    zc_engine_handle_free(hb);
+  }
+  zc_engine_stats st;
+  CHILD_OK(zc_engine_get_stats(eng, &st, sizeof st));
+  // Steps 2 and 3 repeat every name: agreed through the cache.
+  CHILD_CHECK(st.cache_hits > 0 && st.cache_misses > 0, "cache hits %llu misses %llu", (unsigned long long)st.cache_hits,
+              (unsigned long long)st.cache_misses);
+  CHILD_OK(zc_engine_destroy(eng));
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+
+class AllOps : public ::testing::TestWithParam<Case> {};
+TEST_P(AllOps, AgainstReferences) {
+  auto res = RunRanks(GetParam().ranks, AllOpsBody, MakeEnv(GetParam().transport), 240);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
+}
+INSTANTIATE_TEST_SUITE_P(Shm, AllOps, ::testing::Values(Case{"shm", 1}, Case{"shm", 2}, Case{"shm", 3}, Case{"shm", 4}),
+                         CaseName);
+INSTANTIATE_TEST_SUITE_P(Tcp, AllOps, ::testing::Values(Case{"tcp", 2}, Case{"tcp", 3}), CaseName);
+
+// ---- many small tensors: fusion on and off agree; the cache's steady state ----
+
+// The counters once the engine has published the cycle that completed
+// `done` operations (they are published at the end of each cycle, after the
+// handles are done).
+int StatsAfter(zc_comm* comm, zc_engine* eng, uint64_t done, zc_engine_stats* st) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  do {
+    CHILD_OK(zc_engine_get_stats(eng, st, sizeof *st));
+    if (st->operations_done >= done) return 0;
+    usleep(500);  // polling an observable counter
+  } while (std::chrono::steady_clock::now() < until);
+  CHILD_CHECK(false, "operations_done %llu, want %llu", (unsigned long long)st->operations_done,
+              (unsigned long long)done);
+}
+
+// 120 float32 tensors of odd sizes, submitted in a rank-dependent order, 6
+// steps. Prints "HASH <hash>" of every result and the counters.
+int ManyBody(int rank) {
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  zc_engine* eng = nullptr;
+  CHILD_OK(zc_engine_create(comm, &eng));
+  const int kTensors = 120, kSteps = 6;
+  std::vector<std::vector<float>> in(kTensors), out(kTensors);
+  uint64_t hash = 1469598103934665603ull;
+  zc_engine_stats before{}, after{};
+  for (int step = 0; step < kSteps; ++step) {
+    if (step == 2 && StatsAfter(comm, eng, 2 * kTensors, &before)) return 1;
+    std::vector<zc_engine_handle*> h(kTensors);
+    for (int k = 0; k < kTensors; ++k) {
+      int t = (k * 7 + rank * 13) % kTensors;  // a rank-dependent permutation
+      size_t count = 1 + static_cast<size_t>(t * 37 % 301);
+      in[t].resize(count);
+      out[t].assign(count, 0);
+      for (size_t i = 0; i < count; ++i) in[t][i] = static_cast<float>((rank + 1) * (i % 17) + t + step);
+      int64_t shape[] = {static_cast<int64_t>(count)};
+      std::string name = "grad." + std::to_string(t);
+      CHILD_OK(zc_engine_allreduce(eng, name.c_str(), in[t].data(), out[t].data(), 1, shape, ZC_FLOAT32, ZC_SUM,
+                                   1.0, 1.0, &h[t]));
+    }
+    for (int t = 0; t < kTensors; ++t) {
+      WAIT_OK(h[t]);
+      zc_engine_handle_free(h[t]);
+      hash = Fnv(hash, out[t].data(), out[t].size() * sizeof(float));
+    }
+  }
+  if (StatsAfter(comm, eng, kSteps * kTensors, &after)) return 1;
+  printf("HASH %016llx\n", (unsigned long long)hash);
+  printf("STATS cycles %llu negotiation %llu hits %llu misses %llu fused_sets %llu plan_reuses %llu\n",
+         (unsigned long long)(after.cycles - before.cycles),
+         (unsigned long long)(after.negotiation_collectives - before.negotiation_collectives),
+         (unsigned long long)(after.cache_hits - before.cache_hits),
+         (unsigned long long)(after.cache_misses - before.cache_misses),
+         (unsigned long long)after.fused_sets, (unsigned long long)after.plan_reuses);
+  // From the third step on every name is cached: one collective per cycle.
+  CHILD_CHECK(after.negotiation_collectives - before.negotiation_collectives == after.cycles - before.cycles,
+              "steady state: %llu negotiation collectives in %llu cycles",
+              (unsigned long long)(after.negotiation_collectives - before.negotiation_collectives),
+              (unsigned long long)(after.cycles - before.cycles));
+  CHILD_CHECK(after.cache_hits - before.cache_hits == static_cast<uint64_t>(kTensors * (kSteps - 2)), "hits %llu",
+              (unsigned long long)(after.cache_hits - before.cache_hits));
+  CHILD_OK(zc_engine_destroy(eng));
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+
+std::string Grab(const std::string& out, const std::string& key) {
+  size_t p = out.find(key);
+  if (p == std::string::npos) return "";
+  size_t e = out.find('\n', p);
+  return out.substr(p, e - p);
+}
+
+class Many : public ::testing::TestWithParam<Case> {};
+TEST_P(Many, FusionOnOffIdentical) {
+  const Case c = GetParam();
+  auto fused = RunRanks(c.ranks, ManyBody, MakeEnv(c.transport), 240);
+  ASSERT_TRUE(AllOk(fused)) << Describe(fused);
+  auto plain = RunRanks(c.ranks, ManyBody, MakeEnv(c.transport, {{"ZC_FUSION_THRESHOLD", "0"}}), 240);
+  ASSERT_TRUE(AllOk(plain)) << Describe(plain);
+  for (int r = 0; r < c.ranks; ++r) {
+    std::string hf = Grab(fused[r].output, "HASH "), hp = Grab(plain[r].output, "HASH ");
+    EXPECT_FALSE(hf.empty());
+    EXPECT_EQ(hf, hp) << "rank " << r << ": fusion on and off differ";
+    EXPECT_EQ(hf, Grab(fused[0].output, "HASH ")) << "rank " << r << " differs from rank 0";
+    std::string sf = Grab(fused[r].output, "STATS "), sp = Grab(plain[r].output, "STATS ");
+    EXPECT_EQ(sp.find("fused_sets 0 "), sp.find("fused_sets ")) << sp;  // plain: no fused set
+    EXPECT_EQ(sf.find("fused_sets 0 "), std::string::npos) << sf;  // fused: some sets
+    printf("rank %d fused: %s\nrank %d plain: %s\n", r, sf.c_str(), r, sp.c_str());
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Shm, Many, ::testing::Values(Case{"shm", 1}, Case{"shm", 3}, Case{"shm", 4}), CaseName);
+INSTANTIATE_TEST_SUITE_P(Tcp, Many, ::testing::Values(Case{"tcp", 2}), CaseName);
+
+// ---- mismatches fail every rank, naming the tensor, the ranks and both shapes ----
+
+struct MismatchCase {
+  const char* kind;  // shape, dtype, op
+  int ranks;
+};
+
+int MismatchBody(int rank, const char* kind) {
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  const int n = zc_size(comm);
+  zc_engine* eng = nullptr;
+  CHILD_OK(zc_engine_create(comm, &eng));
+  const bool odd = rank == n - 1;
+  // A good tensor first, so that the mismatch also has to get past the cache.
+  std::vector<double> buf(64, 1.0), out(64);
+  for (int step = 0; step < 2; ++step) {
+    int64_t shape[] = {4, 3};
+    zc_engine_handle* h;
+    CHILD_OK(zc_engine_allreduce(eng, "w", buf.data(), out.data(), 2, shape, ZC_FLOAT64, ZC_SUM, 1, 1, &h));
+    WAIT_OK(h);
+    zc_engine_handle_free(h);
+  }
+  int64_t shape[] = {4, odd && strcmp(kind, "shape") == 0 ? 5 : 3};
+  zc_dtype d = odd && strcmp(kind, "dtype") == 0 ? ZC_FLOAT32 : ZC_FLOAT64;
+  zc_op op = odd && strcmp(kind, "op") == 0 ? ZC_MAX : ZC_SUM;
+  zc_engine_handle* h;
+  CHILD_OK(zc_engine_allreduce(eng, "w", buf.data(), out.data(), 2, shape, d, op, 1, 1, &h));
+  zc_status s = zc_engine_wait(h);
+  std::string err = zc_last_error(comm);
+  CHILD_CHECK(s == ZC_ERR_MISMATCH, "status %s: %s", zc_status_string(s), err.c_str());
+  std::string other = "rank " + std::to_string(n - 1);
+  CHILD_CHECK(err.find("'w'") != std::string::npos && err.find("rank 0") != std::string::npos &&
+                  err.find(other) != std::string::npos && err.find(kind) != std::string::npos,
+              "message lacks the tensor, ranks or cause: %s", err.c_str());
+  if (strcmp(kind, "shape") == 0)
+    CHILD_CHECK(err.find("[4, 3]") != std::string::npos && err.find("[4, 5]") != std::string::npos,
+                "message lacks both shapes: %s", err.c_str());
+  zc_status e;
+  CHILD_OK(zc_engine_error(eng, &e));
+  CHILD_CHECK(e == ZC_ERR_MISMATCH, "engine error %s", zc_status_string(e));
+  // Later submissions fail with the same cause.
+  zc_engine_handle* h2;
+  s = zc_engine_allreduce(eng, "later", buf.data(), out.data(), 1, shape, ZC_FLOAT64, ZC_SUM, 1, 1, &h2);
+  CHILD_CHECK(s == ZC_ERR_MISMATCH, "later submission: %s", zc_status_string(s));
+  zc_engine_handle_free(h);
+  printf("MISMATCH %s\n", err.c_str());
+  zc_engine_destroy(eng);
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+
+class Mismatch : public ::testing::TestWithParam<MismatchCase> {};
+TEST_P(Mismatch, EveryRankFails) {
+  auto res = RunRanks(GetParam().ranks, [&](int r) { return MismatchBody(r, GetParam().kind); }, MakeEnv("shm"), 120);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
+}
+INSTANTIATE_TEST_SUITE_P(Engine, Mismatch,
+                         ::testing::Values(MismatchCase{"shape", 2}, MismatchCase{"shape", 4}, MismatchCase{"dtype", 3},
+                                           MismatchCase{"op", 3}),
+                         [](const ::testing::TestParamInfo<MismatchCase>& i) {
+                           return std::string(i.param.kind) + "_" + std::to_string(i.param.ranks);
+                         });
+
+// ---- local argument errors: this rank only, the engine goes on ----
+
+int BadArgsBody(int /*rank*/) {
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  zc_engine* eng = nullptr;
+  CHILD_OK(zc_engine_create(comm, &eng));
+  int32_t x[4] = {1, 2, 3, 4};
+  int64_t shape[] = {4};
+  zc_engine_handle* h = nullptr;
+  CHILD_CHECK(zc_engine_allreduce(eng, nullptr, x, x, 1, shape, ZC_INT32, ZC_SUM, 1, 1, &h) == ZC_ERR_INVALID_ARG, "NULL name");
+  CHILD_CHECK(zc_engine_allreduce(eng, "x", x, x, 1, shape, ZC_INT32, ZC_SUM, 2.0, 1, &h) == ZC_ERR_INVALID_ARG, "int scale");
+  CHILD_CHECK(strstr(zc_last_error(comm), "'x'") != nullptr, "message: %s", zc_last_error(comm));
+  CHILD_CHECK(zc_engine_allreduce(eng, "x", x, x, 1, shape, ZC_INT32, ZC_AVG, 1, 1, &h) == ZC_ERR_INVALID_ARG, "int avg");
+  CHILD_CHECK(zc_engine_broadcast(eng, "x", x, 1, shape, ZC_INT32, 99, &h) == ZC_ERR_INVALID_ARG, "root");
+  int64_t neg[] = {-1};
+  CHILD_CHECK(zc_engine_allreduce(eng, "x", x, x, 1, neg, ZC_INT32, ZC_SUM, 1, 1, &h) == ZC_ERR_INVALID_ARG, "negative dim");
+  int64_t bad_splits[8] = {5};
+  CHILD_CHECK(zc_engine_alltoall(eng, "x", x, 1, shape, ZC_INT32, bad_splits, &h) == ZC_ERR_INVALID_ARG, "splits");
+  CHILD_OK(zc_engine_allreduce(eng, "x", x, x, 1, shape, ZC_INT32, ZC_SUM, 1, 1, &h));
+  zc_engine_handle* h2;
+  CHILD_CHECK(zc_engine_allreduce(eng, "x", x, x, 1, shape, ZC_INT32, ZC_SUM, 1, 1, &h2) == ZC_ERR_INVALID_ARG, "duplicate");
+  CHILD_CHECK(strstr(zc_last_error(comm), "already pending") != nullptr, "message: %s", zc_last_error(comm));
+  WAIT_OK(h);
+  const int n = zc_size(comm);
+  for (int i = 0; i < 4; ++i) CHILD_CHECK(x[i] == (i + 1) * n, "x[%d] = %d", i, x[i]);
+  zc_engine_handle_free(h);
+  CHILD_OK(zc_engine_destroy(eng));
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+TEST(BadArgs, LocalAndRecoverable) {
+  auto res = RunRanks(2, BadArgsBody, MakeEnv("shm"), 60);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
+}
+
+// ---- stall report: rank 0 names the missing ranks ----
+
+int StallBody(int rank, bool cached) {
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  const int n = zc_size(comm);
+  zc_engine* eng = nullptr;
+  CHILD_OK(zc_engine_create(comm, &eng));
+  float x[3] = {1, 2, 3};
+  int64_t shape[] = {3};
+  zc_engine_handle* h;
+  if (cached) {  // once on every rank, so that the late one is a cache hit
+    CHILD_OK(zc_engine_allreduce(eng, "late.tensor", x, x, 1, shape, ZC_FLOAT32, ZC_SUM, 1, 1, &h));
+    WAIT_OK(h);
+    zc_engine_handle_free(h);
+    x[0] = 1;
+  }
+  if (rank != n - 1) {
+    CHILD_OK(zc_engine_allreduce(eng, "late.tensor", x, x, 1, shape, ZC_FLOAT32, ZC_SUM, 1, 1, &h));
+  } else {
+    // The late rank waits until its engine has seen the stall reported.
+    zc_engine_stats st{};
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (st.stall_warnings == 0 && std::chrono::steady_clock::now() < until) {
+      CHILD_OK(zc_engine_get_stats(eng, &st, sizeof st));
+      usleep(2000);  // polling an observable counter, not a guess
+    }
+    CHILD_CHECK(st.stall_warnings > 0, "no stall report within 30 s");
+    CHILD_OK(zc_engine_allreduce(eng, "late.tensor", x, x, 1, shape, ZC_FLOAT32, ZC_SUM, 1, 1, &h));
+  }
+  WAIT_OK(h);
+  zc_engine_handle_free(h);
+  CHILD_OK(zc_engine_destroy(eng));
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+
+class Stall : public ::testing::TestWithParam<bool> {};
+TEST_P(Stall, NamesMissingRanks) {
+  const int n = 3;
+  auto res = RunRanks(n, [](int r) { return StallBody(r, GetParam()); },
+                      MakeEnv("shm", {{"ZC_STALL_WARNING", "0.3"}}), 90);
+  ASSERT_TRUE(AllOk(res)) << Describe(res);
+  const std::string& out = res[0].output;
+  EXPECT_NE(out.find("stall"), std::string::npos) << out;
+  EXPECT_NE(out.find("'late.tensor' (missing ranks 2;"), std::string::npos) << out;
+}
+INSTANTIATE_TEST_SUITE_P(Engine, Stall, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "cached" : "new"; });
+
+// A stall past ZC_STALL_SHUTDOWN ends every rank's engine with the cause.
+int StallShutdownBody(int rank) {
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  zc_engine* eng = nullptr;
+  CHILD_OK(zc_engine_create(comm, &eng));
+  float x[2] = {1, 2};
+  int64_t shape[] = {2};
+  zc_engine_handle* h = nullptr;
+  if (rank == 0) CHILD_OK(zc_engine_allreduce(eng, "never", x, x, 1, shape, ZC_FLOAT32, ZC_SUM, 1, 1, &h));
+  else CHILD_OK(zc_engine_barrier(eng, &h));  // pending too: rank 0 never submits it
+  zc_status s = zc_engine_wait(h);
+  std::string err = zc_last_error(comm);
+  CHILD_CHECK(s == ZC_ERR_TIMEOUT && err.find("'never' (missing ranks 1)") != std::string::npos, "%s: %s",
+              zc_status_string(s), err.c_str());
+  zc_engine_handle_free(h);
+  zc_engine_destroy(eng);
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+TEST(StallShutdown, EveryRankFails) {
+  auto res = RunRanks(2, StallShutdownBody, MakeEnv("shm", {{"ZC_STALL_WARNING", "0.2"}, {"ZC_STALL_SHUTDOWN", "0.5"}}), 60);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
+}
+
+// ---- join: the others go on with zeros from joined ranks ----
+
+int JoinBody(int rank) {
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  const int n = zc_size(comm);
+  zc_engine* eng = nullptr;
+  CHILD_OK(zc_engine_create(comm, &eng));
+  // Rank r has r + 1 batches; step s is reduced over the ranks r >= s.
+  for (int step = 0; step <= rank; ++step) {
+    std::vector<float> g(5 + step), big(70);
+    for (size_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>((rank + 1) * 10 + i);
+    for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>(rank + i);
+    int64_t shape[] = {static_cast<int64_t>(g.size())}, bshape[] = {70};
+    zc_engine_handle *h1, *h2;
+    CHILD_OK(zc_engine_allreduce(eng, ("g" + std::to_string(step)).c_str(), g.data(), g.data(), 1, shape, ZC_FLOAT32,
+                                 ZC_SUM, 1, 1, &h1));
+    CHILD_OK(zc_engine_allreduce(eng, "big", big.data(), big.data(), 1, bshape, ZC_FLOAT32, ZC_SUM, 1, 1, &h2));
+    WAIT_OK(h1);
+    WAIT_OK(h2);
+    for (size_t i = 0; i < g.size(); ++i) {
+      float want = 0, bwant = 0;
+      for (int r = step; r < n; ++r) want += static_cast<float>((r + 1) * 10 + i);
+      CHILD_CHECK(g[i] == want, "step %d g[%zu] = %g want %g", step, i, g[i], want);
+      (void)bwant;
+    }
+    for (size_t i = 0; i < big.size(); ++i) {
+      float want = 0;
+      for (int r = step; r < n; ++r) want += static_cast<float>(r + i);
+      CHILD_CHECK(big[i] == want, "step %d big[%zu] = %g want %g", step, i, big[i], want);
+    }
+    zc_engine_handle_free(h1);
+    zc_engine_handle_free(h2);
+  }
+  zc_engine_handle* hj;
+  CHILD_OK(zc_engine_join(eng, &hj));
+  WAIT_OK(hj);
+  int last = -1;
+  CHILD_OK(zc_engine_join_result(hj, &last));
+  CHILD_CHECK(last == n - 1, "last rank to join: %d, want %d", last, n - 1);
+  zc_engine_handle_free(hj);
+  // After the join everyone goes on as before.
+  double y = rank;
+  zc_engine_handle* h;
+  CHILD_OK(zc_engine_allreduce(eng, "after", &y, &y, 0, nullptr, ZC_FLOAT64, ZC_SUM, 1, 1, &h));
+  WAIT_OK(h);
+  CHILD_CHECK(y == n * (n - 1) / 2.0, "after join: %g", y);
+  zc_engine_handle_free(h);
+  CHILD_OK(zc_engine_destroy(eng));
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+class Join : public ::testing::TestWithParam<Case> {};
+TEST_P(Join, UnevenData) {
+  auto res = RunRanks(GetParam().ranks, JoinBody, MakeEnv(GetParam().transport), 120);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
+}
+INSTANTIATE_TEST_SUITE_P(Engine, Join, ::testing::Values(Case{"shm", 1}, Case{"shm", 2}, Case{"shm", 4}, Case{"tcp", 3}),
+                         CaseName);
+
+// ---- timeline: valid Chrome-trace JSON with the phases ----
+
+int TimelineBody(int rank) {
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  zc_engine* eng = nullptr;
+  CHILD_OK(zc_engine_create(comm, &eng));
+  for (int step = 0; step < 3; ++step) {
+    std::vector<std::vector<float>> t(5, std::vector<float>(10, static_cast<float>(rank)));
+    std::vector<zc_engine_handle*> h(6);
+    int64_t shape[] = {10};
+    for (int k = 0; k < 5; ++k)
+      CHILD_OK(zc_engine_allreduce(eng, ("layer" + std::to_string(k) + "/\"w\"").c_str(), t[k].data(), t[k].data(), 1,
+                                   shape, ZC_FLOAT32, ZC_SUM, 1, 1, &h[k]));
+    CHILD_OK(zc_engine_broadcast(eng, "params", t[0].data(), 1, shape, ZC_FLOAT32, 0, &h[5]));
+    for (auto* x : h) {
+      WAIT_OK(x);
+      zc_engine_handle_free(x);
+    }
+  }
+  CHILD_OK(zc_engine_destroy(eng));
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+TEST(Timeline, ValidChromeTrace) {
+  std::string path = "/tmp/zc_engine_timeline_" + std::to_string(getpid()) + ".json";
+  auto res = RunRanks(3, TimelineBody, MakeEnv("shm", {{"ZC_TIMELINE", path}}), 90);
+  ASSERT_TRUE(AllOk(res)) << Describe(res);
+  std::string cmd =
+      "/usr/bin/python3 -c 'import json,sys; ev=json.load(open(sys.argv[1])); "
+      "names={e[\"name\"] for e in ev}; "
+      "threads={e[\"args\"][\"name\"] for e in ev if e[\"name\"]==\"thread_name\"}; "
+      "need={\"QUEUE\",\"NEGOTIATE\",\"MEMCPY_IN_FUSION_BUFFER\",\"ALLREDUCE\",\"MEMCPY_OUT_FUSION_BUFFER\",\"BROADCAST\"}; "
+      "assert need <= names, need - names; "
+      "assert \"layer3/\\\"w\\\"\" in threads and \"params\" in threads, threads; "
+      "assert all(e[\"dur\"] >= 0 for e in ev if e[\"ph\"]==\"X\"); "
+      "print(len(ev), \"events\")' " + path;
+  int rc = system(cmd.c_str());
+  EXPECT_EQ(rc, 0) << "timeline " << path << " is not valid or lacks events";
+  if (rc == 0) unlink(path.c_str());
+}
+
+// ---- a killed rank ends every other rank's engine; pending handles fail ----
+
+int PeerLostBody(int rank) {
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  const int n = zc_size(comm);
+  zc_engine* eng = nullptr;
+  CHILD_OK(zc_engine_create(comm, &eng));
+  float x[8] = {};
+  int64_t shape[] = {8};
+  zc_engine_handle* h;
+  CHILD_OK(zc_engine_allreduce(eng, "first", x, x, 1, shape, ZC_FLOAT32, ZC_SUM, 1, 1, &h));
+  WAIT_OK(h);
+  zc_engine_handle_free(h);
+  if (rank == n - 1) raise(SIGKILL);
+  // Pending: the dead rank never submits these.
+  std::vector<zc_engine_handle*> hs(3);
+  std::vector<std::vector<float>> b(3, std::vector<float>(8));
+  for (int k = 0; k < 3; ++k)
+    CHILD_OK(zc_engine_allreduce(eng, ("pending" + std::to_string(k)).c_str(), b[k].data(), b[k].data(), 1, shape,
+                                 ZC_FLOAT32, ZC_SUM, 1, 1, &hs[k]));
+  for (auto* p : hs) {
+    zc_status s = zc_engine_wait(p);
+    CHILD_CHECK(s == ZC_ERR_PEER_LOST || s == ZC_ERR_ABORTED, "pending handle: %s: %s", zc_status_string(s),
+                zc_last_error(comm));
+    zc_engine_handle_free(p);
+  }
+  zc_status e;
+  CHILD_OK(zc_engine_error(eng, &e));
+  CHILD_CHECK(e != ZC_OK, "engine still running");
+  printf("LOST %s\n", zc_last_error(comm));
+  zc_engine_destroy(eng);
+  zc_finalize(comm);
+  return 0;
+}
+class PeerLost : public ::testing::TestWithParam<Case> {};
+TEST_P(PeerLost, EveryEngineFails) {
+  const int n = GetParam().ranks;
+  auto res = RunRanks(n, PeerLostBody, MakeEnv(GetParam().transport, {{"ZC_TIMEOUT", "30"}}), 90);
+  for (int r = 0; r < n - 1; ++r) EXPECT_EQ(res[r].exit_code, 0) << Describe(res);
+  EXPECT_EQ(res[n - 1].signal, SIGKILL) << Describe(res);
+  for (int r = 0; r < n - 1; ++r) EXPECT_LT(res[r].seconds, 25) << "rank " << r << " took its time";
+}
+INSTANTIATE_TEST_SUITE_P(Engine, PeerLost, ::testing::Values(Case{"shm", 3}, Case{"tcp", 2}), CaseName);
+
+}  // namespace
