@@ -1,5 +1,5 @@
 #!/bin/sh
-# Configures (first time) and builds zcomm.
+# Configures (or reconfigures) and builds zcomm.
 #   scripts/build.sh [BUILDDIR] [meson options...]
 # BUILDDIR defaults to ./build. CUDA is picked up from /usr/local/cuda when
 # nvcc is not on PATH; every optional feature is auto-detected (see the
@@ -10,7 +10,9 @@ build="${1:-$here/build}"
 [ $# -gt 0 ] && shift
 [ -x /usr/local/cuda/bin/nvcc ] && PATH="$PATH:/usr/local/cuda/bin" && export PATH
 if [ -f "$build/build.ninja" ]; then
-  [ $# -gt 0 ] && meson configure "$build" "$@"
+  # Reconfigure every time (seconds): what setup.sh installed since the last
+  # build (Gloo, gRPC, torch...) is detected, not silently left out.
+  meson setup --reconfigure "$build" "$here" "$@"
 else
   meson setup "$build" "$here" "$@"
 fi
