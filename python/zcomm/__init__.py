@@ -1,0 +1,1 @@
+"""zcomm: zero-copy communication for distributed deep learning (Python package)."""
