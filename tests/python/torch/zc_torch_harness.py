@@ -2,6 +2,7 @@
 spawn), each with the process group initialised, and returns every rank's
 result. Shared by the zcomm.torch tests."""
 import datetime
+import faulthandler
 import multiprocessing as mp
 import os
 import queue
@@ -46,8 +47,10 @@ def _init_method(kind, tmpdir):
     raise ValueError(kind)
 
 
-def _entry(fn, rank, world, backend, init_method, port, args, q):
+def _entry(fn, rank, world, backend, init_method, port, args, q, timeout):
     loopback_env()
+    # A rank still running near the job's deadline shows where it is stuck.
+    faulthandler.dump_traceback_later(max(timeout - 5, 1), exit=False)
     try:
         import torch.distributed as dist
         import zcomm.torch  # noqa: F401  registers "zcomm"
@@ -72,7 +75,7 @@ def run(fn, world, *args, backend="zcomm", init="tcp", timeout=180, may_die=()):
         init_method = _init_method(init, tmpdir)
         port = free_port()
         procs = [ctx.Process(target=_entry,
-                             args=(fn, r, world, backend, init_method, port, args, q))
+                             args=(fn, r, world, backend, init_method, port, args, q, timeout))
                  for r in range(world)]
         for p in procs:
             p.start()

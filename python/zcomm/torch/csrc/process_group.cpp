@@ -6,6 +6,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "gil.hpp"
 #include "store_bootstrap.hpp"
 #include "types.hpp"
 
@@ -52,6 +53,7 @@ ProcessGroupZcomm::ProcessGroupZcomm(const c10::intrusive_ptr<c10d::Store>& stor
 }
 
 ProcessGroupZcomm::~ProcessGroupZcomm() {
+  GilReleased no_gil;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
