@@ -43,7 +43,7 @@ def groups_and_async(rank, world):
         assert torch.equal(out, want), f"future {i}"
     for i, w in enumerate(works[4:], start=4):
         assert w.wait()
-        assert w.is_completed() and w.is_success()
+        assert w.is_completed()
         want = torch.arange(1000, dtype=torch.float32) * world + i * sum(range(world))
         assert torch.equal(tensors[i], want), f"work {i}"
     chained = dist.all_reduce(torch.ones(3), async_op=True).get_future().then(

@@ -62,6 +62,7 @@ def main():
         print(f"rank {r}: error after {delay:.2f} s at step {res['step']}: {msg[:300]}",
               flush=True)
         assert "zcomm" in msg and f"rank {r}/{WORLD}" in msg, msg
+        assert "lost" in msg or "exited" in msg or "died" in msg, f"no cause in: {msg}"
         assert delay < LIMIT_S, f"rank {r}: error {delay:.1f} s after the kill"
     print(f"OK: the job ended {took:.1f} s after it started")
 

@@ -22,8 +22,8 @@ def main():
         assert p.returncode == 0, f"zcrun -np {n}: exit {p.returncode}\n{out}"
         ranks = sorted(int(m) for m in re.findall(rf"OK rank (\d+) of {n} master", out))
         assert ranks == list(range(n)), f"zcrun -np {n}: ranks that finished: {ranks}\n{out}"
-        print(f"zcrun -np {n}: every rank ran env:// on zcomm "
-              f"({re.search(r'master (\S+)', out).group(1)})", flush=True)
+        master = re.search(r"master (\S+)", out).group(1)
+        print(f"zcrun -np {n}: every rank ran env:// on zcomm (master {master})", flush=True)
     print("OK")
 
 

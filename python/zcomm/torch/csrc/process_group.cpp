@@ -87,8 +87,12 @@ std::string ProcessGroupZcomm::What(const std::string& name) {
 
 void ProcessGroupZcomm::Check(zc_status st, const std::string& what) const {
   if (st == ZC_OK) return;
-  throw std::runtime_error("zcomm " + what + " failed: " + zc_status_string(st) + ": " +
-                           zc_last_error(comm_));
+  std::string msg = "zcomm " + what + " failed: " + zc_status_string(st) + ": " +
+                    zc_last_error(comm_);
+  // After the watchdog's abort the first cause says more than "aborted".
+  const std::string broken = Broken();
+  if (!broken.empty()) msg += " (the first cause: " + broken + ")";
+  throw std::runtime_error(msg);
 }
 
 void ProcessGroupZcomm::CheckRoot(int64_t root, const std::string& prefix) const {
@@ -104,7 +108,7 @@ void ProcessGroupZcomm::Abort(const std::string& why) {
   zc_abort(comm_);
 }
 
-std::string ProcessGroupZcomm::Broken() {
+std::string ProcessGroupZcomm::Broken() const {
   std::lock_guard<std::mutex> lock(err_mu_);
   return broken_;
 }

@@ -99,7 +99,7 @@ class ProcessGroupZcomm : public c10d::ProcessGroup {
   void CheckRoot(int64_t root, const std::string& prefix) const;
   // First cause wins; aborts the communicator so every pending call ends.
   void Abort(const std::string& why);
-  std::string Broken();
+  std::string Broken() const;
   void WorkerLoop();
   void P2pLoop();
   bool PollP2p(std::vector<P2p>& pending);
@@ -120,7 +120,7 @@ class ProcessGroupZcomm : public c10d::ProcessGroup {
   bool p2p_stop_ = false;
   std::thread p2p_thread_;
 
-  std::mutex err_mu_;
+  mutable std::mutex err_mu_;
   std::string broken_;
 };
 
