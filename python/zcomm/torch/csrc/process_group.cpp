@@ -584,9 +584,9 @@ bool ProcessGroupZcomm::PollP2p(std::vector<P2p>& pending) {
   return any;
 }
 
-// Completes point-to-point requests, and watches the communicator: a lost
-// peer or an abort seen by zcomm aborts it here too, so every pending and
-// later operation fails with the cause instead of waiting for its deadline.
+// Completes point-to-point requests, and watches the communicator: once
+// zcomm reports it broken (a lost peer, an abort), later operations fail at
+// once with that cause; a request past the group's timeout aborts it.
 void ProcessGroupZcomm::P2pLoop() {
   std::vector<P2p> pending;
   auto next_check = Clock::now();
@@ -612,9 +612,13 @@ void ProcessGroupZcomm::P2pLoop() {
     if (Clock::now() >= next_check) {
       next_check = Clock::now() + std::chrono::milliseconds(100);
       zc_status err = ZC_OK;
-      if (zc_comm_get_async_error(comm_, &err) == ZC_OK && err != ZC_OK && Broken().empty())
-        Abort("rank " + std::to_string(rank_) + ": " + zc_status_string(err) + ": " +
-              zc_last_error(comm_));
+      if (zc_comm_get_async_error(comm_, &err) == ZC_OK && err != ZC_OK && Broken().empty()) {
+        // zcomm has already failed the communicator (and told the peers,
+        // with the cause): only remember the cause for later calls.
+        std::lock_guard<std::mutex> lock(err_mu_);
+        broken_ = "rank " + std::to_string(rank_) + ": " + zc_status_string(err) + ": " +
+                  zc_last_error(comm_);
+      }
     }
     if (pending.empty()) continue;
     if (PollP2p(pending)) {
