@@ -1,7 +1,8 @@
 """new_group (a sub-communicator of its own), async_op=True with wait() and
-get_future(), send/recv (blocking, isend/irecv, non-contiguous, both
-directions at once), recv from any source refused clearly, and a mismatched
-size failing with an error instead of a hang."""
+get_future() (the caller never waits on the network), send/recv (blocking,
+isend/irecv, non-contiguous, both directions at once), recv from any source
+refused clearly, a mismatched size failing with an error instead of a hang, and
+an unmatched receive ending at the group's timeout."""
 import zc_torch_harness as h
 
 
@@ -51,6 +52,21 @@ def groups_and_async(rank, world):
     assert torch.equal(chained.wait(), torch.full((3,), 2.0 * world))
     b = dist.barrier(async_op=True)
     b.wait()
+    # The caller does not wait on the network: rank 1 joins the allreduce only
+    # after rank 0's call has returned (else this would never complete).
+    store = dist.distributed_c10d._get_default_store()
+    if rank == 0:
+        x = torch.ones(5)
+        w = dist.all_reduce(x, async_op=True)
+        assert not w.is_completed(), "completed before rank 1 took part"
+        store.set("zc_test_issued", "1")
+        w.wait()
+    else:
+        if rank == 1:
+            store.wait(["zc_test_issued"])
+        x = torch.ones(5)
+        dist.all_reduce(x)
+    assert torch.equal(x, torch.full((5,), float(world)))
     done.append("async")
     # ---- point to point ring: isend/irecv both directions at once ----------
     right, left = (rank + 1) % world, (rank - 1) % world
@@ -92,6 +108,24 @@ def groups_and_async(rank, world):
         else:
             assert rank == 0, "the receive of a mismatched size did not fail"
     done.append("mismatch")
+    # ---- a receive nobody matches ends at the group's timeout ---------------
+    import datetime
+    import time
+    g_short = dist.new_group(list(range(world)), backend="zcomm",
+                             timeout=datetime.timedelta(seconds=2))
+    if rank == 0:
+        start = time.monotonic()
+        w = dist.irecv(torch.empty(4), 1, group=g_short, tag=9)
+        try:
+            w.wait()
+        except RuntimeError as e:
+            took = time.monotonic() - start
+            assert "zcomm rank 0/" in str(e) and "recv from 1" in str(e), str(e)
+            assert "not completed within 2000 ms" in str(e), str(e)
+            assert took < 10, took
+        else:
+            raise AssertionError("an unmatched receive completed")
+        done.append("deadline")
     return done
 
 
