@@ -2,8 +2,6 @@
 buckets, ranks starting from different parameters so the construction-time
 broadcast matters, rank-dependent data) end with parameters identical on every
 rank and equal, to float tolerance, to the same run on gloo."""
-import numpy as np
-
 import zc_torch_harness as h
 
 STEPS = 20
@@ -35,6 +33,7 @@ def train(rank, world, steps):
 
 def main():
     h.require_torch()
+    import numpy as np
     for world in (2, 3):
         zc = h.run(train, world, STEPS, backend="zcomm", init="tcp")
         gl = h.run(train, world, STEPS, backend="gloo", init="tcp")
