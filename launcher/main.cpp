@@ -24,6 +24,7 @@
 #include "remote_command.h"
 #include "spawn.h"
 #include "supervisor.h"
+#include "torch_env.h"
 #include "zc_build_config.h"
 
 namespace zc::launcher {
@@ -156,6 +157,13 @@ int RunJob(const Options& opts, int signal_fd) {
   }
   ZC_INFO(kLauncher, "job of %d ranks, store %s", size, store_addr.c_str());
 
+  TorchMaster torch_master;
+  st = ChooseTorchMaster(placement, store_addr.substr(0, store_addr.rfind(':')), &torch_master);
+  if (!st.ok()) {
+    Say(st.message());
+    return 1;
+  }
+
   EnvList exports = ResolveExports(opts.exports);
   std::vector<RankProcess> ranks(static_cast<size_t>(size));
   int spawn_failure = 0;
@@ -175,6 +183,7 @@ int RunJob(const Options& opts, int signal_fd) {
     env.emplace_back("ZC_LOCAL_SIZE", std::to_string(place.local_size));
     env.emplace_back("ZC_STORE", store_addr);
     env.emplace_back("ZC_JOB_KEY", job_key);
+    AddTorchEnv(torch_master, place, size, &env);
 
     SpawnRequest req;
     req.rank = place.rank;

@@ -1,0 +1,634 @@
+#include "process_group.hpp"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+
+#include "gil.hpp"
+#include "store_bootstrap.hpp"
+#include "types.hpp"
+
+namespace zcomm_torch {
+
+namespace {
+
+using c10d::OpType;
+using Clock = std::chrono::steady_clock;
+
+// Outputs that are not contiguous are written through a contiguous copy.
+at::Tensor Staged(const at::Tensor& t) {
+  return t.is_contiguous() ? t : at::empty(t.sizes(), t.options());
+}
+void CopyBack(const at::Tensor& target, const at::Tensor& staged) {
+  if (!staged.is_same(target)) target.copy_(staged);
+}
+
+// One flat contiguous tensor holding every tensor of the list, in order.
+at::Tensor Flatten(const std::vector<at::Tensor>& ts) {
+  std::vector<at::Tensor> flat;
+  flat.reserve(ts.size());
+  for (const at::Tensor& t : ts) flat.push_back(t.reshape({-1}));
+  return at::cat(flat);
+}
+void Unflatten(const at::Tensor& flat, const std::vector<at::Tensor>& ts) {
+  int64_t off = 0;
+  for (const at::Tensor& t : ts) {
+    t.copy_(flat.narrow(0, off, t.numel()).view(t.sizes()));
+    off += t.numel();
+  }
+}
+
+size_t Count(const at::Tensor& t) { return static_cast<size_t>(t.numel()); }
+
+}  // namespace
+
+ProcessGroupZcomm::ProcessGroupZcomm(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                     int size, std::chrono::milliseconds timeout)
+    : c10d::ProcessGroup(rank, size), timeout_(timeout) {
+  comm_ = CommFromStore(store, rank, size);
+  worker_ = std::thread([this] { WorkerLoop(); });
+  p2p_thread_ = std::thread([this] { P2pLoop(); });
+}
+
+ProcessGroupZcomm::~ProcessGroupZcomm() {
+  GilReleased no_gil;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  worker_.join();  // queued collectives still run (each has zcomm's deadline)
+  {
+    std::lock_guard<std::mutex> lock(p2p_mu_);
+    p2p_stop_ = true;
+  }
+  p2p_cv_.notify_all();
+  p2p_thread_.join();
+  // A broken communicator must not wait in finalize's barrier for the dead.
+  zc_status err = ZC_OK;
+  if (zc_comm_get_async_error(comm_, &err) == ZC_OK && err != ZC_OK) zc_abort(comm_);
+  zc_finalize(comm_);
+}
+
+c10::intrusive_ptr<c10d::ProcessGroup> ProcessGroupZcomm::Create(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+    const std::chrono::duration<float>& timeout) {
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
+  if (ms.count() <= 0) ms = std::chrono::milliseconds(30 * 60 * 1000);
+  return c10::make_intrusive<ProcessGroupZcomm>(store, rank, size, ms);
+}
+
+std::string ProcessGroupZcomm::What(const std::string& name) {
+  return "rank " + std::to_string(rank_) + "/" + std::to_string(size_) + ": " + name + " #" +
+         std::to_string(++seq_);
+}
+
+void ProcessGroupZcomm::Check(zc_status st, const std::string& what) const {
+  if (st == ZC_OK) return;
+  std::string msg = "zcomm " + what + " failed: " + zc_status_string(st) + ": " +
+                    zc_last_error(comm_);
+  // After the watchdog's abort the first cause says more than "aborted".
+  const std::string broken = Broken();
+  if (!broken.empty()) msg += " (the first cause: " + broken + ")";
+  throw std::runtime_error(msg);
+}
+
+void ProcessGroupZcomm::CheckRoot(int64_t root, const std::string& prefix) const {
+  TORCH_CHECK(root >= 0 && root < size_, prefix, "root rank ", root, " is out of range [0, ",
+              size_, ")");
+}
+
+void ProcessGroupZcomm::Abort(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(err_mu_);
+    if (broken_.empty()) broken_ = why;
+  }
+  zc_abort(comm_);
+}
+
+std::string ProcessGroupZcomm::Broken() const {
+  std::lock_guard<std::mutex> lock(err_mu_);
+  return broken_;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::Enqueue(OpType type, const std::string& name,
+                                                          std::vector<at::Tensor> outputs,
+                                                          Body body) {
+  std::string what = What(name);
+  auto work = c10::make_intrusive<WorkZcomm>(rank_, type, what, std::move(outputs), timeout_,
+                                             [this](const std::string& why) { Abort(why); });
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(Task{work, std::move(what), std::move(body)});
+  }
+  cv_.notify_one();
+  return work;
+}
+
+void ProcessGroupZcomm::WorkerLoop() {
+  for (;;) {
+    Task task;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and everything queued has run
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    std::exception_ptr error;
+    const std::string broken = Broken();
+    if (!broken.empty()) {
+      error = std::make_exception_ptr(std::runtime_error(
+          "zcomm " + task.what + " failed: the communicator is broken: " + broken));
+    } else {
+      try {
+        task.body(task.what);
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    task.work->Complete(error);
+  }
+}
+
+// ---- collectives -------------------------------------------------------------
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::allreduce(std::vector<at::Tensor>& tensors,
+                                                            const c10d::AllreduceOptions& opts) {
+  const std::string pre = Prefix(rank_, size_, "allreduce");
+  CheckSingle(tensors, pre, "input");
+  at::Tensor t = tensors[0];
+  const zc_dtype dt = ToZcDtype(t.scalar_type(), pre);
+  const zc_op op = ToZcOp(opts.reduceOp, t.scalar_type(), pre);
+  return Enqueue(OpType::ALLREDUCE, "allreduce", tensors, [this, t, dt, op](const std::string& w) {
+    at::Tensor buf = t.contiguous();
+    Check(zc_allreduce(comm_, buf.data_ptr(), buf.data_ptr(), Count(buf), dt, op), w);
+    CopyBack(t, buf);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  const std::string pre = Prefix(rank_, size_, "allreduce_coalesced");
+  TORCH_CHECK(!tensors.empty(), pre, "no tensors");
+  // One flat allreduce per dtype, in the order the dtypes first appear.
+  std::vector<std::vector<at::Tensor>> groups;
+  std::vector<std::pair<zc_dtype, zc_op>> kinds;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    CheckTensor(tensors[i], pre, "input");
+    const zc_dtype dt = ToZcDtype(tensors[i].scalar_type(), pre);
+    const zc_op op = ToZcOp(opts.reduceOp, tensors[i].scalar_type(), pre);
+    size_t g = 0;
+    while (g < groups.size() && groups[g][0].scalar_type() != tensors[i].scalar_type()) ++g;
+    if (g == groups.size()) {
+      groups.emplace_back();
+      kinds.emplace_back(dt, op);
+    }
+    groups[g].push_back(tensors[i]);
+  }
+  return Enqueue(OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors,
+                 [this, groups, kinds](const std::string& w) {
+                   for (size_t g = 0; g < groups.size(); ++g) {
+                     at::Tensor flat = Flatten(groups[g]);
+                     Check(zc_allreduce(comm_, flat.data_ptr(), flat.data_ptr(), Count(flat),
+                                        kinds[g].first, kinds[g].second),
+                           w);
+                     Unflatten(flat, groups[g]);
+                   }
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::broadcast(std::vector<at::Tensor>& tensors,
+                                                            const c10d::BroadcastOptions& opts) {
+  const std::string pre = Prefix(rank_, size_, "broadcast");
+  CheckSingle(tensors, pre, "input");
+  CheckRoot(opts.rootRank, pre);
+  TORCH_CHECK(opts.rootTensor == 0, pre, "rootTensor must be 0, got ", opts.rootTensor);
+  at::Tensor t = tensors[0];
+  const zc_dtype dt = ToZcDtype(t.scalar_type(), pre);
+  const int root = static_cast<int>(opts.rootRank);
+  return Enqueue(OpType::BROADCAST, "broadcast", tensors, [this, t, dt, root](const std::string& w) {
+    at::Tensor buf = t.contiguous();
+    Check(zc_broadcast(comm_, buf.data_ptr(), Count(buf), dt, root), w);
+    CopyBack(t, buf);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::reduce(std::vector<at::Tensor>& tensors,
+                                                         const c10d::ReduceOptions& opts) {
+  const std::string pre = Prefix(rank_, size_, "reduce");
+  CheckSingle(tensors, pre, "input");
+  CheckRoot(opts.rootRank, pre);
+  TORCH_CHECK(opts.rootTensor == 0, pre, "rootTensor must be 0, got ", opts.rootTensor);
+  at::Tensor t = tensors[0];
+  const zc_dtype dt = ToZcDtype(t.scalar_type(), pre);
+  const zc_op op = ToZcOp(opts.reduceOp, t.scalar_type(), pre);
+  const int root = static_cast<int>(opts.rootRank);
+  const bool is_root = rank_ == root;
+  return Enqueue(OpType::REDUCE, "reduce", tensors,
+                 [this, t, dt, op, root, is_root](const std::string& w) {
+                   at::Tensor in = t.contiguous();
+                   at::Tensor out = is_root ? at::empty_like(in) : in;  // unused off the root
+                   Check(zc_reduce(comm_, in.data_ptr(), out.data_ptr(), Count(in), dt, op, root),
+                         w);
+                   if (is_root) t.copy_(out);
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions&) {
+  const std::string pre = Prefix(rank_, size_, "allgather");
+  CheckSingle(inputs, pre, "input");
+  TORCH_CHECK(outputs.size() == 1, pre, "expects one output list, got ", outputs.size());
+  TORCH_CHECK(static_cast<int>(outputs[0].size()) == size_, pre, "the output list has ",
+              outputs[0].size(), " tensors, expected the group size ", size_);
+  at::Tensor in = inputs[0];
+  CheckSameAs(outputs[0], in, pre, "output");
+  const zc_dtype dt = ToZcDtype(in.scalar_type(), pre);
+  std::vector<at::Tensor> outs = outputs[0];
+  const int n = size_;
+  return Enqueue(OpType::ALLGATHER, "allgather", outs, [this, in, outs, dt, n](const std::string& w) {
+    at::Tensor src = in.contiguous();
+    at::Tensor flat = at::empty({n * src.numel()}, src.options());
+    Check(zc_allgather(comm_, src.data_ptr(), flat.data_ptr(), Count(src), dt), w);
+    Unflatten(flat, outs);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::_allgather_base(
+    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions&) {
+  const std::string pre = Prefix(rank_, size_, "_allgather_base");
+  CheckTensor(input, pre, "input");
+  CheckTensor(output, pre, "output");
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(), pre, "output dtype ",
+              c10::toString(output.scalar_type()), " differs from input dtype ",
+              c10::toString(input.scalar_type()));
+  TORCH_CHECK(output.numel() == size_ * input.numel(), pre, "output has ", output.numel(),
+              " elements, expected group size x input = ", size_ * input.numel());
+  const zc_dtype dt = ToZcDtype(input.scalar_type(), pre);
+  at::Tensor in = input, out = output;
+  return Enqueue(OpType::_ALLGATHER_BASE, "_allgather_base", {output},
+                 [this, in, out, dt](const std::string& w) {
+                   at::Tensor src = in.contiguous();
+                   at::Tensor dst = Staged(out);
+                   Check(zc_allgather(comm_, src.data_ptr(), dst.data_ptr(), Count(src), dt), w);
+                   CopyBack(out, dst);
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::gather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::GatherOptions& opts) {
+  const std::string pre = Prefix(rank_, size_, "gather");
+  CheckSingle(inputs, pre, "input");
+  CheckRoot(opts.rootRank, pre);
+  const int root = static_cast<int>(opts.rootRank);
+  at::Tensor in = inputs[0];
+  const zc_dtype dt = ToZcDtype(in.scalar_type(), pre);
+  std::vector<at::Tensor> outs;
+  if (rank_ == root) {
+    TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_, pre,
+                "the root needs one output list of ", size_, " tensors");
+    CheckSameAs(outputs[0], in, pre, "output");
+    outs = outputs[0];
+  } else {
+    TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()), pre,
+                "only the root (rank ", root, ") takes output tensors");
+  }
+  const int n = size_;
+  return Enqueue(OpType::GATHER, "gather", outs, [this, in, outs, dt, root, n](const std::string& w) {
+    at::Tensor src = in.contiguous();
+    at::Tensor flat = outs.empty() ? at::Tensor() : at::empty({n * src.numel()}, src.options());
+    Check(zc_gather(comm_, src.data_ptr(), flat.defined() ? flat.data_ptr() : nullptr, Count(src),
+                    dt, root),
+          w);
+    if (flat.defined()) Unflatten(flat, outs);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ScatterOptions& opts) {
+  const std::string pre = Prefix(rank_, size_, "scatter");
+  CheckSingle(outputs, pre, "output");
+  CheckRoot(opts.rootRank, pre);
+  const int root = static_cast<int>(opts.rootRank);
+  at::Tensor out = outputs[0];
+  const zc_dtype dt = ToZcDtype(out.scalar_type(), pre);
+  std::vector<at::Tensor> ins;
+  if (rank_ == root) {
+    TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_, pre,
+                "the root needs one input list of ", size_, " tensors");
+    CheckSameAs(inputs[0], out, pre, "input");
+    ins = inputs[0];
+  } else {
+    TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()), pre,
+                "only the root (rank ", root, ") takes input tensors");
+  }
+  return Enqueue(OpType::SCATTER, "scatter", outputs, [this, out, ins, dt, root](const std::string& w) {
+    at::Tensor flat = ins.empty() ? at::Tensor() : Flatten(ins);
+    at::Tensor dst = Staged(out);
+    Check(zc_scatter(comm_, flat.defined() ? flat.data_ptr() : nullptr, dst.data_ptr(), Count(dst),
+                     dt, root),
+          w);
+    CopyBack(out, dst);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  const std::string pre = Prefix(rank_, size_, "reduce_scatter");
+  CheckSingle(outputs, pre, "output");
+  TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_, pre,
+              "needs one input list of ", size_, " tensors");
+  at::Tensor out = outputs[0];
+  CheckSameAs(inputs[0], out, pre, "input");
+  const zc_dtype dt = ToZcDtype(out.scalar_type(), pre);
+  const zc_op op = ToZcOp(opts.reduceOp, out.scalar_type(), pre);
+  std::vector<at::Tensor> ins = inputs[0];
+  return Enqueue(OpType::REDUCE_SCATTER, "reduce_scatter", outputs,
+                 [this, out, ins, dt, op](const std::string& w) {
+                   at::Tensor flat = Flatten(ins);
+                   at::Tensor dst = Staged(out);
+                   Check(zc_reduce_scatter(comm_, flat.data_ptr(), dst.data_ptr(), Count(dst), dt,
+                                           op),
+                         w);
+                   CopyBack(out, dst);
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  const std::string pre = Prefix(rank_, size_, "_reduce_scatter_base");
+  CheckTensor(input, pre, "input");
+  CheckTensor(output, pre, "output");
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(), pre, "output dtype ",
+              c10::toString(output.scalar_type()), " differs from input dtype ",
+              c10::toString(input.scalar_type()));
+  TORCH_CHECK(input.numel() == size_ * output.numel(), pre, "input has ", input.numel(),
+              " elements, expected group size x output = ", size_ * output.numel());
+  const zc_dtype dt = ToZcDtype(output.scalar_type(), pre);
+  const zc_op op = ToZcOp(opts.reduceOp, output.scalar_type(), pre);
+  at::Tensor in = input, out = output;
+  return Enqueue(OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base", {output},
+                 [this, in, out, dt, op](const std::string& w) {
+                   at::Tensor src = in.contiguous();
+                   at::Tensor dst = Staged(out);
+                   Check(zc_reduce_scatter(comm_, src.data_ptr(), dst.data_ptr(), Count(dst), dt,
+                                           op),
+                         w);
+                   CopyBack(out, dst);
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::alltoall_base(
+    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
+    std::vector<int64_t>& input_splits, const c10d::AllToAllOptions&) {
+  const std::string pre = Prefix(rank_, size_, "alltoall_base");
+  CheckTensor(input, pre, "input");
+  CheckTensor(output, pre, "output");
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(), pre, "output dtype ",
+              c10::toString(output.scalar_type()), " differs from input dtype ",
+              c10::toString(input.scalar_type()));
+  const zc_dtype dt = ToZcDtype(input.scalar_type(), pre);
+  at::Tensor in = input, out = output;
+  const int n = size_;
+  if (output_splits.empty() && input_splits.empty()) {
+    TORCH_CHECK(input.numel() % n == 0, pre, "input has ", input.numel(),
+                " elements, not a multiple of the group size ", n);
+    TORCH_CHECK(output.numel() == input.numel(), pre, "output has ", output.numel(),
+                " elements, input ", input.numel());
+    return Enqueue(OpType::ALLTOALL_BASE, "alltoall_base", {output},
+                   [this, in, out, dt, n](const std::string& w) {
+                     at::Tensor src = in.contiguous();
+                     at::Tensor dst = Staged(out);
+                     Check(zc_alltoall(comm_, src.data_ptr(), dst.data_ptr(), Count(src) / n, dt),
+                           w);
+                     CopyBack(out, dst);
+                   });
+  }
+  // Splits are rows of dim 0; zcomm counts elements.
+  auto counts = [&](const at::Tensor& t, const std::vector<int64_t>& splits, const char* what) {
+    TORCH_CHECK(t.dim() > 0, pre, what, " needs a dimension to split");
+    const int64_t rows = t.size(0);
+    std::vector<int64_t> s = splits;
+    if (s.empty()) {
+      TORCH_CHECK(rows % n == 0, pre, what, " has ", rows, " rows, not a multiple of ", n);
+      s.assign(n, rows / n);
+    }
+    TORCH_CHECK(static_cast<int>(s.size()) == n, pre, what, " splits have ", s.size(),
+                " entries, expected the group size ", n);
+    int64_t sum = 0;
+    for (int64_t x : s) {
+      TORCH_CHECK(x >= 0, pre, what, " split ", x, " is negative");
+      sum += x;
+    }
+    TORCH_CHECK(sum == rows, pre, what, " splits sum to ", sum, ", but it has ", rows, " rows");
+    const int64_t row = rows == 0 ? 0 : t.numel() / rows;
+    std::vector<size_t> c(n), d(n);
+    size_t off = 0;
+    for (int i = 0; i < n; ++i) {
+      c[i] = static_cast<size_t>(s[i] * row);
+      d[i] = off;
+      off += c[i];
+    }
+    return std::make_pair(c, d);
+  };
+  auto [sc, sd] = counts(input, input_splits, "input");
+  auto [rc, rd] = counts(output, output_splits, "output");
+  return Enqueue(OpType::ALLTOALL_BASE, "alltoall_base(uneven)", {output},
+                 [this, in, out, dt, sc, sd, rc, rd](const std::string& w) {
+                   at::Tensor src = in.contiguous();
+                   at::Tensor dst = Staged(out);
+                   Check(zc_alltoallv(comm_, src.data_ptr(), sc.data(), sd.data(), dst.data_ptr(),
+                                      rc.data(), rd.data(), dt),
+                         w);
+                   CopyBack(out, dst);
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::alltoall(std::vector<at::Tensor>& outputs,
+                                                           std::vector<at::Tensor>& inputs,
+                                                           const c10d::AllToAllOptions&) {
+  const std::string pre = Prefix(rank_, size_, "alltoall");
+  const int n = size_;
+  TORCH_CHECK(static_cast<int>(inputs.size()) == n && static_cast<int>(outputs.size()) == n, pre,
+              "needs ", n, " input and ", n, " output tensors, got ", inputs.size(), " and ",
+              outputs.size());
+  CheckTensor(inputs[0], pre, "input");
+  const at::ScalarType type = inputs[0].scalar_type();
+  const zc_dtype dt = ToZcDtype(type, pre);
+  std::vector<size_t> sc(n), sd(n), rc(n), rd(n);
+  size_t so = 0, ro = 0;
+  for (int i = 0; i < n; ++i) {
+    CheckTensor(inputs[i], pre, "input");
+    CheckTensor(outputs[i], pre, "output");
+    TORCH_CHECK(inputs[i].scalar_type() == type && outputs[i].scalar_type() == type, pre,
+                "every tensor must have dtype ", c10::toString(type));
+    sc[i] = Count(inputs[i]);
+    sd[i] = so;
+    so += sc[i];
+    rc[i] = Count(outputs[i]);
+    rd[i] = ro;
+    ro += rc[i];
+  }
+  std::vector<at::Tensor> ins = inputs, outs = outputs;
+  return Enqueue(OpType::ALLTOALL, "alltoall", outputs,
+                 [this, ins, outs, dt, sc, sd, rc, rd, ro](const std::string& w) {
+                   at::Tensor src = Flatten(ins);
+                   at::Tensor dst = at::empty({static_cast<int64_t>(ro)}, src.options());
+                   Check(zc_alltoallv(comm_, src.data_ptr(), sc.data(), sd.data(), dst.data_ptr(),
+                                      rc.data(), rd.data(), dt),
+                         w);
+                   Unflatten(dst, outs);
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::barrier(const c10d::BarrierOptions&) {
+  return Enqueue(OpType::BARRIER, "barrier", {},
+                 [this](const std::string& w) { Check(zc_barrier(comm_), w); });
+}
+
+// ---- point to point ------------------------------------------------------------
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::send(std::vector<at::Tensor>& tensors, int dst,
+                                                       int tag) {
+  CheckSingle(tensors, Prefix(rank_, size_, "send"), "input");
+  return PostP2p(true, tensors[0], dst, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::recv(std::vector<at::Tensor>& tensors, int src,
+                                                       int tag) {
+  CheckSingle(tensors, Prefix(rank_, size_, "recv"), "output");
+  return PostP2p(false, tensors[0], src, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::recvAnysource(std::vector<at::Tensor>&, int) {
+  TORCH_CHECK(false, Prefix(rank_, size_, "recv"),
+              "receiving from any source is not supported by zcomm; pass src");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::PostP2p(bool is_send, at::Tensor& t, int peer,
+                                                          int tag) {
+  const char* name = is_send ? "send" : "recv";
+  const std::string pre = Prefix(rank_, size_, name);
+  TORCH_CHECK(peer >= 0 && peer < size_ && peer != rank_, pre, "peer ", peer,
+              " is out of range [0, ", size_, ") or this rank");
+  const std::string broken = Broken();
+  TORCH_CHECK(broken.empty(), pre, "the communicator is broken: ", broken);
+  P2p p;
+  p.what = What(std::string(name) + (is_send ? " to " : " from ") + std::to_string(peer) +
+                " tag " + std::to_string(tag));
+  // A send's contiguous copy is taken now: the caller may change t after.
+  p.buf = is_send ? t.contiguous() : Staged(t);
+  if (!is_send && !p.buf.is_same(t)) p.target = t;
+  const size_t bytes = p.buf.numel() * p.buf.element_size();
+  zc_status st = is_send ? zc_isend(comm_, p.buf.data_ptr(), bytes, peer, tag, &p.req)
+                         : zc_irecv(comm_, p.buf.data_ptr(), bytes, peer, tag, &p.req);
+  TORCH_CHECK(st == ZC_OK, "zcomm ", p.what, " failed: ", zc_status_string(st), ": ",
+              zc_last_error(comm_));
+  p.deadline = Clock::now() + timeout_;
+  p.work = c10::make_intrusive<WorkZcomm>(rank_, is_send ? OpType::SEND : OpType::RECV, p.what,
+                                          std::vector<at::Tensor>{t}, timeout_,
+                                          [this](const std::string& why) { Abort(why); });
+  auto work = p.work;
+  {
+    std::lock_guard<std::mutex> lock(p2p_mu_);
+    incoming_.push_back(std::move(p));
+  }
+  p2p_cv_.notify_one();
+  return work;
+}
+
+// Completes finished requests; returns whether any finished.
+bool ProcessGroupZcomm::PollP2p(std::vector<P2p>& pending) {
+  bool any = false;
+  const auto now = Clock::now();
+  for (size_t i = 0; i < pending.size();) {
+    P2p& p = pending[i];
+    int done = 0;
+    zc_status st = zc_test(p.req, &done);
+    if (!done && now > p.deadline) {
+      Abort("zcomm " + p.what + ": not completed within " + std::to_string(timeout_.count()) +
+            " ms (the process group's timeout)");
+      ++i;  // the abort makes zc_test report it done next round
+      continue;
+    }
+    if (!done) {
+      ++i;
+      continue;
+    }
+    std::string detail = st == ZC_OK ? "" : zc_last_error(comm_);
+    zc_wait(p.req);  // frees the request (done already)
+    std::exception_ptr error;
+    if (st == ZC_OK) {
+      try {
+        if (p.target.defined()) p.target.copy_(p.buf);
+      } catch (...) {
+        error = std::current_exception();
+      }
+    } else {
+      const std::string broken = Broken();
+      error = std::make_exception_ptr(std::runtime_error(
+          "zcomm " + p.what + " failed: " + zc_status_string(st) + ": " + detail +
+          (broken.empty() ? "" : " (" + broken + ")")));
+    }
+    p.work->Complete(error);
+    pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+    any = true;
+  }
+  return any;
+}
+
+// Completes point-to-point requests, and watches the communicator: once
+// zcomm reports it broken (a lost peer, an abort), later operations fail at
+// once with that cause; a request past the group's timeout aborts it.
+void ProcessGroupZcomm::P2pLoop() {
+  std::vector<P2p> pending;
+  auto next_check = Clock::now();
+  std::chrono::microseconds pause(20);
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(p2p_mu_);
+      if (pending.empty() && incoming_.empty()) {
+        if (p2p_stop_) return;
+        p2p_cv_.wait_for(lock, std::chrono::milliseconds(100));
+      } else if (!incoming_.empty()) {
+        pause = std::chrono::microseconds(20);
+      }
+      for (P2p& p : incoming_) pending.push_back(std::move(p));
+      incoming_.clear();
+      if (p2p_stop_ && !pending.empty() && Broken().empty()) {
+        // The group is going away with receives nobody will match.
+        lock.unlock();
+        Abort("zcomm rank " + std::to_string(rank_) +
+              ": process group destroyed with point-to-point operations pending");
+      }
+    }
+    if (Clock::now() >= next_check) {
+      next_check = Clock::now() + std::chrono::milliseconds(100);
+      zc_status err = ZC_OK;
+      if (zc_comm_get_async_error(comm_, &err) == ZC_OK && err != ZC_OK && Broken().empty()) {
+        // zcomm has already failed the communicator (and told the peers,
+        // with the cause): only remember the cause for later calls.
+        std::lock_guard<std::mutex> lock(err_mu_);
+        broken_ = "rank " + std::to_string(rank_) + ": " + zc_status_string(err) + ": " +
+                  zc_last_error(comm_);
+      }
+    }
+    if (pending.empty()) continue;
+    if (PollP2p(pending)) {
+      pause = std::chrono::microseconds(20);
+    } else {
+      // Back off to 1 ms: ranks outnumber cores, polling must not starve them.
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(1000));
+    }
+  }
+}
+
+}  // namespace zcomm_torch

@@ -1,0 +1,127 @@
+// ProcessGroupZcomm: torch.distributed's ProcessGroup over one zcomm
+// communicator. Collectives are queued in call order and run by one worker
+// thread (one collective at a time per communicator, as zcomm requires);
+// send/recv are posted at once with zc_isend/zc_irecv and completed by a
+// second thread, which is also the watchdog (zc_comm_get_async_error). The
+// calling (Python) thread never waits on the network: only Work::wait does.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <zcomm/zcomm.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "work.hpp"
+
+namespace zcomm_torch {
+
+class ProcessGroupZcomm : public c10d::ProcessGroup {
+ public:
+  ProcessGroupZcomm(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                    std::chrono::milliseconds timeout);
+  ~ProcessGroupZcomm() override;
+
+  // The creator torch.distributed calls: creator(store, rank, size, timeout).
+  static c10::intrusive_ptr<c10d::ProcessGroup> Create(
+      const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+      const std::chrono::duration<float>& timeout);
+
+  const std::string getBackendName() const override { return "zcomm"; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_splits,
+                                               std::vector<int64_t>& input_splits,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+ private:
+  // Runs on the worker; reports a failure by throwing (Check).
+  using Body = std::function<void(const std::string& what)>;
+  struct Task {
+    c10::intrusive_ptr<WorkZcomm> work;
+    std::string what;
+    Body body;
+  };
+  struct P2p {
+    c10::intrusive_ptr<WorkZcomm> work;
+    std::string what;
+    zc_request* req;
+    at::Tensor buf;                    // what zcomm reads or writes
+    at::Tensor target;                 // a non-contiguous recv's tensor, filled from buf
+    std::chrono::steady_clock::time_point deadline;
+  };
+
+  c10::intrusive_ptr<c10d::Work> Enqueue(c10d::OpType type, const std::string& name,
+                                         std::vector<at::Tensor> outputs, Body body);
+  c10::intrusive_ptr<c10d::Work> PostP2p(bool is_send, at::Tensor& t, int peer, int tag);
+  std::string What(const std::string& name);
+  // Throws std::runtime_error "zcomm <what>: <status>: <zcomm's detail>".
+  void Check(zc_status st, const std::string& what) const;
+  void CheckRoot(int64_t root, const std::string& prefix) const;
+  // First cause wins; aborts the communicator so every pending call ends.
+  void Abort(const std::string& why);
+  std::string Broken() const;
+  void WorkerLoop();
+  void P2pLoop();
+  bool PollP2p(std::vector<P2p>& pending);
+
+  zc_comm* comm_ = nullptr;
+  const std::chrono::milliseconds timeout_;
+  std::atomic<uint64_t> seq_{0};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Task> queue_;
+  bool stop_ = false;
+  std::thread worker_;
+
+  std::mutex p2p_mu_;
+  std::condition_variable p2p_cv_;
+  std::vector<P2p> incoming_;
+  bool p2p_stop_ = false;
+  std::thread p2p_thread_;
+
+  mutable std::mutex err_mu_;
+  std::string broken_;
+};
+
+}  // namespace zcomm_torch

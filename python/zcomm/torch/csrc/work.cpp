@@ -1,0 +1,54 @@
+#include "work.hpp"
+
+#include <ATen/core/jit_type.h>
+#include <c10/util/Exception.h>
+
+namespace zcomm_torch {
+
+WorkZcomm::WorkZcomm(int rank, c10d::OpType type, std::string what,
+                     std::vector<at::Tensor> outputs, std::chrono::milliseconds deadline,
+                     std::function<void(const std::string&)> on_deadline)
+    : c10d::Work(rank, type),
+      what_(std::move(what)),
+      outputs_(std::move(outputs)),
+      deadline_(deadline),
+      on_deadline_(std::move(on_deadline)),
+      future_(c10::make_intrusive<c10::ivalue::Future>(
+          c10::ListType::create(c10::TensorType::get()))) {}
+
+void WorkZcomm::Complete(std::exception_ptr error) {
+  finish(error);  // wakes wait()
+  if (error)
+    future_->setError(error);
+  else
+    future_->markCompleted(c10::IValue(outputs_));
+}
+
+bool WorkZcomm::wait(std::chrono::milliseconds timeout) {
+  // A caller's timeout only ends this wait; the group's deadline also aborts
+  // the communicator, since an operation that late is stuck for good.
+  const bool own = timeout == kNoTimeout;
+  const auto limit = own ? deadline_ : timeout;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!cv_.wait_for(lock, limit, [&] { return completed_; })) {
+      lock.unlock();
+      const std::string msg = "zcomm " + what_ + ": not completed within " +
+                              std::to_string(limit.count()) + " ms" +
+                              (own ? " (the process group's timeout); communicator aborted" : "");
+      if (own && on_deadline_) on_deadline_(msg);
+      TORCH_CHECK(false, msg);
+    }
+    if (exception_) std::rethrow_exception(exception_);
+  }
+  return true;
+}
+
+std::vector<at::Tensor> WorkZcomm::result() {
+  TORCH_CHECK(isCompleted(), "zcomm ", what_, ": result() before the work completed");
+  return outputs_;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> WorkZcomm::getFuture() { return future_; }
+
+}  // namespace zcomm_torch
