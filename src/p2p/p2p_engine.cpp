@@ -78,32 +78,6 @@ struct P2pEngine::Op {
 
 namespace {
 
-// Reads the meta message in place; an eager payload of the expected size
-// goes straight into the receiver's buffer.
-struct Arrival {
-  void* buf;
-  size_t bytes;
-  Meta meta{};
-  std::string desc;
-};
-
-Status TakeMeta(void* ctx, const char* data, size_t n) {
-  auto* a = static_cast<Arrival*>(ctx);
-  if (n < sizeof(Meta)) return Error(ZC_ERR_INTERNAL, "truncated meta data (%zu bytes)", n);
-  memcpy(&a->meta, data, sizeof(Meta));
-  const char* rest = data + sizeof(Meta);
-  const size_t rest_bytes = n - sizeof(Meta);
-  if (a->meta.mode == kRendezvous) {
-    a->desc.assign(rest, rest_bytes);
-  } else if (a->meta.bytes == a->bytes) {
-    if (rest_bytes != a->bytes)
-      return Error(ZC_ERR_INTERNAL, "eager payload of %zu bytes, meta data says %zu", rest_bytes,
-                   a->bytes);
-    if (a->bytes) memcpy(a->buf, rest, a->bytes);
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 P2pEngine::P2pEngine(Device* dev, std::vector<int> members, int my_rank, uint32_t context)

@@ -17,7 +17,10 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <string>
 
+#include "common/status.h"
 #include "p2p/control_tag.h"
 
 namespace zc::p2p_wire {
@@ -49,6 +52,33 @@ inline uint64_t MetaTag(uint32_t context, int tag) {
 }
 inline uint64_t AckTag(uint32_t context, int tag) {
   return ControlTag(context, TagClass::kSendAck, static_cast<uint32_t>(tag));
+}
+
+// What a receiver learns from a meta message. TakeMeta (a ControlPlane
+// consumer) reads the message in place: an eager payload of the expected
+// size goes straight into buf, a rendezvous source's descriptor into desc.
+struct Arrival {
+  void* buf;
+  size_t bytes;
+  Meta meta{};
+  std::string desc;
+};
+
+inline Status TakeMeta(void* ctx, const char* data, size_t n) {
+  auto* a = static_cast<Arrival*>(ctx);
+  if (n < sizeof(Meta)) return Error(ZC_ERR_INTERNAL, "truncated meta data (%zu bytes)", n);
+  memcpy(&a->meta, data, sizeof(Meta));
+  const char* rest = data + sizeof(Meta);
+  const size_t rest_bytes = n - sizeof(Meta);
+  if (a->meta.mode == kRendezvous) {
+    a->desc.assign(rest, rest_bytes);
+  } else if (a->meta.bytes == a->bytes) {
+    if (rest_bytes != a->bytes)
+      return Error(ZC_ERR_INTERNAL, "eager payload of %zu bytes, meta data says %zu", rest_bytes,
+                   a->bytes);
+    if (a->bytes) memcpy(a->buf, rest, a->bytes);
+  }
+  return Status::Ok();
 }
 
 }  // namespace zc::p2p_wire

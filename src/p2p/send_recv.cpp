@@ -23,32 +23,6 @@ Status SendMeta(Device* dev, int peer, int tag, uint32_t context, const Meta& m,
   return dev->control()->Send2(peer, MetaTag(context, tag), &m, sizeof(m), rest, rest_bytes, dl);
 }
 
-// What Recv learns from the meta message; filled by TakeMeta, which reads
-// the message in place and copies an eager payload straight into buf.
-struct Arrival {
-  void* buf;
-  size_t bytes;
-  Meta meta{};
-  std::string region;  // rendezvous: the source's descriptor
-};
-
-Status TakeMeta(void* ctx, const char* data, size_t n) {
-  auto* a = static_cast<Arrival*>(ctx);
-  if (n < sizeof(Meta)) return Error(ZC_ERR_INTERNAL, "truncated meta data (%zu bytes)", n);
-  memcpy(&a->meta, data, sizeof(Meta));
-  const char* rest = data + sizeof(Meta);
-  const size_t rest_bytes = n - sizeof(Meta);
-  if (a->meta.mode == kRendezvous) {
-    a->region.assign(rest, rest_bytes);
-  } else if (a->meta.bytes == a->bytes) {
-    if (rest_bytes != a->bytes)
-      return Error(ZC_ERR_INTERNAL, "eager payload of %zu bytes, meta data says %zu", rest_bytes,
-                   a->bytes);
-    if (a->bytes) memcpy(a->buf, rest, a->bytes);
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 Status Send(Device* dev, const void* buf, size_t bytes, int peer, int tag, uint32_t context) {
@@ -121,7 +95,7 @@ Status Recv(Device* dev, void* buf, size_t bytes, int peer, int tag, uint32_t co
                  bytes, peer, tag, static_cast<unsigned long long>(m.bytes));
   }
   if (m.mode == kEager) return Status::Ok();  // TakeMeta copied the payload
-  std::string desc = std::move(in.region);
+  std::string desc = std::move(in.desc);
   for (int round = 0;; ++round) {
     RemoteRegion src;
     ZC_RETURN_IF_ERROR(RemoteRegion::Parse(desc, &src));
