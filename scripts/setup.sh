@@ -15,7 +15,7 @@ openmpi-bin libopenmpi-dev
 python3 python3-numpy python3-pybind11 pybind11-dev python3-torch libtorch-dev python3-sklearn"
 if [ "$perf" = 1 ]; then
   pkgs="$pkgs libgloo-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev
-protobuf-compiler python3-matplotlib"
+protobuf-compiler python3-matplotlib python3-torchvision"
 fi
 
 missing=""

@@ -1,4 +1,4 @@
-"""zcomm.torch: a torch.distributed backend named "zcomm".
+"""zcomm.torch: a torch.distributed backend named "zcomm", and Horovod's API.
 
 Importing this module registers the backend, so that
 
@@ -8,6 +8,15 @@ Importing this module registers the backend, so that
 runs torch.distributed (and DistributedDataParallel) over zcomm. The backend
 bootstraps from the store torch passes (rank 0 makes a zcomm unique id and sets
 it there); no ZC_* variable is needed. CPU tensors only.
+
+It is also a drop-in for `import horovod.torch as hvd` (docs/horovod.md):
+
+    import zcomm.torch as hvd
+    hvd.init()                                   # zcrun, mpirun (PMIx) or one process
+    optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+
+on zcomm's engine (include/zcomm/zcomm_engine.h).
 """
 import torch.distributed as _dist
 
@@ -18,4 +27,34 @@ BACKEND = "zcomm"
 if BACKEND.upper() not in _dist.Backend._plugins:
     _dist.Backend.register_backend(BACKEND, create_process_group)
 
-__all__ = ["BACKEND", "ProcessGroupZcomm", "create_process_group", "zcomm_version"]
+from .compression import Compression  # noqa: E402
+from .functions import (allgather_object, broadcast_object, broadcast_optimizer_state,  # noqa: E402
+                        broadcast_parameters)
+from .mpi_ops import (Adasum, Average, HorovodInternalError, Max, Min, Product,  # noqa: E402
+                      ProcessSet, Sum, allgather, allgather_async, allreduce, allreduce_,
+                      allreduce_async, allreduce_async_, alltoall, alltoall_async, barrier,
+                      broadcast, broadcast_, broadcast_async, broadcast_async_, ccl_built,
+                      cross_rank, cross_size, cuda_built, ddl_built, engine_stats,
+                      gloo_built, gloo_enabled, global_process_set, grouped_allreduce,
+                      grouped_allreduce_, grouped_allreduce_async, grouped_allreduce_async_,
+                      init, is_homogeneous, is_initialized, join, local_rank, local_size,
+                      mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, poll, rank,
+                      reducescatter, reducescatter_async, rocm_built, shutdown, size,
+                      synchronize)
+from .optimizer import DistributedOptimizer  # noqa: E402
+
+__all__ = ["BACKEND", "ProcessGroupZcomm", "create_process_group", "zcomm_version",
+           "Compression", "DistributedOptimizer", "HorovodInternalError",
+           "Average", "Sum", "Adasum", "Min", "Max", "Product", "ProcessSet", "global_process_set",
+           "init", "shutdown", "is_initialized", "size", "local_size", "cross_size", "rank",
+           "local_rank", "cross_rank", "is_homogeneous", "engine_stats",
+           "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
+           "grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async",
+           "grouped_allreduce_async_", "allgather", "allgather_async",
+           "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
+           "alltoall", "alltoall_async", "reducescatter", "reducescatter_async",
+           "poll", "synchronize", "join", "barrier",
+           "broadcast_parameters", "broadcast_optimizer_state", "broadcast_object",
+           "allgather_object", "mpi_threads_supported", "mpi_enabled", "mpi_built",
+           "gloo_enabled", "gloo_built", "nccl_built", "ddl_built", "ccl_built", "cuda_built",
+           "rocm_built"]
