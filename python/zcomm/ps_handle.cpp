@@ -24,6 +24,7 @@ PsHandle::~PsHandle() {
       std::lock_guard<std::mutex> lock(mu_);
       zc_ps_free(ps_);  // collective; its waits have ZC_TIMEOUT deadlines
       ps_ = nullptr;
+      freed_ = true;
     };
     if (PyGILState_Check()) {
       py::gil_scoped_release nogil;
@@ -48,11 +49,6 @@ std::shared_ptr<PsHandle> PsHandle::Create(const std::shared_ptr<CommHandle>& co
     return zc_ps_create(c, static_cast<zc_ps_role>(role), &o, &ps);
   });
   return std::make_shared<PsHandle>(comm, ps, role);
-}
-
-bool PsHandle::freed() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return ps_ == nullptr;
 }
 
 template <class F>
@@ -154,6 +150,7 @@ void PsHandle::Free() {
     } else {
       st = zc_ps_free(ps_);  // frees it even when it fails
       ps_ = nullptr;
+      freed_ = true;
       if (st != ZC_OK) {
         const char* t = zc_last_error(nullptr);
         error = t && *t ? t : zc_status_string(st);

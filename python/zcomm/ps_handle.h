@@ -9,6 +9,7 @@
 #include <pybind11/pybind11.h>
 #include <zcomm/zcomm.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -38,7 +39,7 @@ class PsHandle : public std::enable_shared_from_this<PsHandle> {
   int num_servers() const { return servers_; }
   int rank() const { return rank_; }
   int role() const { return role_; }
-  bool freed() const;
+  bool freed() const { return freed_; }  // never waits for a call in flight
 
   void Declare(uint64_t key, size_t count, int dtype, const py::object& init);
   void Push(uint64_t key, const py::object& buf);
@@ -65,6 +66,7 @@ class PsHandle : public std::enable_shared_from_this<PsHandle> {
   zc_ps* ps_;
   int role_, rank_, workers_, servers_;
   bool holds_comm_ = true;
+  std::atomic<bool> freed_{false};
   std::unordered_map<uint64_t, size_t> key_bytes_;  // declared keys (with the GIL)
   std::vector<std::weak_ptr<RequestHandle>> requests_;  // with the GIL
 };

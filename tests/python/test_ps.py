@@ -47,10 +47,22 @@ def sums(comm, role, c):
     """Synchronous sums of every dtype and shape, 3 rounds."""
     R = comm.rank
     with zcomm.ps.ParameterServer(comm, role=role) as ps:
-        if role == "server":
-            ps.serve()
-            return
         W = ps.num_workers  # the workers are ranks 0 .. W-1
+        if role == "server":
+            # Another thread reads the state while serve() runs (it must not
+            # wait for serve) and tells worker 0, which waits for that.
+            def peek():
+                if not ps.freed and repr(ps):
+                    comm.send(np.array([1], np.int8), 0, tag=9)
+            th = threading.Thread(target=peek)
+            if R == W:
+                th.start()
+            ps.serve()
+            if R == W:
+                th.join()
+            return
+        if role == "worker" and R == 0:
+            comm.recv(np.zeros(1, np.int8), W, tag=9)
         keys = []
         for d, (name, t, dt) in enumerate(DTYPES):
             for s, shape in enumerate(SHAPES):
