@@ -52,6 +52,7 @@ def sums(comm, role, c):
             # Another thread reads the state while serve() runs (it must not
             # wait for serve) and tells worker 0, which waits for that.
             def peek():
+                time.sleep(0.3)  # serve() is running by then
                 if not ps.freed and repr(ps):
                     comm.send(np.array([1], np.int8), 0, tag=9)
             th = threading.Thread(target=peek)
