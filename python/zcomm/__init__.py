@@ -6,10 +6,12 @@ arrays.
         x = np.arange(4, dtype=np.float32) * comm.rank
         comm.allreduce(x)                   # in place, sum over ranks
 
-See docs/python.md for the whole API.
+The parameter server is :mod:`zcomm.ps`. See docs/python.md for the whole
+API.
 """
 
 from . import _zcomm
+from . import ps
 from .communicator import Communicator, init
 from .dtypes import Dtype, Op
 from .errors import DtypeError, Error, Status
@@ -18,7 +20,7 @@ from .request import Request
 UNIQUE_ID_BYTES = _zcomm.UNIQUE_ID_BYTES
 
 __all__ = ["Communicator", "Dtype", "DtypeError", "Error", "Op", "Request", "Status",
-           "UNIQUE_ID_BYTES", "get_unique_id", "init", "version"]
+           "UNIQUE_ID_BYTES", "get_unique_id", "init", "ps", "version"]
 
 
 def version():

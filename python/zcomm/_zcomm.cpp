@@ -8,10 +8,12 @@
 
 #include "comm_handle.h"
 #include "failure.h"
+#include "ps_handle.h"
 #include "request_handle.h"
 
 namespace py = pybind11;
 using zcpy::CommHandle;
+using zcpy::PsHandle;
 using zcpy::RequestHandle;
 
 PYBIND11_MODULE(_zcomm, m) {
@@ -88,4 +90,23 @@ PYBIND11_MODULE(_zcomm, m) {
       .def("ireduce_scatter", &C::IreduceScatter)
       .def("ialltoall", &C::Ialltoall)
       .def("ibarrier", &C::Ibarrier);
+
+  // The parameter server (zc_ps_*); ps.py is its public face.
+  py::class_<PsHandle, std::shared_ptr<PsHandle>>(m, "PsHandle")
+      .def_static("create", &PsHandle::Create)
+      .def_property_readonly("num_workers", &PsHandle::num_workers)
+      .def_property_readonly("num_servers", &PsHandle::num_servers)
+      .def_property_readonly("rank", &PsHandle::rank)
+      .def_property_readonly("role", &PsHandle::role)
+      .def_property_readonly("freed", &PsHandle::freed)
+      .def("declare", &PsHandle::Declare)
+      .def("push", &PsHandle::Push)
+      .def("pull", &PsHandle::Pull)
+      .def("ipush", &PsHandle::Ipush)
+      .def("ipull", &PsHandle::Ipull)
+      .def("serve", &PsHandle::Serve)
+      .def("free", &PsHandle::Free);
+  m.attr("PS_WORKER") = static_cast<int>(ZC_PS_WORKER);
+  m.attr("PS_SERVER") = static_cast<int>(ZC_PS_SERVER);
+  m.attr("PS_BOTH") = static_cast<int>(ZC_PS_BOTH);
 }

@@ -116,9 +116,16 @@ void CommHandle::Finalize() {
   py::gil_scoped_release nogil;
   std::unique_lock<std::shared_mutex> lock(mu_);
   if (comm_ == nullptr) return;  // finalizing twice is harmless
+  if (users_ > 0)
+    BadArg(Format("rank %d: finalize: %d parameter server(s) still use the communicator: "
+                  "free them first", rank_, users_.load()));
   zc_comm* c = comm_;
   comm_ = nullptr;  // zc_finalize frees it, even when it fails
   Check(zc_finalize(c), nullptr);
+}
+
+void CommHandle::Call(const char* op, const std::function<zc_status(zc_comm*)>& f) {
+  Run(op, f);
 }
 
 void CommHandle::Abort() {

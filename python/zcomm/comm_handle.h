@@ -7,6 +7,8 @@
 #include <pybind11/pybind11.h>
 #include <zcomm/zcomm.h>
 
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <shared_mutex>
 #include <string>
@@ -37,6 +39,11 @@ class CommHandle : public std::enable_shared_from_this<CommHandle> {
   // (status, message): (ZC_OK, "") while the communicator is healthy.
   std::pair<int, std::string> AsyncError();
   void Deregister(const py::object& buf);
+  // For handles built on this communicator (ps_handle.cpp): runs f(comm) as
+  // the calls here do (no GIL, shared lock), and counts users that need the
+  // communicator unfinalized (finalize refuses while there are any).
+  void Call(const char* op, const std::function<zc_status(zc_comm*)>& f);
+  void AddUser(int delta) { users_ += delta; }
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -91,6 +98,7 @@ class CommHandle : public std::enable_shared_from_this<CommHandle> {
   bool IsRoot(int root) const { return root == rank_; }
 
   mutable std::shared_mutex mu_;
+  std::atomic<int> users_{0};
   zc_comm* comm_;
   int rank_, size_, local_rank_, local_size_;
 };

@@ -66,6 +66,11 @@ void RequestHandle::Wait() {
   Finish();
 }
 
+void RequestHandle::Settle() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Complete();
+}
+
 bool RequestHandle::done() const {
   std::lock_guard<std::mutex> lock(mu_);
   return req_ == nullptr;

@@ -29,6 +29,9 @@ class RequestHandle {
   // the operation's error when it failed.
   void Wait();
   bool done() const;
+  // Blocks until complete without raising (call it without the GIL); the
+  // outcome stays recorded for Test/Wait.
+  void Settle();
 
  private:
   // With mu_ held: frees req_ (zc_wait) and records how it ended.
