@@ -71,7 +71,7 @@ MODES = {
         coll_min="8", coll_max="64M", coll_iters=10, coll_min_iters=3,
         collN_max="16M",
         ps_models="lstm,vgg16", ps_reps=2, ps_steps=3,
-        engine_steps=30, init_reps=10,
+        engine_steps=30, engine_reps=3, init_reps=10,
         timeout=240),
     "full": dict(
         memcpy_size="256M", memcpy_iters=10,
@@ -80,7 +80,7 @@ MODES = {
         coll_min="8", coll_max="256M", coll_iters=20, coll_min_iters=5,
         collN_max="256M",
         ps_models="vgg16,lstm,inception3", ps_reps=3, ps_steps=5,
-        engine_steps=50, init_reps=20,
+        engine_steps=50, engine_reps=5, init_reps=20,
         timeout=1500),
 }
 
@@ -602,12 +602,18 @@ class Suite:
 
     # ---- engine ---------------------------------------------------------
     def engine(self):
+        """perf/zc_engine, repeated: each run compares the engine's
+        configurations with the baseline within about a second; the
+        repetitions give min/median/max of each."""
         exe = self.prog("perf/zc_engine")
-        for np_ in (2,):
-            key = "engine_np%d" % np_
+        np_ = 2
+        for rep in range(self.mode["engine_reps"]):
+            key = "engine_np%d_r%d" % (np_, rep)
             job = Job(key, "engine %d ranks: 128 tensors of 1 KiB per step, "
-                      "fusion/cycle time vs one zc_allreduce per tensor"
-                      % np_, "engine", "zcomm", "engine")
+                      "fusion/cycle time vs one zc_allreduce per tensor, "
+                      "rep %d/%d" % (np_, rep + 1, self.mode["engine_reps"]),
+                      "engine", "zcomm", "engine")
+            job.rep = rep
             zcrun = self.zcrun_cmd(np_)
             if not exe or not zcrun:
                 self.skip(job, "perf/zc_engine not built" if not exe
@@ -621,21 +627,24 @@ class Suite:
 
     # ---- communicator creation -----------------------------------------
     def comm_init(self):
+        """perf/zc_comm_init per rank count, shm and tcp in turn."""
         exe = self.prog("perf/zc_comm_init")
-        for transport in ("shm", "tcp"):
-            key = "comm_init_%s" % transport
-            job = Job(key, "communicator creation (init_rank, split, dup), "
-                      "2-5 ranks, ZC_TRANSPORT=%s" % transport, "comm_init",
-                      "zcomm " + transport, "comm_init")
-            if not exe:
-                self.skip(job, "perf/zc_comm_init not built")
-                continue
-            self.run(job, [exe, "--np", "2,3,4,5", "--reps",
-                           str(self.mode["init_reps"])],
-                     env={"ZC_TRANSPORT": transport}, parser=parse_comm_init)
-            if not job.error and len(job.rows) != 12:
-                job.error = "expected 12 result lines, got %d" % len(
-                    job.rows)
+        for np_ in (2, 3, 4, 5):
+            for transport in ("shm", "tcp"):
+                key = "comm_init_np%d_%s" % (np_, transport)
+                job = Job(key, "communicator creation (init_rank, split, "
+                          "dup), %d ranks, ZC_TRANSPORT=%s" % (np_, transport),
+                          "comm_init", "zcomm " + transport, "comm_init")
+                if not exe:
+                    self.skip(job, "perf/zc_comm_init not built")
+                    continue
+                self.run(job, [exe, "--np", str(np_), "--reps",
+                               str(self.mode["init_reps"])],
+                         env={"ZC_TRANSPORT": transport},
+                         parser=parse_comm_init)
+                if not job.error and len(job.rows) != 3:
+                    job.error = "expected 3 result lines, got %d" % len(
+                        job.rows)
 
     # ---- reporting ------------------------------------------------------
     def group_jobs(self, group):
@@ -979,27 +988,35 @@ def ps_report(suite):
 
 
 def engine_report(suite):
-    texts, mds = [], []
-    for j in suite.group_jobs("engine"):
-        heads = ["configuration", "step (ms)", "x baseline", "cycles/step",
-                 "cache hits/step", "fused sets/step", "data colls/step",
-                 "negotiation colls/cycle"]
-        rows = []
+    jobs = [j for j in suite.group_jobs("engine")]
+    if not jobs:
+        return [], []
+    configs = []
+    by = {}
+    for j in jobs:
         for r in j.rows:
-            rows.append([r["config"], "%.3f" % r["step_ms"],
-                         "%.2f" % r["vs_baseline"]] +
-                        ["%.2f" % r[k] if r.get(k) is not None else "-"
-                         for k in ("cycles", "cache_hits", "fused_sets",
-                                   "data_colls")] +
-                        ["%.3f" % r["negotiation_per_cycle"]
-                         if r.get("negotiation_per_cycle") is not None
-                         else "-"])
-        notes = ["n/a: " + j.error] if j.error else []
-        t, m = md_table(j.label + " (median step of the slowest rank)",
-                        heads, rows, notes)
-        texts.append(t)
-        mds.append(m)
-    return texts, mds
+            if r["config"] not in configs:
+                configs.append(r["config"])
+            by.setdefault(r["config"], []).append(r)
+    heads = ["configuration", "step (ms)", "x baseline", "cycles/step",
+             "cache hits/step", "fused sets/step", "data colls/step",
+             "negotiation colls/cycle"]
+    rows = []
+    for c in configs:
+        rs = by[c]
+        row = [c, med_range(mmm([r["step_ms"] for r in rs]), 3),
+               med_range(mmm([r["vs_baseline"] for r in rs]), 2)]
+        for k, d in (("cycles", 2), ("cache_hits", 1), ("fused_sets", 2),
+                     ("data_colls", 2), ("negotiation_per_cycle", 3)):
+            vals = [r.get(k) for r in rs if r.get(k) is not None]
+            row.append(med_range(mmm(vals), d) if vals else "-")
+        rows.append(row)
+    notes = ["%s: n/a: %s" % (j.label, j.error) for j in jobs if j.error]
+    n = len([j for j in jobs if j.rows])
+    t, m = md_table("engine, 2 ranks, 128 float32 tensors of 1 KiB per step: "
+                    "median step of the slowest rank, median (min-max) over "
+                    "%d runs" % n, heads, rows, notes)
+    return [t], [m]
 
 
 def comm_init_report(suite):
@@ -1010,7 +1027,10 @@ def comm_init_report(suite):
     for j in jobs:
         for r in j.rows:
             data[(r["ranks"], r["op"], j.library)] = r
-    libs = [j.library for j in jobs]
+    libs = []
+    for j in jobs:
+        if j.library not in libs:
+            libs.append(j.library)
     heads = ["ranks", "operation"] + ["%s min / median / max (ms)" % l
                                       for l in libs]
     rows = []
