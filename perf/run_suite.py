@@ -2,8 +2,11 @@
 """run_suite.py — the zcomm benchmark suite, side by side with peer libraries.
 
     perf/run_suite.py --build BUILDDIR [--quick] [--out DIR]
-                      [--only machine,memcpy,p2p,allreduce2,allreduceN]
+                      [--only machine,memcpy,p2p,allreduce2,allreduceN,
+                              ps,engine,comm_init]
                       [--np N] [--no-docs-img] [--timeout-scale X]
+                      [--ps-models vgg16,lstm] [--ps-reps R]
+                      [--allow-missing-peers]
 
 In one run:
   * machine: CPU model, cores, memory, kernel, peer-library versions;
@@ -15,14 +18,31 @@ In one run:
   * allreduce2 / allreduceN: zcomm allreduce (auto, and forced
              ZC_TRANSPORT=tcp) vs MPI_Allreduce vs Gloo (AllreduceRing and
              AllreduceRingChunked) vs torch.distributed(gloo), 2 ranks, then
-             N ranks (default 4, oversubscribed when N > cores).
+             N ranks (default 4, oversubscribed when N > cores);
+  * ps:      the paper's Table 2 training step (perf/zc_ps_train,
+             perf/common/ps_models.h) on zcomm's parameter server over shm
+             and over tcp, against a gRPC parameter server
+             (perf/peers/grpc_ps/grpc_ps_train, TensorFlow's path) and
+             against zcomm allreduce of the same tensors; 2 workers + 2
+             co-located servers, and 3 workers + 1 server; the three runs
+             alternate (shm, tcp, gRPC, shm, tcp, gRPC, ...), R times;
+  * engine:  perf/zc_engine, the engine's per-step overhead with 128 small
+             tensors, fusion on/off, negotiation collectives per cycle;
+  * comm_init: perf/zc_comm_init, zc_comm_init_rank / split / dup at 2-5
+             ranks, shm and tcp.
 Prints tables with ratios (zcomm time / peer time per size: below 1 means
 zcomm is faster), writes results.json, summary.md, logs/ and PNG plots into
 the output directory (default perf/results/, git-ignored) and copies the
 plots into docs/img/.
 
-Every child process runs under a timeout; a library that is missing or fails
-is reported as "n/a: <reason>" and the suite goes on. Use Debian's
+Every child process runs under a timeout; a peer that fails is reported as
+"n/a: <reason>" and the suite goes on. The exit status is 1 when a zcomm run
+failed or reported wrong results, or when a peer that `scripts/setup.sh
+--perf` installs (Open MPI, Gloo, gRPC, torch) is missing (not built, not
+importable): those are listed loudly at the end (--allow-missing-peers
+turns the missing peers back into n/a). Every run that uses tcp stays on
+loopback: ZC_SOCKET_IFNAME=lo and GLOO_SOCKET_IFNAME=lo are set for every
+child, the gRPC programs bind 127.0.0.1. Use Debian's
 /usr/bin/python3 (numpy and matplotlib from python3-numpy/-matplotlib; without
 them the plots are skipped).
 """
@@ -50,6 +70,8 @@ MODES = {
         grpc_max="16M", grpc_iters=50, grpc_bw_iters=5,
         coll_min="8", coll_max="64M", coll_iters=10, coll_min_iters=3,
         collN_max="16M",
+        ps_models="lstm,vgg16", ps_reps=2, ps_steps=3,
+        engine_steps=30, engine_reps=3, init_reps=10,
         timeout=240),
     "full": dict(
         memcpy_size="256M", memcpy_iters=10,
@@ -57,6 +79,8 @@ MODES = {
         grpc_max="1G", grpc_iters=200, grpc_bw_iters=20,
         coll_min="8", coll_max="256M", coll_iters=20, coll_min_iters=5,
         collN_max="256M",
+        ps_models="vgg16,lstm,inception3", ps_reps=3, ps_steps=5,
+        engine_steps=50, engine_reps=5, init_reps=20,
         timeout=1500),
 }
 
@@ -127,13 +151,22 @@ def kill_group(p):
             continue
 
 
+# Libraries that `scripts/setup.sh --perf` installs: a job of one of them
+# that cannot run because its program is missing fails the suite.
+SETUP_PEERS = ("mpi", "gloo", "torch", "grpc")
+
+
 class Job:
     """One benchmark run: its command(s), log, JSON and outcome."""
 
     def __init__(self, key, label, group, library, kind):
         self.key, self.label, self.group = key, label, group
-        self.library, self.kind = library, kind  # kind: coll | p2p | memcpy
+        # kind: coll | p2p | memcpy | ps | engine | comm_init
+        self.library, self.kind = library, kind
         self.rows, self.error, self.note = [], None, ""
+        self.missing = False  # a program or library is missing (not built)
+        self.wrong = False
+        self.rep = None  # repetition (ps jobs)
         self.cmd, self.wall_s, self.load_before = [], 0.0, None
         self.data = {}
 
@@ -141,6 +174,7 @@ class Job:
         return dict(key=self.key, label=self.label, group=self.group,
                     library=self.library, kind=self.kind, rows=self.rows,
                     error=self.error, note=self.note, cmd=self.cmd,
+                    missing=self.missing, wrong=self.wrong, rep=self.rep,
                     wall_s=round(self.wall_s, 2),
                     load_before=self.load_before,
                     meta={k: v for k, v in self.data.items()
@@ -157,7 +191,8 @@ class Suite:
         os.makedirs(self.logs, exist_ok=True)
         # results of an earlier run must not mix with this one (only the
         # files this script writes are removed)
-        ours = re.compile(r"^((p2p|allreduce\d+|memcpy)_[\w.-]+\.(json|png|log)"
+        ours = re.compile(r"^((p2p|allreduce\d+|memcpy|ps|engine|comm_init)"
+                          r"_[\w.-]+\.(json|png|log)"
                           r"|results\.json|summary\.md)$")
         for d in (self.out, self.logs):
             for f in os.listdir(d):
@@ -168,6 +203,21 @@ class Suite:
         self.machine = {}
         self.timeout = int(self.mode["timeout"] * a.timeout_scale)
         self.ncpu = os.cpu_count() or 1
+        # tcp only on loopback, for every child (zcrun passes its
+        # environment to local ranks; gloo and torch read GLOO_SOCKET_IFNAME)
+        os.environ["ZC_SOCKET_IFNAME"] = "lo"
+        os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+
+    def have_torch(self):
+        if not hasattr(self, "_torch"):
+            try:
+                self._torch = subprocess.run(
+                    ["/usr/bin/python3", "-c", "import torch.distributed"],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                    timeout=120).returncode == 0
+            except Exception:  # noqa: BLE001
+                self._torch = False
+        return self._torch
 
     # ---- paths --------------------------------------------------------
     def prog(self, rel):
@@ -175,9 +225,13 @@ class Suite:
         return p if os.path.isfile(p) and os.access(p, os.X_OK) else None
 
     # ---- running ------------------------------------------------------
-    def _finish(self, job, json_path, rcs, timed_out, log_path, t0):
+    def _finish(self, job, json_path, rcs, timed_out, log_path, t0,
+                parser=None):
         job.wall_s = time.time() - t0
         data = load_json(json_path) if json_path else None
+        if parser and not timed_out and all(rc == 0 for rc in rcs):
+            rows = parser(log_path)  # a program that prints text only
+            data = dict(results=rows) if rows else None
         if data:
             job.data = data
             job.rows = data.get("results", []) or []
@@ -200,6 +254,8 @@ class Suite:
         if job.error and "symbol lookup error" in job.error:
             job.error = "libzcomm lacks a symbol: " + job.error
         bad = sum(1 for r in job.rows if (r.get("wrong") or 0) > 0)
+        if bad or (job.error and "wrong result" in job.error.lower()):
+            job.wrong = True
         if bad:
             job.note = (job.note + "; " if job.note else "") + \
                 "WRONG RESULTS at %d sizes" % bad
@@ -208,7 +264,7 @@ class Suite:
                                      ("  [" + job.note + "]") if job.note
                                      else ""))
 
-    def run(self, job, cmd, env=None, json_path=None):
+    def run(self, job, cmd, env=None, json_path=None, parser=None):
         """Runs one command (its own process group) under the timeout."""
         self.jobs.append(job)
         job.cmd = cmd
@@ -237,7 +293,7 @@ class Suite:
             job.error = "cannot start: %s" % e
             log("   -> n/a: " + job.error)
             return job
-        self._finish(job, json_path, [rc], timed_out, log_path, t0)
+        self._finish(job, json_path, [rc], timed_out, log_path, t0, parser)
         if not job.error and self.a.verbose:
             with open(log_path) as f:
                 sys.stdout.write(f.read())
@@ -288,9 +344,10 @@ class Suite:
         self._finish(job, json_path, rcs, timed_out, log_path, t0)
         return job
 
-    def skip(self, job, reason):
+    def skip(self, job, reason, missing=True):
         self.jobs.append(job)
         job.error = reason
+        job.missing = missing
         log("== %s\n   -> n/a: %s" % (job.label, reason))
         return job
 
@@ -479,9 +536,115 @@ class Suite:
                   "gloo" % (np_, oversub), group, "torch-gloo", "coll")
         script = os.path.join(PERF_DIR, "peers", "torch_allreduce.py")
         jp = os.path.join(self.out, job.key + ".json")
+        if not self.have_torch():
+            self.skip(job, "torch is not importable by /usr/bin/python3 "
+                      "(python3-torch missing?)")
+            return
         self.run(job, ["/usr/bin/python3", script, "-np", str(np_)] + sweep +
                  ["--timeout-s", str(self.timeout), "--json", jp],
                  json_path=jp)
+
+    # ---- parameter server (Table 2) --------------------------------------
+    def ps(self):
+        """zcomm PS (shm, tcp) vs gRPC PS vs zcomm allreduce, per model.
+
+        Two placements as the paper: 2 workers with 2 co-located servers, and
+        3 workers + 1 server-only rank. The three programs run in turn
+        (shm, tcp, gRPC), the whole round repeated ps_reps times, so that
+        every ratio compares runs taken next to each other in time."""
+        md = self.mode
+        models = self.a.ps_models or md["ps_models"]
+        reps = self.a.ps_reps or md["ps_reps"]
+        steps = str(md["ps_steps"])
+        zc = self.prog("perf/zc_ps_train")
+        gp = self.prog("perf/peers/grpc_ps/grpc_ps_train")
+        for cfg, workers, servers, coloc in (("2w2s", 2, 2, True),
+                                             ("3w1s", 3, 1, False)):
+            group = "ps_" + cfg
+            what = ("%d workers + %d co-located servers" % (workers, servers)
+                    if coloc else "%d workers + %d server" % (workers,
+                                                               servers))
+            for rep in range(reps):
+                for lib in ("zcomm shm", "zcomm tcp", "grpc"):
+                    tag = lib.replace(" ", "_")
+                    key = "%s_%s_r%d" % (group, tag, rep)
+                    job = Job(key, "PS %s, %s, rep %d/%d" % (
+                        what, lib, rep + 1, reps), group, lib, "ps")
+                    job.rep = rep
+                    jp = os.path.join(self.out, key + ".json")
+                    if lib == "grpc":
+                        if not gp:
+                            self.skip(job, "perf/peers/grpc_ps/grpc_ps_train "
+                                      "not built (gRPC missing?)")
+                            continue
+                        cmd = [gp, "--workers", str(workers), "--servers",
+                               str(servers), "--models", models, "--steps",
+                               steps, "--timeout-s", str(self.timeout),
+                               "--json", jp]
+                        if coloc:
+                            cmd.append("--colocated")
+                        self.run(job, cmd, json_path=jp)
+                        continue
+                    np_ = workers if coloc else workers + servers
+                    zcrun = self.zcrun_cmd(np_)
+                    if not zc or not zcrun:
+                        self.skip(job, "perf/zc_ps_train not built" if not zc
+                                  else "launcher/zcrun not built")
+                        continue
+                    transport = lib.split()[1]
+                    cmd = zcrun + ["-x", "ZC_TRANSPORT", "-x",
+                                   "ZC_SOCKET_IFNAME", zc, "--models", models,
+                                   "--steps", steps, "--json", jp]
+                    if not coloc:
+                        cmd += ["--servers", str(servers)]
+                    self.run(job, cmd, env={"ZC_TRANSPORT": transport},
+                             json_path=jp)
+
+    # ---- engine ---------------------------------------------------------
+    def engine(self):
+        """perf/zc_engine, repeated: each run compares the engine's
+        configurations with the baseline within about a second; the
+        repetitions give min/median/max of each."""
+        exe = self.prog("perf/zc_engine")
+        np_ = 2
+        for rep in range(self.mode["engine_reps"]):
+            key = "engine_np%d_r%d" % (np_, rep)
+            job = Job(key, "engine %d ranks: 128 tensors of 1 KiB per step, "
+                      "fusion/cycle time vs one zc_allreduce per tensor, "
+                      "rep %d/%d" % (np_, rep + 1, self.mode["engine_reps"]),
+                      "engine", "zcomm", "engine")
+            job.rep = rep
+            zcrun = self.zcrun_cmd(np_)
+            if not exe or not zcrun:
+                self.skip(job, "perf/zc_engine not built" if not exe
+                          else "launcher/zcrun not built")
+                continue
+            self.run(job, zcrun + [exe, "--tensors", "128", "--elems", "256",
+                                   "--steps", str(self.mode["engine_steps"])],
+                     parser=parse_engine)
+            if not job.error and len(job.rows) != 6:
+                job.error = "expected 6 result lines, got %d" % len(job.rows)
+
+    # ---- communicator creation -----------------------------------------
+    def comm_init(self):
+        """perf/zc_comm_init per rank count, shm and tcp in turn."""
+        exe = self.prog("perf/zc_comm_init")
+        for np_ in (2, 3, 4, 5):
+            for transport in ("shm", "tcp"):
+                key = "comm_init_np%d_%s" % (np_, transport)
+                job = Job(key, "communicator creation (init_rank, split, "
+                          "dup), %d ranks, ZC_TRANSPORT=%s" % (np_, transport),
+                          "comm_init", "zcomm " + transport, "comm_init")
+                if not exe:
+                    self.skip(job, "perf/zc_comm_init not built")
+                    continue
+                self.run(job, [exe, "--np", str(np_), "--reps",
+                               str(self.mode["init_reps"])],
+                         env={"ZC_TRANSPORT": transport},
+                         parser=parse_comm_init)
+                if not job.error and len(job.rows) != 3:
+                    job.error = "expected 3 result lines, got %d" % len(
+                        job.rows)
 
     # ---- reporting ------------------------------------------------------
     def group_jobs(self, group):
@@ -543,6 +706,112 @@ def table(title, jobs, field, ratio_pairs, digits=2, unit=""):
             md.append("- %s: n/a: %s" % (j.library, j.error.replace("|", "/")))
     return "\n".join(text), "\n".join(md)
 
+def parse_engine(path):
+    """perf/zc_engine's lines: the baseline and one per configuration."""
+    rows = []
+    try:
+        with open(path, errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return rows
+    m = re.search(r"baseline \(zc_allreduce per tensor\)\s+step\s+([\d.]+) ms",
+                  text)
+    if m:
+        rows.append(dict(config="baseline: zc_allreduce per tensor",
+                         fusion=None, cycle_ms=None,
+                         step_ms=float(m.group(1)), vs_baseline=1.0))
+    for m in re.finditer(
+            r"fusion (\S+)\s+cycle (\S+)\s+ms\s+step\s+([\d.]+) ms \(([\d.]+)x "
+            r"baseline\) \| per step: ([\d.]+) cycles, ([\d.]+) cache hits, "
+            r"([\d.]+) fused sets, ([\d.]+) data collectives \| ([\d.]+) "
+            r"negotiation collectives per cycle", text):
+        rows.append(dict(
+            config="engine, ZC_FUSION_THRESHOLD=%s ZC_CYCLE_TIME=%s" % (
+                m.group(1), m.group(2)),
+            fusion=m.group(1), cycle_ms=float(m.group(2)),
+            step_ms=float(m.group(3)), vs_baseline=float(m.group(4)),
+            cycles=float(m.group(5)), cache_hits=float(m.group(6)),
+            fused_sets=float(m.group(7)), data_colls=float(m.group(8)),
+            negotiation_per_cycle=float(m.group(9))))
+    return rows
+
+
+def parse_comm_init(path):
+    """perf/zc_comm_init's lines: ranks, operation, min, median, max (ms)."""
+    rows = []
+    try:
+        with open(path, errors="replace") as f:
+            for line in f:
+                m = re.match(r"\s*(\d+)\s+(init_rank|split|dup)\s+([\d.]+)\s+"
+                             r"([\d.]+)\s+([\d.]+)\s*$", line)
+                if m:
+                    rows.append(dict(ranks=int(m.group(1)), op=m.group(2),
+                                     min_ms=float(m.group(3)),
+                                     median_ms=float(m.group(4)),
+                                     max_ms=float(m.group(5))))
+    except OSError:
+        pass
+    return rows
+
+
+def mmm(vals):
+    """(min, median, max) of a list, or None."""
+    v = sorted(x for x in vals if x is not None)
+    if not v:
+        return None
+    return (v[0], v[len(v) // 2] if len(v) % 2 else
+            (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2.0, v[-1])
+
+
+def fmt_mmm(t, digits=1):
+    if not t:
+        return "-"
+    f = "%." + str(digits) + "f"
+    return (f + " / " + f + " / " + f) % t
+
+
+def ps_stats(suite, group):
+    """Per model: min/median/max over repetitions of each library's median
+    step (and push+pull) time, and of the paired ratios (runs of the same
+    repetition: taken next to each other)."""
+    jobs = [j for j in suite.group_jobs(group) if j.rows and not j.error]
+    by = {}  # (model, library, rep) -> row
+    models = []
+    for j in jobs:
+        for r in j.rows:
+            by[(r["model"], j.library, j.rep)] = r
+            if r["model"] not in models:
+                models.append(r["model"])
+    reps = sorted({j.rep for j in jobs})
+    out = []
+    for mname in models:
+        e = dict(model=mname)
+        for lib in ("zcomm shm", "zcomm tcp", "grpc"):
+            rows = [by.get((mname, lib, k)) for k in reps]
+            rows = [r for r in rows if r]
+            e[lib] = dict(
+                n=len(rows),
+                step=mmm([r["step_ms_median"] for r in rows]),
+                comm=mmm([r["comm_ms_median"] for r in rows]),
+                allreduce=mmm([r.get("allreduce_ms_median") for r in rows]),
+                ps_over_ar=mmm([r["comm_ms_median"] / r["allreduce_ms_median"]
+                                for r in rows
+                                if r.get("allreduce_ms_median")]),
+                mib=rows[0]["mib"] if rows else None,
+                tensors=rows[0]["tensors"] if rows else None,
+                compute=rows[0]["compute_ms"] if rows else None)
+        for lib in ("zcomm shm", "zcomm tcp"):
+            pairs = [(by.get((mname, lib, k)), by.get((mname, "grpc", k)))
+                     for k in reps]
+            e[lib]["vs_grpc_step"] = mmm([a["step_ms_median"] /
+                                          b["step_ms_median"]
+                                          for a, b in pairs if a and b])
+            e[lib]["vs_grpc_comm"] = mmm([a["comm_ms_median"] /
+                                          b["comm_ms_median"]
+                                          for a, b in pairs if a and b])
+        out.append(e)
+    return out
+
 
 def plots(suite, out_dir):
     try:
@@ -595,7 +864,188 @@ def plots(suite, out_dir):
         "point-to-point latency — %s" % tag)
     one("p2p_bandwidth.png", p2p, "bw_GBps", "bandwidth (GB/s)",
         "point-to-point bandwidth — %s" % tag)
+    # PS comparison: push+pull per model and library, allreduce of the same
+    # tensors; bars at the median, whiskers min-max over repetitions.
+    groups = [(g, w) for g, w in PS_GROUPS if suite.group_jobs(g)]
+    stats = [(g, w, ps_stats(suite, g)) for g, w in groups]
+    stats = [x for x in stats if x[2]]
+    if stats:
+        fig, axes = plt.subplots(1, len(stats), figsize=(6.2 * len(stats), 4.6),
+                                 squeeze=False)
+        series = (("zcomm shm", "comm", "zcomm PS shm"),
+                  ("zcomm tcp", "comm", "zcomm PS tcp"),
+                  ("grpc", "comm", "gRPC PS"),
+                  ("zcomm shm", "allreduce", "zcomm allreduce shm"),
+                  ("zcomm tcp", "allreduce", "zcomm allreduce tcp"))
+        for ax, (g, what, st) in zip(axes[0], stats):
+            width = 0.8 / len(series)
+            for i, (lib, field, label) in enumerate(series):
+                xs, ys, lo, hi = [], [], [], []
+                for k, e in enumerate(st):
+                    t = e[lib][field]
+                    if not t:
+                        continue
+                    xs.append(k + (i - (len(series) - 1) / 2.0) * width)
+                    ys.append(t[1])
+                    lo.append(t[1] - t[0])
+                    hi.append(t[2] - t[1])
+                if xs:
+                    ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2,
+                           label=label)
+            ax.set_xticks(range(len(st)))
+            ax.set_xticklabels([e["model"] for e in st])
+            ax.set_yscale("log")
+            ax.set_ylabel("push+pull (allreduce) per step (ms)")
+            ax.set_title("%s — %s" % (what, tag), fontsize=9)
+            ax.grid(True, axis="y", which="both", alpha=0.3)
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        path = os.path.join(out_dir, "ps_comparison.png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        made.append(path)
     return made
+
+def md_table(title, heads, rows, notes=()):
+    text = ["", "### " + title]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(heads)]
+    text.append("  ".join(h.rjust(w) for h, w in zip(heads, widths)))
+    for r in rows:
+        text.append("  ".join(c.rjust(w) for c, w in zip(r, widths)))
+    md = ["", "#### " + title, "", "| " + " | ".join(heads) + " |",
+          "|" + "|".join("---:" if i else "---" for i in range(len(heads)))
+          + "|"]
+    for r in rows:
+        md.append("| " + " | ".join(r) + " |")
+    if notes:
+        md.append("")
+    for n in notes:
+        text.append("  " + n)
+        md.append("- " + n.replace("|", "/"))
+    return "\n".join(text), "\n".join(md)
+
+
+def med_range(t, digits=1):
+    """'median (min-max)' of a (min, median, max) triple."""
+    if not t:
+        return "-"
+    f = "%." + str(digits) + "f"
+    return (f + " (" + f + "-" + f + ")") % (t[1], t[0], t[2])
+
+
+PS_GROUPS = (("ps_2w2s", "2 workers + 2 co-located servers"),
+             ("ps_3w1s", "3 workers + 1 server"))
+
+
+def ps_report(suite):
+    texts, mds = [], []
+    for group, what in PS_GROUPS:
+        jobs = suite.group_jobs(group)
+        if not jobs:
+            continue
+        st = ps_stats(suite, group)
+        reps = len({j.rep for j in jobs})
+        notes = ["%s: n/a: %s" % (j.label, j.error) for j in jobs
+                 if j.error]
+        heads = ["model", "MiB", "tensors", "compute", "zcomm shm",
+                 "zcomm tcp", "gRPC", "shm / gRPC", "tcp / gRPC"]
+        rows = []
+        for e in st:
+            s0 = e["zcomm shm"]
+            rows.append([e["model"], fmt(s0["mib"] or e["grpc"]["mib"], 1),
+                         str(s0["tensors"] or e["grpc"]["tensors"] or "-"),
+                         fmt(s0["compute"] or e["grpc"]["compute"], 2),
+                         med_range(s0["step"]),
+                         med_range(e["zcomm tcp"]["step"]),
+                         med_range(e["grpc"]["step"]),
+                         med_range(s0["vs_grpc_step"], 3),
+                         med_range(e["zcomm tcp"]["vs_grpc_step"], 3)])
+        t, m = md_table(
+            "PS training step, %s: step time in ms, median (min-max) over %d "
+            "alternating repetitions" % (what, reps), heads, rows, notes)
+        texts.append(t)
+        mds.append(m)
+        heads = ["model", "push+pull shm", "allreduce shm", "PS/AR shm",
+                 "push+pull tcp", "allreduce tcp", "PS/AR tcp",
+                 "push+pull gRPC", "shm / gRPC", "tcp / gRPC"]
+        rows = []
+        for e in st:
+            a, b, g = e["zcomm shm"], e["zcomm tcp"], e["grpc"]
+            rows.append([e["model"], med_range(a["comm"]),
+                         med_range(a["allreduce"]),
+                         med_range(a["ps_over_ar"], 2), med_range(b["comm"]),
+                         med_range(b["allreduce"]),
+                         med_range(b["ps_over_ar"], 2), med_range(g["comm"]),
+                         med_range(a["vs_grpc_comm"], 3),
+                         med_range(b["vs_grpc_comm"], 3)])
+        t, m = md_table(
+            "PS communication, %s: push+pull vs allreduce of the same "
+            "tensors (ms), median (min-max)" % what, heads, rows)
+        texts.append(t)
+        mds.append(m)
+    return texts, mds
+
+
+def engine_report(suite):
+    jobs = [j for j in suite.group_jobs("engine")]
+    if not jobs:
+        return [], []
+    configs = []
+    by = {}
+    for j in jobs:
+        for r in j.rows:
+            if r["config"] not in configs:
+                configs.append(r["config"])
+            by.setdefault(r["config"], []).append(r)
+    heads = ["configuration", "step (ms)", "x baseline", "cycles/step",
+             "cache hits/step", "fused sets/step", "data colls/step",
+             "negotiation colls/cycle"]
+    rows = []
+    for c in configs:
+        rs = by[c]
+        row = [c, med_range(mmm([r["step_ms"] for r in rs]), 3),
+               med_range(mmm([r["vs_baseline"] for r in rs]), 2)]
+        for k, d in (("cycles", 2), ("cache_hits", 1), ("fused_sets", 2),
+                     ("data_colls", 2), ("negotiation_per_cycle", 3)):
+            vals = [r.get(k) for r in rs if r.get(k) is not None]
+            row.append(med_range(mmm(vals), d) if vals else "-")
+        rows.append(row)
+    notes = ["%s: n/a: %s" % (j.label, j.error) for j in jobs if j.error]
+    n = len([j for j in jobs if j.rows])
+    t, m = md_table("engine, 2 ranks, 128 float32 tensors of 1 KiB per step: "
+                    "median step of the slowest rank, median (min-max) over "
+                    "%d runs" % n, heads, rows, notes)
+    return [t], [m]
+
+
+def comm_init_report(suite):
+    jobs = suite.group_jobs("comm_init")
+    if not jobs:
+        return [], []
+    data = {}
+    for j in jobs:
+        for r in j.rows:
+            data[(r["ranks"], r["op"], j.library)] = r
+    libs = []
+    for j in jobs:
+        if j.library not in libs:
+            libs.append(j.library)
+    heads = ["ranks", "operation"] + ["%s min / median / max (ms)" % l
+                                      for l in libs]
+    rows = []
+    for n in sorted({k[0] for k in data}):
+        for op in ("init_rank", "split", "dup"):
+            row = [str(n), op]
+            for l in libs:
+                r = data.get((n, op, l))
+                row.append(fmt_mmm((r["min_ms"], r["median_ms"],
+                                    r["max_ms"]), 3) if r else "-")
+            rows.append(row)
+    notes = ["%s: n/a: %s" % (j.label, j.error) for j in jobs if j.error]
+    t, m = md_table("communicator creation, slowest rank, %s repetitions"
+                    % suite.mode["init_reps"], heads, rows, notes)
+    return [t], [m]
 
 
 def report(suite):
@@ -656,6 +1106,10 @@ def report(suite):
                       "busbw_GBps", [], digits=3, unit="GB/s")
         texts.append(t)
         mds.append(md)
+    for fn in (ps_report, engine_report, comm_init_report):
+        t, md = fn(suite)
+        texts += t
+        mds += md
     return "\n".join(texts), "\n".join(mds)
 
 
@@ -669,7 +1123,17 @@ def main():
     ap.add_argument("--out", default=os.path.join(PERF_DIR, "results"),
                     help="output directory (default perf/results/)")
     ap.add_argument("--only", default="machine,memcpy,p2p,allreduce2,"
-                    "allreduceN", help="comma-separated sections")
+                    "allreduceN,ps,engine,comm_init",
+                    help="comma-separated sections")
+    ap.add_argument("--ps-models", default=None,
+                    help="models of the PS comparison (default: quick "
+                    "lstm,vgg16; full vgg16,lstm,inception3; any of vgg16, "
+                    "alexnet, inception3, lstm, gru, fcn5)")
+    ap.add_argument("--ps-reps", type=int, default=None,
+                    help="alternating repetitions of the PS comparison "
+                    "(default: quick 2, full 3)")
+    ap.add_argument("--allow-missing-peers", action="store_true",
+                    help="a missing peer is n/a instead of a failure")
     ap.add_argument("--np", type=int, default=4,
                     help="ranks of the second allreduce run (default 4)")
     ap.add_argument("--no-docs-img", action="store_true",
@@ -697,6 +1161,12 @@ def main():
         suite.allreduce(2, suite.mode["coll_max"])
     if "allreduceN" in only and a.np != 2:
         suite.allreduce(a.np, suite.mode["collN_max"])
+    if "ps" in only:
+        suite.ps()
+    if "engine" in only:
+        suite.engine()
+    if "comm_init" in only:
+        suite.comm_init()
 
     text, md = report(suite)
     log(text)
@@ -725,7 +1195,28 @@ def main():
     if na:
         log("n/a: " + ", ".join("%s (%s)" % (j.label, j.error[:80])
                                 for j in na))
-    return 0
+    # zcomm runs that failed or computed wrong results, peers that setup.sh
+    # --perf installs but that are missing: the suite fails.
+    bad_zc = [j for j in suite.jobs if j.library.startswith("zcomm")
+              and (j.error or j.wrong)]
+    bad_zc += [j for j in suite.jobs if j.wrong and j not in bad_zc]
+    missing = [j for j in suite.jobs if j.missing and not
+               j.library.startswith("zcomm") and
+               j.library.split()[0].split("-")[0] in SETUP_PEERS]
+    rc = 0
+    if bad_zc:
+        log("\nFAILED: zcomm runs that failed or reported wrong results:")
+        for j in bad_zc:
+            log("  %s: %s" % (j.label, j.error or j.note))
+        rc = 1
+    if missing and not a.allow_missing_peers:
+        log("\nFAILED: peers that scripts/setup.sh --perf installs are "
+            "missing (run it, then reconfigure the build; or pass "
+            "--allow-missing-peers):")
+        for j in missing:
+            log("  %s: %s" % (j.label, j.error))
+        rc = 1
+    return rc
 
 
 if __name__ == "__main__":

@@ -8,9 +8,15 @@
 //
 //   zcrun -np 2 zc_ps_train                 # 2 workers, 2 co-located servers
 //   zcrun -np 4 zc_ps_train --servers 1     # 3 workers + 1 server-only rank
-//   options: --models vgg16,lstm  --steps N  --no-compute
+//   options: --models vgg16,lstm  --steps N  --no-compute  --json FILE
 // The transport comes from ZC_TRANSPORT (shm, tcp). C ABI only.
+// Times are rank 0's: step_ms (compute + push + pull) and ps_comm_ms
+// (push + pull) min and median over the steps after a warm-up step,
+// allreduce_ms likewise. --json writes them per model (rewritten after each
+// model), with "wrong": tensors whose pulled value was not the round's sum.
 #include <zcomm/zcomm.h>
+
+#include "common/ps_models.h"
 
 #include <algorithm>
 #include <cmath>
@@ -23,119 +29,14 @@
 
 namespace {
 
+using ps_models::Model;
+using ps_models::Models;
+using ps_models::Sum;
+
 double NowMs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
-struct Model {
-  std::string name;
-  double table_mib;   // Table 2: model size (MB, read as MiB: VGG-16 then matches exactly)
-  int table_tensors;  // Table 2: variable tensors
-  double compute_ms;  // Table 2: computation time
-  std::vector<size_t> elems;  // float32 elements of each variable tensor
-};
-
-size_t Target(double mib) { return static_cast<size_t>(std::llround(mib * 1048576.0 / 4.0)); }
-size_t Sum(const std::vector<size_t>& v) {
-  size_t s = 0;
-  for (size_t x : v) s += x;
-  return s;
-}
-void Conv(std::vector<size_t>* v, size_t k, size_t cin, size_t cout) {
-  v->push_back(k * k * cin * cout);
-  v->push_back(cout);
-}
-void Fc(std::vector<size_t>* v, size_t in, size_t out) {
-  v->push_back(in * out);
-  v->push_back(out);
-}
-
-std::vector<Model> Models() {
-  std::vector<Model> ms;
-  {  // VGG-16, 10 classes: exactly Table 2's 512.32 MiB in 32 tensors.
-    Model m{"vgg16", 512.32, 32, 30.92, {}};
-    size_t c[][2] = {{3, 64}, {64, 64}, {64, 128}, {128, 128}, {128, 256}, {256, 256}, {256, 256},
-                     {256, 512}, {512, 512}, {512, 512}, {512, 512}, {512, 512}, {512, 512}};
-    for (auto& p : c) Conv(&m.elems, 3, p[0], p[1]);
-    Fc(&m.elems, 25088, 4096);
-    Fc(&m.elems, 4096, 4096);
-    Fc(&m.elems, 4096, 10);
-    ms.push_back(m);
-  }
-  {  // AlexNet (tf_cnn_benchmarks layers); fc6's input width fitted to the total.
-    Model m{"alexnet", 176.42, 16, 7.61, {}};
-    Conv(&m.elems, 11, 3, 64);
-    Conv(&m.elems, 5, 64, 192);
-    Conv(&m.elems, 3, 192, 384);
-    Conv(&m.elems, 3, 384, 256);
-    Conv(&m.elems, 3, 256, 256);
-    std::vector<size_t> rest;
-    Fc(&rest, 4096, 4096);
-    Fc(&rest, 4096, 1000);
-    size_t fixed = Sum(m.elems) + Sum(rest) + 4096;
-    Fc(&m.elems, (Target(m.table_mib) - fixed) / 4096, 4096);
-    m.elems.insert(m.elems.end(), rest.begin(), rest.end());
-    ms.push_back(m);
-  }
-  {  // Inception-v3: real stem and heads (main and auxiliary), 94 convolutions
-     // each with its batch-norm beta, 196 tensors; the mixed blocks' 89
-     // convolutions are given equal shares of the remaining size.
-    Model m{"inception3", 92.90, 196, 68.32, {}};
-    size_t stem[][3] = {{3, 3, 32}, {3, 32, 32}, {3, 32, 64}, {1, 64, 80}, {3, 80, 192}};
-    for (auto& s : stem) Conv(&m.elems, s[0], s[1], s[2]);
-    std::vector<size_t> head;
-    Conv(&head, 1, 768, 128);
-    Conv(&head, 5, 128, 768);
-    Fc(&head, 768, 1000);
-    Fc(&head, 2048, 1000);
-    size_t left = Target(m.table_mib) - Sum(m.elems) - Sum(head);
-    const size_t n = 89, cout = 192;
-    size_t each = left / n - cout;
-    for (size_t i = 0; i < n; ++i) {
-      size_t w = i + 1 < n ? each : left - (n - 1) * (each + cout) - cout;
-      m.elems.push_back(w);
-      m.elems.push_back(cout);
-    }
-    m.elems.insert(m.elems.end(), head.begin(), head.end());
-    ms.push_back(m);
-  }
-  {  // LSTM, hidden 1024: per gate W_x, W_h (1024x1024) and b; the output
-     // layer's width fitted (about 1000 classes).
-    Model m{"lstm", 35.93, 14, 33.33, {}};
-    for (int g = 0; g < 4; ++g) {
-      m.elems.push_back(1024 * 1024);
-      m.elems.push_back(1024 * 1024);
-      m.elems.push_back(1024);
-    }
-    size_t out = (Target(m.table_mib) - Sum(m.elems)) / 1025;
-    Fc(&m.elems, 1024, out);
-    ms.push_back(m);
-  }
-  {  // GRU, hidden 1024: 3 gates, same construction.
-    Model m{"gru", 27.92, 11, 30.44, {}};
-    for (int g = 0; g < 3; ++g) {
-      m.elems.push_back(1024 * 1024);
-      m.elems.push_back(1024 * 1024);
-      m.elems.push_back(1024);
-    }
-    size_t out = (Target(m.table_mib) - Sum(m.elems)) / 1025;
-    Fc(&m.elems, 1024, out);
-    ms.push_back(m);
-  }
-  {  // FCN-5: input, three hidden 4096-wide layers, output (5 x (W, b));
-     // input and output width fitted.
-    Model m{"fcn5", 204.47, 10, 4.88, {}};
-    size_t io = (Target(m.table_mib) - 3 * (4096 * 4096 + 4096) - 4096) / (2 * 4096 + 1);
-    Fc(&m.elems, io, 4096);
-    for (int i = 0; i < 3; ++i) Fc(&m.elems, 4096, 4096);
-    Fc(&m.elems, 4096, io);
-    // 5 weight matrices: the fifth is 4096 x io, so fix the total with the first.
-    m.elems[0] += Target(m.table_mib) - Sum(m.elems);
-    ms.push_back(m);
-  }
-  return ms;
 }
 
 #define CHECK(call)                                                                      \
@@ -146,6 +47,45 @@ std::vector<Model> Models() {
       exit(1);                                                                           \
     }                                                                                    \
   } while (0)
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+struct Row {
+  std::string model;
+  double mib;
+  size_t tensors;
+  double step_min, step_med, comm_min, comm_med, ar_min, ar_med, compute;
+  int wrong;
+};
+
+void WriteJson(const char* path, int workers, int servers, bool colocated, const char* transport,
+               int steps, const std::vector<Row>& rows, bool complete) {
+  if (!path) return;
+  std::string tmp = std::string(path) + ".tmp";
+  FILE* f = fopen(tmp.c_str(), "w");
+  if (!f) return;
+  fprintf(f,
+          "{\"benchmark\": \"ps_train\", \"library\": \"zcomm\", \"transport\": \"%s\", "
+          "\"workers\": %d, \"servers\": %d, \"colocated\": %s, \"steps\": %d, \"complete\": %s, "
+          "\"error\": null, \"results\": [",
+          transport, workers, servers, colocated ? "true" : "false", steps, complete ? "true" : "false");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    fprintf(f,
+            "%s\n {\"model\": \"%s\", \"mib\": %.3f, \"tensors\": %zu, \"step_ms_min\": %.3f, "
+            "\"step_ms_median\": %.3f, \"comm_ms_min\": %.3f, \"comm_ms_median\": %.3f, "
+            "\"allreduce_ms_min\": %.3f, \"allreduce_ms_median\": %.3f, \"compute_ms\": %.2f, "
+            "\"wrong\": %d}",
+            i ? "," : "", r.model.c_str(), r.mib, r.tensors, r.step_min, r.step_med, r.comm_min, r.comm_med,
+            r.ar_min, r.ar_med, r.compute, r.wrong);
+  }
+  fprintf(f, "]}\n");
+  fclose(f);
+  rename(tmp.c_str(), path);
+}
 
 void SleepMs(double ms) {
   timespec ts{static_cast<time_t>(ms / 1e3), static_cast<long>(std::fmod(ms, 1e3) * 1e6)};
@@ -158,16 +98,19 @@ int main(int argc, char** argv) {
   int servers_only = 0, steps = 5;
   bool compute = true;
   std::string only;
+  const char* json = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--servers") && i + 1 < argc) servers_only = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--models") && i + 1 < argc) only = argv[++i];
     else if (!strcmp(argv[i], "--no-compute")) compute = false;
+    else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     else {
-      fprintf(stderr, "usage: %s [--servers K] [--steps N] [--models a,b] [--no-compute]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--servers K] [--steps N] [--models a,b] [--no-compute] [--json FILE]\n", argv[0]);
       return 2;
     }
   }
+  if (steps < 1) steps = 1;
   zc_comm* comm = nullptr;
   CHECK(zc_init(&comm));
   const int rank = zc_rank(comm), n = zc_size(comm);
@@ -186,6 +129,7 @@ int main(int argc, char** argv) {
   if (rank == 0)
     printf("%-11s %9s %7s %7s %10s %10s %12s %10s %8s\n", "model", "MiB", "table", "tensors", "step_ms",
            "ps_comm_ms", "allreduce_ms", "compute_ms", "ps/ar");
+  std::vector<Row> rows;
   for (const Model& m : Models()) {
     if (!only.empty() && ("," + only + ",").find("," + m.name + ",") == std::string::npos) continue;
     zc_ps* ps = nullptr;
@@ -202,7 +146,7 @@ int main(int argc, char** argv) {
     for (size_t t = 0, o = 0; t < m.elems.size(); o += m.elems[t], ++t) off[t] = o;
     for (size_t t = 0; t < m.elems.size(); ++t) CHECK(zc_ps_declare(ps, t, m.elems[t], ZC_FLOAT32, nullptr));
     std::vector<zc_request*> preq(m.elems.size()), qreq(m.elems.size());
-    double best_step = 1e30, best_comm = 1e30;
+    std::vector<double> st, ct, at;
     for (int s = 0; s <= steps; ++s) {  // step 0: warm-up
       CHECK(zc_barrier(workers));
       double t0 = NowMs();
@@ -216,37 +160,55 @@ int main(int argc, char** argv) {
       }
       double t2 = NowMs();
       if (s > 0) {
-        best_step = std::min(best_step, t2 - t0);
-        best_comm = std::min(best_comm, t2 - t1);
+        st.push_back(t2 - t0);
+        ct.push_back(t2 - t1);
       }
     }
     // Check one element of every tensor: the round's sum over workers.
-    int W = zc_ps_num_workers(ps);
+    int W = zc_ps_num_workers(ps), wrong = 0;
     for (size_t t = 0; t < m.elems.size(); ++t) {
       size_t i = off[t];
       float want = 0;
       for (int w = 0; w < W; ++w) want += static_cast<float>((i + w) % 7);
       if (param[i] != want) {
-        fprintf(stderr, "rank %d: %s tensor %zu: got %g, want %g\n", rank, m.name.c_str(), t, param[i], want);
-        return 1;
+        fprintf(stderr, "error: rank %d: %s tensor %zu: got %g, want %g\n", rank, m.name.c_str(), t, param[i],
+                want);
+        ++wrong;
       }
     }
     CHECK(zc_ps_free(ps));
-    double best_ar = 1e30;
+    if (wrong) {
+      if (rank == 0) {
+        rows.push_back(Row{m.name, total * 4.0 / 1048576.0, m.elems.size(), 0, 0, 0, 0, 0, 0, 0, wrong});
+        WriteJson(json, n - servers_only, servers_only ? servers_only : n, !servers_only, transport, steps, rows,
+                  false);
+      }
+      return 1;
+    }
     for (int s = 0; s <= steps; ++s) {
       CHECK(zc_barrier(workers));
       double t0 = NowMs();
       for (size_t t = 0; t < m.elems.size(); ++t)
         CHECK(zc_allreduce(workers, grad.data() + off[t], param.data() + off[t], m.elems[t], ZC_FLOAT32, ZC_SUM));
       double t1 = NowMs();
-      if (s > 0) best_ar = std::min(best_ar, t1 - t0);
+      if (s > 0) at.push_back(t1 - t0);
     }
-    if (rank == 0)
+    const double best_step = *std::min_element(st.begin(), st.end());
+    const double best_comm = *std::min_element(ct.begin(), ct.end());
+    const double best_ar = *std::min_element(at.begin(), at.end());
+    if (rank == 0) {
       printf("%-11s %9.2f %7.2f %3zu/%-3d %10.2f %10.2f %12.2f %10.2f %8.2f\n", m.name.c_str(),
              total * 4.0 / 1048576.0, m.table_mib, m.elems.size(), m.table_tensors, best_step, best_comm,
              best_ar, compute ? m.compute_ms : 0.0, best_comm / best_ar);
+      rows.push_back(Row{m.name, total * 4.0 / 1048576.0, m.elems.size(), best_step, Median(st), best_comm,
+                         Median(ct), best_ar, Median(at), compute ? m.compute_ms : 0.0, 0});
+      WriteJson(json, n - servers_only, servers_only ? servers_only : n, !servers_only, transport, steps, rows,
+                false);
+    }
     fflush(stdout);
   }
+  if (rank == 0)
+    WriteJson(json, n - servers_only, servers_only ? servers_only : n, !servers_only, transport, steps, rows, true);
   if (workers) CHECK(zc_finalize(workers));
   CHECK(zc_finalize(comm));
   return 0;
