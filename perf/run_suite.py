@@ -92,11 +92,13 @@ MODES = {
         collN_max="256M",
         ps_models="vgg16,lstm,inception3", ps_reps=3, ps_steps=5,
         engine_steps=50, engine_reps=5, init_reps=20,
-        # torch and hvd: the same short runs as quick (about 3-4 minutes
-        # each on 2 cores); perf/torch_zcomm_bench.py and perf/hvd_bench.py
-        # run alone for longer sweeps
-        torch_args=["--quick"], torch_ranks=(2, 4),
-        hvd_args=["--pairs", "2", "--steps", "30", "--", "--num-iters", "2",
+        # torch and hvd: kept short (about 2-3 minutes each on 2 cores):
+        # all_reduce up to 8 MiB, 5 pairs; hvd 3 pairs of short runs.
+        # perf/torch_zcomm_bench.py and perf/hvd_bench.py run alone for
+        # longer sweeps
+        torch_args=["--pairs", "5", "--max-bytes", str(8 << 20)],
+        torch_ranks=(2, 4),
+        hvd_args=["--pairs", "3", "--steps", "50", "--", "--num-iters", "2",
                   "--num-batches-per-iter", "2", "--num-warmup-batches", "1"],
         hvd_ranks=(2, 4), torch_timeout=600,
         timeout=1500),
