@@ -3,7 +3,7 @@
 
     perf/run_suite.py --build BUILDDIR [--quick] [--out DIR]
                       [--only machine,memcpy,p2p,allreduce2,allreduceN,
-                              ps,engine,comm_init]
+                              ps,engine,comm_init,torch,hvd]
                       [--np N] [--no-docs-img] [--timeout-scale X]
                       [--ps-models vgg16,lstm] [--ps-reps R]
                       [--allow-missing-peers]
@@ -29,7 +29,14 @@ In one run:
   * engine:  perf/zc_engine, the engine's per-step overhead with 128 small
              tensors, fusion on/off, negotiation collectives per cycle;
   * comm_init: perf/zc_comm_init, zc_comm_init_rank / split / dup at 2-5
-             ranks, shm and tcp.
+             ranks, shm and tcp;
+  * torch:   perf/torch_zcomm_bench.py, torch.distributed's all_reduce time
+             per size and DDP training throughput, backend zcomm vs gloo in
+             alternating pairs in the same processes, 2 and 4 ranks;
+  * hvd:     perf/hvd_bench.py, the Horovod API (zcomm.torch, the engine)
+             against DDP on gloo: training throughput in alternating pairs,
+             and the engine's per-step overhead from Python with fusion on
+             and off, negotiation collectives per cycle; 2 and 4 ranks.
 Prints tables with ratios (zcomm time / peer time per size: below 1 means
 zcomm is faster), writes results.json, summary.md, logs/ and PNG plots into
 the output directory (default perf/results/, git-ignored) and copies the
@@ -72,6 +79,10 @@ MODES = {
         collN_max="16M",
         ps_models="lstm,vgg16", ps_reps=2, ps_steps=3,
         engine_steps=30, engine_reps=3, init_reps=10,
+        torch_args=["--quick"], torch_ranks=(2, 4),
+        hvd_args=["--pairs", "2", "--steps", "30", "--", "--num-iters", "2",
+                  "--num-batches-per-iter", "2", "--num-warmup-batches", "1"],
+        hvd_ranks=(2, 4), torch_timeout=600,
         timeout=240),
     "full": dict(
         memcpy_size="256M", memcpy_iters=10,
@@ -81,6 +92,15 @@ MODES = {
         collN_max="256M",
         ps_models="vgg16,lstm,inception3", ps_reps=3, ps_steps=5,
         engine_steps=50, engine_reps=5, init_reps=20,
+        # torch and hvd: kept short (about 2-3 minutes each on 2 cores):
+        # all_reduce up to 8 MiB, 5 pairs; hvd 3 pairs of short runs.
+        # perf/torch_zcomm_bench.py and perf/hvd_bench.py run alone for
+        # longer sweeps
+        torch_args=["--pairs", "5", "--max-bytes", str(8 << 20)],
+        torch_ranks=(2, 4),
+        hvd_args=["--pairs", "3", "--steps", "50", "--", "--num-iters", "2",
+                  "--num-batches-per-iter", "2", "--num-warmup-batches", "1"],
+        hvd_ranks=(2, 4), torch_timeout=600,
         timeout=1500),
 }
 
@@ -191,7 +211,8 @@ class Suite:
         os.makedirs(self.logs, exist_ok=True)
         # results of an earlier run must not mix with this one (only the
         # files this script writes are removed)
-        ours = re.compile(r"^((p2p|allreduce\d+|memcpy|ps|engine|comm_init)"
+        ours = re.compile(r"^((p2p|allreduce\d+|memcpy|ps|engine|comm_init"
+                          r"|torch|hvd)"
                           r"_[\w.-]+\.(json|png|log)"
                           r"|results\.json|summary\.md)$")
         for d in (self.out, self.logs):
@@ -264,9 +285,19 @@ class Suite:
                                      ("  [" + job.note + "]") if job.note
                                      else ""))
 
-    def run(self, job, cmd, env=None, json_path=None, parser=None):
+    def run(self, job, cmd, env=None, json_path=None, parser=None,
+            timeout=None):
         """Runs one command (its own process group) under the timeout."""
         self.jobs.append(job)
+        saved = self.timeout
+        if timeout:
+            self.timeout = timeout
+        try:
+            return self._run(job, cmd, env, json_path, parser)
+        finally:
+            self.timeout = saved
+
+    def _run(self, job, cmd, env, json_path, parser):
         job.cmd = cmd
         job.load_before = os.getloadavg()[0]
         log("== %s" % job.label)
@@ -646,6 +677,67 @@ class Suite:
                     job.error = "expected 3 result lines, got %d" % len(
                         job.rows)
 
+    # ---- torch.distributed backend and Horovod API ----------------------
+    def python_env(self):
+        """Environment of the zcomm.torch benchmarks: the build's Python
+        package, loopback only."""
+        py = os.path.join(self.build, "python")
+        return {"PYTHONPATH": py + (os.pathsep + os.environ["PYTHONPATH"]
+                                    if os.environ.get("PYTHONPATH") else ""),
+                "ZC_SOCKET_IFNAME": "lo", "GLOO_SOCKET_IFNAME": "lo",
+                "ZCRUN": os.path.join(self.build, "launcher", "zcrun")}
+
+    def torch_bench(self):
+        """perf/torch_zcomm_bench.py, one job per rank count: all_reduce per
+        size and DDP throughput, zcomm and gloo in alternating pairs."""
+        script = os.path.join(PERF_DIR, "torch_zcomm_bench.py")
+        tmo = int(self.mode["torch_timeout"] * self.a.timeout_scale)
+        for np_ in self.mode["torch_ranks"]:
+            key = "torch_np%d" % np_
+            label = ("torch.distributed %d ranks%s: all_reduce and DDP, "
+                     "zcomm vs gloo" % (np_, " (oversubscribed)"
+                                        if np_ > self.ncpu else ""))
+            if not self.have_torch():
+                self.skip(Job(key, label, "torch", "torch", "torch"),
+                          "torch is not importable by /usr/bin/python3 "
+                          "(python3-torch missing?)")
+                continue
+            job = Job(key, label, "torch", "zcomm.torch", "torch")
+            jp = os.path.join(self.out, key + ".json")
+            if os.path.exists(jp):
+                os.unlink(jp)
+            self.run(job, ["/usr/bin/python3", script, "--ranks", str(np_),
+                           "--json", jp] + self.mode["torch_args"],
+                     env=self.python_env(), parser=lambda _: parse_torch(jp),
+                     timeout=tmo)
+
+    def hvd_bench(self):
+        """perf/hvd_bench.py, one job per rank count: engine vs DDP-gloo
+        throughput, the engine's per-step overhead with and without fusion.
+        Exit 77: torch is missing."""
+        script = os.path.join(PERF_DIR, "hvd_bench.py")
+        tmo = int(self.mode["torch_timeout"] * self.a.timeout_scale)
+        for np_ in self.mode["hvd_ranks"]:
+            key = "hvd_np%d" % np_
+            job = Job(key, "Horovod API %d ranks%s: engine vs DDP-gloo, "
+                      "overhead with/without fusion" % (
+                          np_, " (oversubscribed)" if np_ > self.ncpu
+                          else ""), "hvd", "zcomm.torch hvd", "hvd")
+            if not self.prog("launcher/zcrun"):
+                self.skip(job, "launcher/zcrun not built", missing=False)
+                continue
+            self.run(job, ["/usr/bin/python3", script, "--ranks", str(np_)]
+                     + self.mode["hvd_args"], env=self.python_env(),
+                     parser=parse_hvd, timeout=tmo)
+            if job.error and job.error.startswith("exit code 77"):
+                job.error = ("torch is not importable by /usr/bin/python3 "
+                             "(python3-torch missing?)")
+                job.missing, job.library = True, "torch (hvd_bench)"
+            elif not job.error and not (
+                    any(r["what"] == "throughput" for r in job.rows) and
+                    sum(r["what"] == "overhead" for r in job.rows) == 2):
+                job.error = "expected throughput and 2 overhead lines"
+
     # ---- reporting ------------------------------------------------------
     def group_jobs(self, group):
         return [j for j in self.jobs if j.group == group]
@@ -733,6 +825,62 @@ def parse_engine(path):
             cycles=float(m.group(5)), cache_hits=float(m.group(6)),
             fused_sets=float(m.group(7)), data_colls=float(m.group(8)),
             negotiation_per_cycle=float(m.group(9))))
+    return rows
+
+
+def parse_torch(jp):
+    """perf/torch_zcomm_bench.py's JSON: one row per all_reduce size (times
+    in us, per pair) and one per DDP model (samples/s, per pair)."""
+    data = load_json(jp)
+    rows = []
+    for res in data or []:
+        n = res["ranks"]
+        for r in res.get("allreduce", []):
+            rows.append(dict(what="allreduce", ranks=n, size=r["bytes"],
+                             zcomm_us=[x * 1e6 for x in r["zcomm"]],
+                             gloo_us=[x * 1e6 for x in r["gloo"]]))
+        for d in res.get("ddp", []):
+            rows.append(dict(what="ddp", ranks=n, model=d["model"],
+                             params=d["params"],
+                             batch_per_rank=d["batch_per_rank"],
+                             zcomm=d["zcomm"], gloo=d["gloo"]))
+    return rows
+
+
+def parse_hvd(path):
+    """perf/hvd_bench.py's summary lines."""
+    try:
+        with open(path, errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return []
+    rows = []
+    num = r"([\d.]+)"
+    mmm_re = r"min\s+%s\s+median\s+%s\s+max\s+%s" % (num, num, num)
+    for m in re.finditer(r"np (\d+)\s+engine\s+total img/sec: " + mmm_re,
+                         text):
+        n = int(m.group(1))
+        d = re.search(r"np %d\s+DDP-gloo total img/sec: %s" % (n, mmm_re),
+                      text)
+        r = re.search(r"np %d\s+engine / DDP-gloo: ([\d.]+) \(median of "
+                      r"each; per pair ([\d. ]*)\)" % n, text)
+        if not d or not r:
+            continue
+        rows.append(dict(
+            what="throughput", ranks=n,
+            engine=tuple(float(m.group(k)) for k in (2, 3, 4)),
+            ddp=tuple(float(d.group(k)) for k in (1, 2, 3)),
+            ratio=float(r.group(1)),
+            pair_ratios=[float(x) for x in r.group(2).split()]))
+    for m in re.finditer(
+            r"np (\d+)\s+128 tensors/step, fusion (on|off)\s*: step ms " +
+            mmm_re + r" \| cycles/step ([\d.]+), negotiation collectives/"
+            r"cycle \(max\) ([\d.]+), data collectives/step ([\d.]+)", text):
+        rows.append(dict(
+            what="overhead", ranks=int(m.group(1)), fusion=m.group(2),
+            step_ms=tuple(float(m.group(k)) for k in (3, 4, 5)),
+            cycles=float(m.group(6)), negotiation_per_cycle=float(m.group(7)),
+            data_colls=float(m.group(8))))
     return rows
 
 
@@ -864,6 +1012,35 @@ def plots(suite, out_dir):
         "point-to-point latency — %s" % tag)
     one("p2p_bandwidth.png", p2p, "bw_GBps", "bandwidth (GB/s)",
         "point-to-point bandwidth — %s" % tag)
+    # torch.distributed all_reduce, zcomm vs gloo per rank count: median,
+    # whiskers min-max over the pairs
+    ar = [r for j in suite.group_jobs("torch") for r in j.rows
+          if r["what"] == "allreduce"]
+    if ar:
+        fig, ax = plt.subplots(figsize=(7.5, 4.8))
+        for n in sorted({r["ranks"] for r in ar}):
+            rs = sorted((r for r in ar if r["ranks"] == n),
+                        key=lambda r: r["size"])
+            for lib, style in (("zcomm", "-o"), ("gloo", "--s")):
+                st = [mmm(r[lib + "_us"]) for r in rs]
+                ax.errorbar([r["size"] for r in rs], [s[1] for s in st],
+                            yerr=[[s[1] - s[0] for s in st],
+                                  [s[2] - s[1] for s in st]],
+                            fmt=style, markersize=3, capsize=2,
+                            label="%s, %d ranks" % (lib, n))
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel("time per dist.all_reduce (us)")
+        ax.set_title("torch.distributed all_reduce float32, zcomm vs gloo "
+                     "— %s" % tag, fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = os.path.join(out_dir, "torch_allreduce.png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        made.append(path)
     # PS comparison: push+pull per model and library, allreduce of the same
     # tensors; bars at the median, whiskers min-max over repetitions.
     groups = [(g, w) for g, w in PS_GROUPS if suite.group_jobs(g)]
@@ -1048,6 +1225,91 @@ def comm_init_report(suite):
     return [t], [m]
 
 
+def torch_report(suite):
+    jobs = suite.group_jobs("torch")
+    if not jobs:
+        return [], []
+    texts, mds = [], []
+    notes = ["%s: n/a: %s" % (j.label, j.error) for j in jobs if j.error]
+    rows_all = [r for j in jobs for r in j.rows]
+    for n in sorted({r["ranks"] for r in rows_all}):
+        ar = [r for r in rows_all if r["ranks"] == n and
+              r["what"] == "allreduce"]
+        heads = ["size", "zcomm (us)", "gloo (us)", "zcomm / gloo",
+                 "per pair", "goal <= 0.5 from 64 KiB"]
+        rows = []
+        for r in sorted(ar, key=lambda r: r["size"]):
+            z, g = mmm(r["zcomm_us"]), mmm(r["gloo_us"])
+            ratio = z[1] / g[1]
+            pairs = mmm([a / b for a, b in zip(r["zcomm_us"], r["gloo_us"])])
+            goal = ("-" if r["size"] < (64 << 10) else
+                    "met" if ratio <= 0.5 else "NOT met")
+            rows.append([human(r["size"]), med_range(z), med_range(g),
+                         "%.2f" % ratio, fmt_mmm(pairs, 2), goal])
+        t, m = md_table(
+            "torch.distributed all_reduce, %d ranks, float32: time per call "
+            "of the slowest rank, median (min-max) over the alternating "
+            "pairs" % n, heads, rows)
+        texts.append(t)
+        mds.append(m)
+    heads = ["model", "ranks", "zcomm (samples/s)", "gloo (samples/s)",
+             "zcomm / gloo", "goal >= 1.3 (large model)"]
+    rows = []
+    for r in rows_all:
+        if r["what"] != "ddp":
+            continue
+        z, g = mmm(r["zcomm"]), mmm(r["gloo"])
+        ratio = z[1] / g[1]
+        rows.append(["%s MLP %.2fM params, batch %d/rank" % (
+            r["model"], r["params"] / 1e6, r["batch_per_rank"]),
+            str(r["ranks"]), med_range(z), med_range(g), "%.2f" % ratio,
+            ("met" if ratio >= 1.3 else "NOT met") if r["model"] == "large"
+            else "-"])
+    t, m = md_table("torch DDP training throughput, zcomm vs gloo, slowest "
+                    "rank, median (min-max) over the pairs", heads, rows,
+                    notes)
+    texts.append(t)
+    mds.append(m)
+    return texts, mds
+
+
+def hvd_report(suite):
+    jobs = suite.group_jobs("hvd")
+    if not jobs:
+        return [], []
+    notes = ["%s: n/a: %s" % (j.label, j.error) for j in jobs if j.error]
+    rows_all = [r for j in jobs for r in j.rows]
+    heads = ["ranks", "engine min / median / max", "DDP-gloo min / median "
+             "/ max", "engine / DDP-gloo", "per pair", "goal >= 1.3"]
+    rows = []
+    for r in rows_all:
+        if r["what"] == "throughput":
+            rows.append([str(r["ranks"]), fmt_mmm(r["engine"], 2),
+                         fmt_mmm(r["ddp"], 2), "%.3f" % r["ratio"],
+                         " ".join("%.2f" % x for x in r["pair_ratios"]),
+                         "met" if r["ratio"] >= 1.3 else "NOT met"])
+    t1, m1 = md_table("Horovod API (engine, DistributedOptimizer) vs DDP on "
+                      "gloo: examples/hvd_synthetic_benchmark.py, total "
+                      "img/sec", heads, rows)
+    heads = ["ranks", "fusion", "step (ms) min / median / max",
+             "cycles/step", "negotiation colls/cycle (max)",
+             "data colls/step", "goal <= 1 per cycle"]
+    rows = []
+    for r in rows_all:
+        if r["what"] == "overhead":
+            rows.append([str(r["ranks"]), r["fusion"],
+                         fmt_mmm(r["step_ms"], 3), "%.2f" % r["cycles"],
+                         "%.3f" % r["negotiation_per_cycle"],
+                         "%.1f" % r["data_colls"],
+                         "met" if r["negotiation_per_cycle"] <= 1.0
+                         else "NOT met"])
+    t2, m2 = md_table("engine per-step overhead from Python: 128 small "
+                      "float32 tensors per step, allreduce_async_ + "
+                      "synchronize, fusion on (default threshold) / off "
+                      "(ZC_FUSION_THRESHOLD=0), rank 0", heads, rows, notes)
+    return [t1, t2], [m1, m2]
+
+
 def report(suite):
     texts, mds = [], []
     m = suite.machine
@@ -1106,7 +1368,8 @@ def report(suite):
                       "busbw_GBps", [], digits=3, unit="GB/s")
         texts.append(t)
         mds.append(md)
-    for fn in (ps_report, engine_report, comm_init_report):
+    for fn in (ps_report, engine_report, comm_init_report, torch_report,
+               hvd_report):
         t, md = fn(suite)
         texts += t
         mds += md
@@ -1123,7 +1386,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(PERF_DIR, "results"),
                     help="output directory (default perf/results/)")
     ap.add_argument("--only", default="machine,memcpy,p2p,allreduce2,"
-                    "allreduceN,ps,engine,comm_init",
+                    "allreduceN,ps,engine,comm_init,torch,hvd",
                     help="comma-separated sections")
     ap.add_argument("--ps-models", default=None,
                     help="models of the PS comparison (default: quick "
@@ -1167,6 +1430,10 @@ def main():
         suite.engine()
     if "comm_init" in only:
         suite.comm_init()
+    if "torch" in only:
+        suite.torch_bench()
+    if "hvd" in only:
+        suite.hvd_bench()
 
     text, md = report(suite)
     log(text)
