@@ -23,7 +23,7 @@ run() {
 }
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:halt_on_error=1"
 export LSAN_OPTIONS="suppressions=$here/scripts/lsan.supp:print_suppressions=0"
-export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$here/scripts/ubsan.supp"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
 case "$which" in
   asan) run asan "-Db_sanitize=address,undefined -Db_lundef=false" "$@" ;;
