@@ -233,15 +233,23 @@ Status JoinRendezvous(StoreClient* store, const UniqueId& id, int nranks, int ra
       // that has arrived read why (each counts itself in "join/read"), and
       // give late ones a moment, rather than a refused connection.
       Deadline linger(3.0);
-      for (;;) {
+      while (!linger.expired()) {
         int64_t arrived = 0;
-        if (!store->Add("join/arrivals", 0, &arrived).ok() || arrived <= 1) break;
+        if (!store->Add("join/arrivals", 0, &arrived).ok()) break;
         std::string ignored;
-        Status st = store->Get(Format("join/read/%lld", static_cast<long long>(arrived - 1)),
-                               &ignored, std::max(0.0, linger.remaining_s()));
-        if (!st.ok() || linger.expired()) break;
+        if (arrived > 1 &&
+            !store->Get(Format("join/read/%lld", static_cast<long long>(arrived - 1)), &ignored,
+                        std::max(0.0, linger.remaining_s()))
+                 .ok())
+          break;
         int64_t now = 0;
-        if (!store->Add("join/arrivals", 0, &now).ok() || now == arrived) break;
+        if (!store->Add("join/arrivals", 0, &now).ok()) break;
+        if (now != arrived) continue;     // more came meanwhile: let them read too
+        // Everyone expected has read why; after a timeout nobody else is coming.
+        if (arrived >= nranks || verdict.code() == ZC_ERR_TIMEOUT) break;
+        // Ranks still starting: wait (within the linger) for the next one.
+        store->Get(Format("join/arrival/%lld", static_cast<long long>(arrived + 1)), &ignored,
+                   std::max(0.0, linger.remaining_s()));
       }
     }
     return verdict;
