@@ -2,12 +2,15 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/mman.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 
 #include "common/log.h"
@@ -15,32 +18,40 @@
 namespace zc {
 
 Status Segment::Create(const std::string& name, size_t bytes, std::unique_ptr<Segment>* out) {
-  std::string path = "/" + name;
-  int fd = shm_open(path.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-  if (fd < 0) return SystemError(errno, "shm: cannot create segment /dev/shm/%s", name.c_str());
+  std::string path = "/dev/shm/" + name;
+  // The name appears with the lock already held: an unnamed file (O_TMPFILE)
+  // is locked and sized first, then linked under its name. Without O_TMPFILE
+  // the name exists unlocked for the few instructions up to flock().
+  int fd = open("/dev/shm", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  bool named = fd < 0;
+  if (named) fd = shm_open(("/" + name).c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) return SystemError(errno, "shm: cannot create segment %s", path.c_str());
+  auto fail = [&](int err, const char* what) {
+    close(fd);
+    if (named) unlink(path.c_str());
+    return SystemError(err, "shm: %s %s (%zu bytes)", what, path.c_str(), bytes);
+  };
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) return fail(errno, "cannot lock segment");
   // posix_fallocate, not just ftruncate: tmpfs pages are reserved now, so a
   // full /dev/shm is an error here instead of a SIGBUS at first touch.
   int ferr = ftruncate(fd, static_cast<off_t>(bytes)) != 0 ? errno
                                                             : posix_fallocate(fd, 0, static_cast<off_t>(bytes));
-  if (ferr != 0) {
-    int err = ferr;
-    close(fd);
-    shm_unlink(path.c_str());
-    return SystemError(err, "shm: cannot size segment /dev/shm/%s to %zu bytes (is /dev/shm full?)",
-                       name.c_str(), bytes);
+  if (ferr != 0) return fail(ferr, "cannot size segment (is /dev/shm full?)");
+  if (!named) {
+    char self[64];
+    snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+    if (linkat(AT_FDCWD, self, AT_FDCWD, path.c_str(), AT_SYMLINK_FOLLOW) != 0)
+      return fail(errno, "cannot name segment");
+    named = true;
   }
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  int err = errno;
-  close(fd);
-  if (p == MAP_FAILED) {
-    shm_unlink(path.c_str());
-    return SystemError(err, "shm: cannot map segment /dev/shm/%s (%zu bytes)", name.c_str(), bytes);
-  }
+  if (p == MAP_FAILED) return fail(errno, "cannot map segment");
   auto s = std::unique_ptr<Segment>(new Segment());
   s->name_ = name;
   s->data_ = p;
   s->size_ = bytes;
   s->owner_ = true;
+  s->lock_fd_ = fd;  // kept open: the lock says "alive" to SweepStale
   *out = std::move(s);
   return Status::Ok();
 }
@@ -70,30 +81,88 @@ Status Segment::Open(const std::string& name, std::unique_ptr<Segment>* out) {
 
 Segment::~Segment() {
   if (data_) munmap(data_, size_);
+  // Unlink before unlocking: a sweep never sees our name unlocked.
   if (owner_) shm_unlink(("/" + name_).c_str());
+  if (lock_fd_ >= 0) close(lock_fd_);
 }
 
-int Segment::SweepStale() {
-  DIR* d = opendir("/dev/shm");
+int Segment::SweepStale(const char* dir) {
+  DIR* d = opendir(dir);
   if (!d) return 0;
   int removed = 0;
   while (struct dirent* e = readdir(d)) {
-    // zc-<tag>-<rank>-<pid>-<n>
     if (strncmp(e->d_name, "zc-", 3) != 0) continue;
-    const char* p = e->d_name + 3;
-    int dashes = 0;
-    const char* pid_start = nullptr;
-    for (const char* q = p; *q; ++q)
-      if (*q == '-' && ++dashes == 2) pid_start = q + 1;
-    if (!pid_start) continue;
-    long pid = strtol(pid_start, nullptr, 10);
-    if (pid <= 0) continue;
-    if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
-      if (shm_unlink((std::string("/") + e->d_name).c_str()) == 0) ++removed;
-    }
+    int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) continue;  // gone meanwhile, or not ours to judge
+    // Taking the lock proves the owner is gone (in any pid namespace).
+    // Holding it while unlinking, and checking that the name still is this
+    // file, keeps a new segment of the same name safe.
+    struct stat held, named;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &held) == 0 &&
+        fstatat(dirfd(d), e->d_name, &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+        held.st_ino == named.st_ino && held.st_dev == named.st_dev &&
+        unlinkat(dirfd(d), e->d_name, 0) == 0)
+      ++removed;
+    close(fd);
   }
   closedir(d);
-  if (removed) ZC_INFO(kShm, "removed %d stale segment(s) of dead processes from /dev/shm", removed);
+  if (removed) ZC_INFO(kShm, "removed %d stale segment(s) of dead processes from %s", removed, dir);
+  return removed;
+}
+
+namespace {
+struct LinuxDirent64 {
+  uint64_t d_ino;
+  int64_t d_off;
+  unsigned short d_reclen;
+  unsigned char d_type;
+  char d_name[];
+};
+
+// Decimal digits of v at p (no terminator); returns the count.
+int PutDecimal(char* p, long v) {
+  char tmp[24];
+  int n = 0;
+  do {
+    tmp[n++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v > 0 && n < 24);
+  for (int i = 0; i < n; ++i) p[i] = tmp[n - 1 - i];
+  return n;
+}
+}  // namespace
+
+int Segment::UnlinkOwned(const char* tag, pid_t pid) {
+  // "zc-<tag>-" then the rank's digits, then "-<pid>-".
+  char head[64], mid[32];
+  size_t tag_len = strnlen(tag, 40);
+  if (tag_len == 0) return 0;
+  memcpy(head, "zc-", 3);
+  memcpy(head + 3, tag, tag_len);
+  head[3 + tag_len] = '-';
+  size_t head_len = 4 + tag_len;
+  mid[0] = '-';
+  size_t mid_len = 1 + static_cast<size_t>(PutDecimal(mid + 1, pid));
+  mid[mid_len++] = '-';
+  int dfd = open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return 0;
+  int removed = 0;
+  alignas(8) char buf[4096];
+  for (;;) {
+    long n = syscall(SYS_getdents64, dfd, buf, sizeof(buf));
+    if (n <= 0) break;
+    for (long off = 0; off < n;) {
+      auto* e = reinterpret_cast<LinuxDirent64*>(buf + off);
+      off += e->d_reclen;
+      const char* name = e->d_name;
+      if (strncmp(name, head, head_len) != 0) continue;
+      const char* q = name + head_len;
+      while (*q >= '0' && *q <= '9') ++q;
+      if (q == name + head_len || strncmp(q, mid, mid_len) != 0) continue;
+      if (unlinkat(dfd, name, 0) == 0) ++removed;
+    }
+  }
+  close(dfd);
   return removed;
 }
 
