@@ -183,6 +183,8 @@ int RunJob(const Options& opts, int signal_fd) {
     env.emplace_back("ZC_LOCAL_SIZE", std::to_string(place.local_size));
     env.emplace_back("ZC_STORE", store_addr);
     env.emplace_back("ZC_JOB_KEY", job_key);
+    // Ranks on this host watch zcrun itself; remote ranks its store.
+    env.emplace_back("ZC_LAUNCHER_PID", node.local ? std::to_string(getpid()) : "0");
     AddTorchEnv(torch_master, place, size, &env);
 
     SpawnRequest req;

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -118,6 +119,11 @@ Status SpawnRank(const SpawnRequest& req, SpawnedRank* out) {
                          req.rank, t.unit, t.index, t.cpuset_hex.c_str());
   }
 
+  // The parent pid as the child will see it until we die.
+  pid_t launcher = getpid();
+  std::string orphaned = Format("zcrun: rank %d: zcrun (pid %d) exited before the rank "
+                                "started; not starting it\n", req.rank, (int)launcher);
+
   int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
   int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (devnull < 0)
@@ -150,6 +156,16 @@ Status SpawnRank(const SpawnRequest& req, SpawnedRank* out) {
     for (int s : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGQUIT})
       sigaction(s, &dfl, nullptr);
     setpgid(0, 0);
+    // If zcrun dies (even by SIGKILL) the rank gets SIGTERM: no rank runs on
+    // without its launcher. The signal follows the death of the *thread*
+    // that forked: ranks are forked by zcrun's main thread, which lives as
+    // long as zcrun. A zcrun that died before prctl() took effect is seen
+    // in getppid() (we were reparented already).
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != launcher) {
+      ChildWrite(orphaned.c_str());
+      _exit(127);
+    }
     if (dup2(devnull, 0) < 0 || dup2(out_pipe[1], 1) < 0 ||
         dup2(err_pipe[1], 2) < 0)
       _exit(127);

@@ -1,6 +1,6 @@
 // Starting one rank: pipes for its stdout and stderr, /dev/null as stdin,
 // its own process group (so a kill reaches its children too), CPU binding,
-// then exec. Everything the child needs is prepared before fork(): the
+// SIGTERM when zcrun dies (PR_SET_PDEATHSIG), then exec. Everything the child needs is prepared before fork(): the
 // parent has threads (the store), so the child only makes system calls.
 #pragma once
 

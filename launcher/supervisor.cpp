@@ -109,25 +109,27 @@ void Supervisor::CloseRankPipes(RankProcess& r) {
   }
 }
 
-void Supervisor::OnRankExit(RankProcess& r) {
-  // What the rank wrote before dying comes before our message about it.
-  DrainRank(r);
+// What went wrong with a finished rank: "" when it exited with code 0.
+std::string Supervisor::Failure(const RankProcess& r, int* code, bool* by_signal) {
   int st = r.wait_status;
-  bool failed = false;
-  int code = 0;
-  std::string what;
+  *by_signal = false;
   if (WIFEXITED(st) && WEXITSTATUS(st) != 0) {
-    failed = true;
-    code = WEXITSTATUS(st);
-    what = Format("exited with code %d", code);
-  } else if (WIFSIGNALED(st)) {
-    failed = true;
-    code = 128 + WTERMSIG(st);
-    what = "was killed by signal " + SignalDescription(WTERMSIG(st));
+    *code = WEXITSTATUS(st);
+    return Format("exited with code %d", *code);
   }
-  ZC_INFO(kLauncher, "rank %d (pid %d on %s) finished: status 0x%x", r.rank,
-          (int)r.pid, r.host.c_str(), st);
-  if (!failed || terminating_) return;  // ranks we stopped are no news
+  if (WIFSIGNALED(st)) {
+    *by_signal = true;
+    *code = 128 + WTERMSIG(st);
+    return "was killed by signal " + SignalDescription(WTERMSIG(st));
+  }
+  return "";
+}
+
+void Supervisor::ReportCause(RankProcess& r) {
+  cause_ = nullptr;
+  int code = 0;
+  bool by_signal = false;
+  std::string what = Failure(r, &code, &by_signal);
   Say(Format("zcrun: rank %d (pid %d on host %s) %s", r.rank, (int)r.pid,
              r.host.c_str(), what.c_str()));
   int others = 0;
@@ -139,23 +141,54 @@ void Supervisor::OnRankExit(RankProcess& r) {
   BeginTermination(SIGTERM, code);
 }
 
+void Supervisor::OnRanksExited(const std::vector<RankProcess*>& batch) {
+  for (RankProcess* r : batch) {
+    // What the rank wrote before dying comes before our message about it.
+    DrainRank(*r);
+    ZC_INFO(kLauncher, "rank %d (pid %d on %s) finished: status 0x%x", r->rank,
+            (int)r->pid, r->host.c_str(), r->wait_status);
+  }
+  if (terminating_) return;  // ranks we stopped are no news
+  // The first cause wins. waitpid() hands out exits in its own order, not in
+  // the order they happened: a rank killed by a signal is usually followed
+  // by survivors exiting with an error (peer lost), and those may come
+  // first. A signal death therefore outranks error exits, at once; an error
+  // exit is reported after a short window in which a signal death of
+  // another rank may still show up.
+  for (RankProcess* r : batch) {
+    int code = 0;
+    bool by_signal = false;
+    if (Failure(*r, &code, &by_signal).empty()) continue;
+    if (by_signal) {
+      ReportCause(*r);
+      return;
+    }
+    if (!cause_) {
+      cause_ = r;
+      cause_until_ = Clock::now() + std::chrono::milliseconds(kCauseWindowMs);
+    }
+  }
+  if (cause_ && AllReaped()) ReportCause(*cause_);  // nobody left to outrank it
+}
+
 void Supervisor::Reap() {
+  std::vector<RankProcess*> batch;
   while (true) {
     int st = 0;
     pid_t pid = waitpid(-1, &st, WNOHANG);
-    if (pid <= 0) {
-      if (pid < 0 && errno == EINTR) continue;
-      return;  // none left to reap now (0) or no children at all (ECHILD)
-    }
+    if (pid < 0 && errno == EINTR) continue;
+    if (pid <= 0) break;  // none left to reap now (0) or no children (ECHILD)
     for (RankProcess& r : *ranks_) {
       if (r.pid == pid && !r.reaped) {
         r.reaped = true;
         r.wait_status = st;
-        OnRankExit(r);
+        batch.push_back(&r);
         break;
       }
     }
   }
+  // Every exit pending now is known before deciding which came first.
+  if (!batch.empty()) OnRanksExited(batch);
 }
 
 void Supervisor::OnSignal(int sig) {
@@ -205,6 +238,7 @@ int Supervisor::Run() {
       for (RankProcess& r : *ranks_) CloseRankPipes(r);
       break;
     }
+    if (cause_ && !terminating_ && now >= cause_until_) ReportCause(*cause_);
     if (has_timeout && !terminating_ && now >= timeout_at) {
       Say(Format("zcrun: job timed out after %g s", opts_.timeout_s));
       BeginTermination(SIGTERM, 124);
@@ -242,6 +276,7 @@ int Supervisor::Run() {
     if (killed_ && give_up_at_ != Clock::time_point{})
       wait_ms = std::min(wait_ms, MsUntil(give_up_at_));
     if (draining_) wait_ms = std::min(wait_ms, MsUntil(drain_until_));
+    if (cause_ && !terminating_) wait_ms = std::min(wait_ms, MsUntil(cause_until_));
 
     fds.clear();
     owners.clear();

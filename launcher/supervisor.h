@@ -1,5 +1,5 @@
 // Job supervision: forwards every rank's output, reaps the ranks, and ends
-// the job when one fails, when zcrun gets SIGINT/SIGTERM/SIGHUP, or at the
+// the job when one fails (reporting the first cause: see OnRanksExited), when zcrun gets SIGINT/SIGTERM/SIGHUP, or at the
 // --timeout: the other ranks' process groups get SIGTERM (or the signal
 // zcrun received), and SIGKILL after a grace period.
 #pragma once
@@ -53,7 +53,9 @@ class Supervisor {
 
  private:
   void Reap();
-  void OnRankExit(RankProcess& r);
+  void OnRanksExited(const std::vector<RankProcess*>& batch);
+  void ReportCause(RankProcess& r);
+  static std::string Failure(const RankProcess& r, int* code, bool* by_signal);
   void OnSignal(int sig);
   void BeginTermination(int sig, int exit_code);
   void KillAll(int sig);
@@ -73,6 +75,11 @@ class Supervisor {
   Clock::time_point drain_until_{};
   Clock::time_point give_up_at_{};  // after SIGKILL: stop waiting
   bool draining_ = false;
+  // An error exit waiting to be reported: a signal death that shows up
+  // before cause_until_ is reported instead (see OnRanksExited).
+  static constexpr int kCauseWindowMs = 250;
+  RankProcess* cause_ = nullptr;
+  Clock::time_point cause_until_{};
 };
 
 }  // namespace zc::launcher

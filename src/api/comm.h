@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/launcher_watch.h"
 #include "bootstrap/store_server.h"
 #include "common/config.h"
 #include "p2p/device.h"
@@ -34,6 +35,8 @@ struct World {
   std::unique_ptr<StoreServer> rendezvous;
   std::unique_ptr<Bootstrap> bootstrap;
   std::unique_ptr<Device> device;
+  // Ends this rank when its launcher dies (api/launcher_death.h).
+  std::unique_ptr<LauncherWatch> launcher_watch;
 
   // Context ids of this process's communicators over the Device: in use, or
   // reserved by a zc_comm_split in progress (value: its token).
@@ -42,6 +45,7 @@ struct World {
   uint64_t next_token = 1;
 
   ~World() {
+    launcher_watch.reset();  // its hook uses the device
     device.reset();  // before the bootstrap and the store it may use
     bootstrap.reset();
     rendezvous.reset();

@@ -14,6 +14,7 @@
 
 #include "api/checks.h"
 #include "api/comm.h"
+#include "api/launcher_death.h"
 #include "api/run_collective.h"
 #include "bootstrap/store_client.h"
 #include "bootstrap/unique_id.h"
@@ -50,6 +51,7 @@ Status MakeWorld(const zc::Config& config, std::unique_ptr<zc::StoreServer> rend
   zc::log::SetRank(w->bootstrap->rank());
   ZC_RETURN_IF_ERROR(zc::Device::Create(w->bootstrap.get(), config, &w->device)
                          .with_context(zc::Format("rank %d", w->bootstrap->rank())));
+  ZC_RETURN_IF_ERROR(zc::api::WatchLauncher(w.get(), &w->launcher_watch));
   w->contexts[0] = 0;  // the world communicator's
   *out = std::move(w);
   return Status::Ok();
@@ -239,6 +241,7 @@ zc_status zc_comm_init_rank(zc_comm** out, int nranks, const zc_unique_id* id, i
   config.local_rank = config.local_size = -1;  // derived from host ids
   config.store = uid.address();
   config.job_key = uid.job_key;
+  config.launcher_pid = -1;  // the rendezvous store is no launcher's
   std::shared_ptr<zc::World> world;
   st = MakeWorld(config, std::move(served), "comm/", &world);
   if (!st.ok()) return InitFailed(op, rank, st);

@@ -7,6 +7,8 @@
 // rank's keys. Every call has a deadline.
 #pragma once
 
+#include <sys/types.h>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +17,14 @@
 #include "common/status.h"
 
 namespace zc {
+
+// The process that launched this rank, for LauncherWatch: a rank must not
+// outlive it.
+struct LauncherInfo {
+  pid_t pid = 0;           // on this host; 0: not here (or unknown)
+  std::string name;        // "zcrun", or the parent's command name
+  int connection_fd = -1;  // a duplicate of a connection to it (caller closes)
+};
 
 class Bootstrap {
  public:
@@ -36,6 +46,10 @@ class Bootstrap {
   // Reads key as published by `rank`; waits up to timeout_s for it.
   virtual Status Get(int rank, const std::string& key, std::string* value,
                      double timeout_s) = 0;
+
+  // The launcher to watch; pid 0 and fd -1 when there is none (a job of
+  // one, a communicator made from a unique id).
+  virtual LauncherInfo Launcher() { return {}; }
 
   // Put + Fence + Get from every rank. `all` is indexed by rank.
   Status AllGather(const std::string& key, const std::string& mine,

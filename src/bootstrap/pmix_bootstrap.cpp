@@ -2,7 +2,10 @@
 
 #include <pmix.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "bootstrap/store_protocol.h"
@@ -75,6 +78,7 @@ Status PmixBootstrap::Create(const Config& config,
     return PmixError(rc, "pmix bootstrap: PMIx_Init (is this process started "
                          "by a PMIx launcher such as mpirun or srun?)");
   b->st_->initialized = true;
+  b->parent_ = getppid();
   b->rank_ = static_cast<int>(b->st_->me.rank);
   b->host_id_ = LocalHostId();
 
@@ -111,6 +115,22 @@ Status PmixBootstrap::Create(const Config& config,
           b->st_->me.nspace);
   *out = std::move(b);
   return Status::Ok();
+}
+
+LauncherInfo PmixBootstrap::Launcher() {
+  LauncherInfo info;
+  if (parent_ <= 1) return info;  // already orphaned, or started by init
+  info.pid = parent_;
+  info.name = "launcher";
+  if (FILE* f = fopen(Format("/proc/%d/comm", static_cast<int>(parent_)).c_str(), "re")) {
+    char comm[64] = {};
+    if (fgets(comm, sizeof(comm), f)) {
+      comm[strcspn(comm, "\n")] = 0;
+      if (comm[0]) info.name = comm;
+    }
+    fclose(f);
+  }
+  return info;
 }
 
 PmixBootstrap::~PmixBootstrap() {

@@ -21,9 +21,13 @@ class PmixBootstrap : public Bootstrap {
   Status Fence(double timeout_s) override;
   Status Get(int rank, const std::string& key, std::string* value,
              double timeout_s) override;
+  // The parent process (mpirun's daemon, or slurmstepd): PMIx tells us
+  // nothing when it dies, so LauncherWatch watches the process itself.
+  LauncherInfo Launcher() override;
 
  private:
   PmixBootstrap() = default;
+  pid_t parent_ = 0;  // getppid() at PMIx_Init
   struct State;
   std::unique_ptr<State> st_;
   uint64_t fences_ = 0;

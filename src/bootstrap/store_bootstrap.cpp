@@ -25,6 +25,7 @@ Status StoreBootstrap::Create(const Config& config,
   b->size_ = config.size;
   b->host_id_ = LocalHostId();
   b->key_prefix_ = key_prefix;
+  b->launcher_pid_ = config.launcher_pid;
   Deadline dl(config.timeout_s);
   ZC_RETURN_IF_ERROR(
       StoreClient::Connect(config.store, config.job_key, dl, &b->client_)
@@ -51,6 +52,15 @@ Status StoreBootstrap::Create(const Config& config,
           config.store.c_str());
   *out = std::move(b);
   return Status::Ok();
+}
+
+LauncherInfo StoreBootstrap::Launcher() {
+  LauncherInfo info;
+  if (launcher_pid_ < 0) return info;  // the store is not zcrun's
+  info.pid = launcher_pid_;
+  info.name = "zcrun";
+  info.connection_fd = client_->DupConnection();
+  return info;
 }
 
 Status StoreBootstrap::Put(const std::string& key, const std::string& value) {

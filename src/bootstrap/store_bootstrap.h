@@ -26,6 +26,10 @@ class StoreBootstrap : public Bootstrap {
   Status Get(int rank, const std::string& key, std::string* value,
              double timeout_s) override;
 
+  // zcrun (ZC_LAUNCHER_PID) and a duplicate of the store connection, when
+  // launched by zcrun.
+  LauncherInfo Launcher() override;
+
   // The underlying connection, for callers that need counters or waits.
   StoreClient* client() { return client_.get(); }
 
@@ -33,6 +37,7 @@ class StoreBootstrap : public Bootstrap {
   StoreBootstrap() = default;
   std::unique_ptr<StoreClient> client_;
   uint64_t fences_ = 0;
+  int launcher_pid_ = -1;  // config.launcher_pid
 };
 
 }  // namespace zc

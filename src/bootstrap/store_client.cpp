@@ -1,5 +1,6 @@
 #include "bootstrap/store_client.h"
 
+#include <fcntl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -35,6 +36,11 @@ Status StoreClient::Connect(const std::string& address,
 
 StoreClient::~StoreClient() {
   if (fd_ >= 0) close(fd_);
+}
+
+int StoreClient::DupConnection() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return fd_ >= 0 ? fcntl(fd_, F_DUPFD_CLOEXEC, 0) : -1;
 }
 
 void StoreClient::set_op_timeout(double seconds) {

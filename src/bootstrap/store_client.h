@@ -37,6 +37,9 @@ class StoreClient {
   // Deadline of requests that do not wait for keys (default 300 s), and the
   // grace allowed beyond a waiting request's own timeout.
   void set_op_timeout(double seconds);
+  // A duplicate of the connection's socket (-1 once broken), for watching
+  // it close; the caller closes it.
+  int DupConnection();
   const std::string& address() const { return address_; }
 
   StoreClient(const StoreClient&) = delete;

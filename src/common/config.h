@@ -18,6 +18,9 @@ struct Config {
   int rank = -1, size = -1, local_rank = -1, local_size = -1;
   std::string store;    // ZC_STORE host:port
   std::string job_key;  // ZC_JOB_KEY
+  // ZC_LAUNCHER_PID: zcrun's pid on this host, 0 when zcrun is on another
+  // host, -1 when not launched by zcrun (then nothing watches a launcher).
+  int launcher_pid = -1;
 
   double timeout_s = 300.0;          // ZC_TIMEOUT: deadline of every wait
   log::Level debug = log::Level::kWarn;

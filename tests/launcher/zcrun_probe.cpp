@@ -1,12 +1,15 @@
 // A rank program for the zcrun tests. First argument chooses what it does;
 // behaviour depends on ZC_RANK so that tests can tell ranks apart.
+#include <fcntl.h>
 #include <sched.h>
+#include <zcomm/zcomm.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <string>
 
@@ -17,6 +20,7 @@ namespace {
 
 int Rank() {
   const char* r = getenv("ZC_RANK");
+  if (!r) r = getenv("PMIX_RANK");  // under mpirun
   return r ? atoi(r) : -1;
 }
 
@@ -28,6 +32,21 @@ const char* Get(const char* name) {
 [[noreturn]] void SleepForever(int seconds) {
   sleep(static_cast<unsigned>(seconds));
   _exit(0);
+}
+
+double Now() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Writes text to path whole (through a temporary name and a rename).
+void WriteFile(const std::string& path, const std::string& text) {
+  FILE* f = fopen((path + ".tmp").c_str(), "w");
+  if (!f) return;
+  fputs(text.c_str(), f);
+  fclose(f);
+  rename((path + ".tmp").c_str(), path.c_str());
 }
 
 int Usage() {
@@ -213,6 +232,65 @@ int main(int argc, char** argv) {
     std::string first = name.substr(0, name.rfind("probe")) + "probe0";
     for (int i = 0; i < 1000 && access(first.c_str(), F_OK) != 0; ++i) usleep(10000);
     return 6;
+  }
+  if (mode == "coll-kill" && argc >= 3) {
+    // Allreduces until rank argv[2] kills itself with SIGKILL: after 20
+    // rounds, or once the file argv[3] exists. The others fail with the
+    // lost peer and exit with code 4, racing zcrun's report of the kill.
+    zc_comm* comm = nullptr;
+    if (zc_init(&comm) != ZC_OK) {
+      fprintf(stderr, "rank %d: zc_init: %s\n", rank, zc_last_error(nullptr));
+      return 10;
+    }
+    if (argc >= 4) WriteFile(std::string(argv[3]) + ".pid" + std::to_string(rank),
+                             std::to_string(getpid()) + "\n");
+    double start = Now();
+    for (int i = 0; Now() - start < 60; ++i) {
+      if (rank == atoi(argv[2]) && (argc >= 4 ? access(argv[3], F_OK) == 0 : i == 20))
+        raise(SIGKILL);
+      double x = 1;
+      if (zc_allreduce(comm, &x, &x, 1, ZC_FLOAT64, ZC_SUM) != ZC_OK) {
+        fprintf(stderr, "rank %d: allreduce: %s\n", rank, zc_last_error(comm));
+        return 4;
+      }
+    }
+    return 0;
+  }
+  if (mode == "orphan-wait" && argc == 3) {
+    // For zcrun's (or mpirun's) death: stderr goes to DIR/err.<rank> (the
+    // launcher's pipes die with it); DIR/pid.<rank> says "<pid> <job tag>".
+    // Rank 0 computes without calls, the others block in an allreduce that
+    // rank 0 never joins. Both hold pool memory (shared segments).
+    std::string dir = argv[2];
+    int fd = open((dir + "/err." + std::to_string(rank)).c_str(),
+                  O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0 || dup2(fd, 2) < 0) return 20;
+    zc_comm* comm = nullptr;
+    if (zc_init(&comm) != ZC_OK) {
+      fprintf(stderr, "zc_init: %s\n", zc_last_error(nullptr));
+      return 21;
+    }
+    rank = zc_rank(comm);
+    void* mem = nullptr;
+    if (zc_mem_alloc(comm, 1 << 20, &mem) != ZC_OK) return 22;
+    const char* key = getenv("ZC_JOB_KEY");
+    WriteFile(dir + "/pid." + std::to_string(rank),
+              std::to_string(getpid()) + " " +
+                  (key ? std::string(key).substr(0, 16) : std::string("-")) + "\n");
+    printf("ready %d\n", rank);
+    fflush(stdout);
+    if (rank == 0) {
+      volatile double sink = 0;
+      double start = Now();
+      while (Now() - start < 120)
+        for (int i = 0; i < 1000000; ++i) sink = sink + i * 0.5;
+      return 0;
+    }
+    double x = 1;
+    zc_status s = zc_allreduce(comm, &x, &x, 1, ZC_FLOAT64, ZC_SUM);
+    fprintf(stderr, "rank %d: allreduce returned %s: %s\n", rank, zc_status_string(s),
+            zc_last_error(comm));
+    return 4;
   }
   return Usage();
 }

@@ -49,6 +49,19 @@ class Runner {
     if (err_fd_ >= 0) close(err_fd_);
   }
 
+  // Runs `argv` as given instead of zcrun (another launcher: mpirun).
+  static Runner Command(std::vector<std::string> argv,
+                        std::vector<std::string> extra_env = {}) {
+    Runner r(std::move(argv), std::move(extra_env));
+    r.raw_ = true;
+    return r;
+  }
+  Runner(Runner&& o) noexcept
+      : args_(std::move(o.args_)), env_(std::move(o.env_)),
+        wrapper_(std::move(o.wrapper_)), raw_(o.raw_) {}
+
+  pid_t pid() const { return pid_; }
+
   bool Start() {
     int o[2], e[2];
     if (pipe2(o, O_CLOEXEC) != 0 || pipe2(e, O_CLOEXEC) != 0) return false;
@@ -62,7 +75,7 @@ class Runner {
       std::vector<char*> argv;
       for (const std::string& w : wrapper_) argv.push_back(const_cast<char*>(w.c_str()));
       std::string zcrun = Zcrun();
-      argv.push_back(const_cast<char*>(zcrun.c_str()));
+      if (!raw_) argv.push_back(const_cast<char*>(zcrun.c_str()));
       for (const std::string& a : args_) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);
       execvp(argv[0], argv.data());
@@ -152,6 +165,7 @@ class Runner {
   }
 
   std::vector<std::string> args_, env_, wrapper_;
+  bool raw_ = false;
   pid_t pid_ = -1;
   int out_fd_ = -1, err_fd_ = -1;
   bool done_ = false;

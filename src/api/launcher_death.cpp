@@ -1,0 +1,129 @@
+#include "api/launcher_death.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "api/comm.h"
+#include "p2p/shm/segment.h"
+
+namespace zc::api {
+namespace {
+
+// Process-wide, because a signal handler can reach nothing else: what the
+// SIGTERM handler needs, filled in before it is installed and never freed.
+constexpr int kMaxTags = 8;
+struct TermState {
+  std::atomic<int> ntags{0};
+  char tags[kMaxTags][24] = {};  // job tags of this process's Devices
+  int rank = -1;
+  pid_t parent = 0;              // getppid() when installed
+  pid_t launcher_pid = 0;
+  char launcher[32] = {};
+  std::atomic<bool> reported{false};
+};
+TermState g_term;
+std::atomic<bool> g_installed{false};
+
+// Appends s to buf (async-signal-safe), never past cap.
+size_t Append(char* buf, size_t at, size_t cap, const char* s) {
+  while (*s && at + 1 < cap) buf[at++] = *s++;
+  return at;
+}
+size_t AppendInt(char* buf, size_t at, size_t cap, long v) {
+  char tmp[24];
+  int n = 0;
+  bool neg = v < 0;
+  unsigned long u = neg ? static_cast<unsigned long>(-v) : static_cast<unsigned long>(v);
+  do {
+    tmp[n++] = static_cast<char>('0' + u % 10);
+    u /= 10;
+  } while (u && n < 23);
+  if (neg) tmp[n++] = '-';
+  while (n > 0 && at + 1 < cap) buf[at++] = tmp[--n];
+  return at;
+}
+
+// The one line that names the cause, once per process (the watch thread and
+// the handler may both get there).
+void SayLauncherDied(int rank, const char* launcher, pid_t pid) {
+  if (g_term.reported.exchange(true)) return;
+  char line[160];
+  size_t n = Append(line, 0, sizeof(line), "zcomm rank ");
+  n = AppendInt(line, n, sizeof(line), rank);
+  n = Append(line, n, sizeof(line), ": launcher ");
+  n = Append(line, n, sizeof(line), launcher);
+  if (pid > 0) {
+    n = Append(line, n, sizeof(line), " (pid ");
+    n = AppendInt(line, n, sizeof(line), pid);
+    n = Append(line, n, sizeof(line), ") died; exiting\n");
+  } else {
+    n = Append(line, n, sizeof(line), " on another host died; exiting\n");
+  }
+  ssize_t ignored = write(2, line, n);  // our stderr may be a dead pipe
+  (void)ignored;
+}
+
+void OnSigterm(int sig) {
+  int saved = errno;
+  int ntags = g_term.ntags.load();
+  for (int i = 0; i < ntags && i < kMaxTags; ++i) Segment::UnlinkOwned(g_term.tags[i], getpid());
+  // Reparented: whoever started us is gone, and that is why we are asked to end.
+  if (getppid() != g_term.parent)
+    SayLauncherDied(g_term.rank, g_term.launcher, g_term.launcher_pid);
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof(dfl));
+  dfl.sa_handler = SIG_DFL;
+  sigaction(sig, &dfl, nullptr);
+  raise(sig);  // delivered, with the default action, when we return
+  errno = saved;
+}
+
+void InstallSigterm(int rank, const LauncherInfo& info, const std::string& tag) {
+  int i = g_term.ntags.load();
+  if (i < kMaxTags) {
+    strncpy(g_term.tags[i], tag.c_str(), sizeof(g_term.tags[i]) - 1);
+    g_term.ntags.store(i + 1);
+  }
+  if (g_installed.exchange(true)) return;
+  g_term.rank = rank;
+  g_term.parent = getppid();
+  g_term.launcher_pid = info.pid;
+  strncpy(g_term.launcher, info.name.c_str(), sizeof(g_term.launcher) - 1);
+  struct sigaction old;
+  if (sigaction(SIGTERM, nullptr, &old) != 0 || old.sa_handler != SIG_DFL ||
+      (old.sa_flags & SA_SIGINFO))
+    return;  // the program handles SIGTERM itself: leave it alone
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = OnSigterm;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+}  // namespace
+
+Status WatchLauncher(World* world, std::unique_ptr<LauncherWatch>* out) {
+  LauncherInfo info = world->bootstrap->Launcher();
+  if (info.pid <= 0 && info.connection_fd < 0) return Status::Ok();
+  int rank = world->bootstrap->rank();
+  Device* dev = world->device.get();
+  std::string tag = dev->job_tag();
+  InstallSigterm(rank, info, tag);
+  std::string name = info.name;
+  pid_t pid = info.pid;
+  return LauncherWatch::Start(
+      rank, std::move(info), /*grace_s=*/1.0,
+      [dev, rank, tag, name, pid](const Status& why) {
+        // Segments first: the process may be killed any moment now.
+        Segment::UnlinkOwned(tag.c_str(), getpid());
+        SayLauncherDied(rank, name.c_str(), pid);
+        dev->Abort(why);
+      },
+      out);
+}
+
+}  // namespace zc::api
