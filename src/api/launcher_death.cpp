@@ -1,6 +1,8 @@
 #include "api/launcher_death.h"
 
+#include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -22,8 +24,9 @@ struct TermState {
   int rank = -1;
   pid_t parent = 0;              // getppid() when installed
   pid_t launcher_pid = 0;
+  int launcher_fd = -1;          // its pidfd: readable once it has exited
   char launcher[32] = {};
-  std::atomic<bool> reported{false};
+  std::atomic<int> reported{0};  // 1: being written, 2: written
 };
 TermState g_term;
 std::atomic<bool> g_installed{false};
@@ -48,9 +51,11 @@ size_t AppendInt(char* buf, size_t at, size_t cap, long v) {
 }
 
 // The one line that names the cause, once per process (the watch thread and
-// the handler may both get there).
-void SayLauncherDied(int rank, const char* launcher, pid_t pid) {
-  if (g_term.reported.exchange(true)) return;
+// the handler may both get there). The handler writes it unless it has been
+// written completely: it may interrupt the thread halfway, and then ends the
+// process; a rare repeated line beats a missing one.
+void SayLauncherDied(int rank, const char* launcher, pid_t pid, bool from_handler) {
+  if (from_handler ? g_term.reported.load() == 2 : g_term.reported.exchange(1) != 0) return;
   char line[160];
   size_t n = Append(line, 0, sizeof(line), "zcomm rank ");
   n = AppendInt(line, n, sizeof(line), rank);
@@ -65,15 +70,25 @@ void SayLauncherDied(int rank, const char* launcher, pid_t pid) {
   }
   ssize_t ignored = write(2, line, n);  // our stderr may be a dead pipe
   (void)ignored;
+  g_term.reported.store(2);
 }
 
 void OnSigterm(int sig) {
   int saved = errno;
   int ntags = g_term.ntags.load();
   for (int i = 0; i < ntags && i < kMaxTags; ++i) Segment::UnlinkOwned(g_term.tags[i], getpid());
-  // Reparented: whoever started us is gone, and that is why we are asked to end.
-  if (getppid() != g_term.parent)
-    SayLauncherDied(g_term.rank, g_term.launcher, g_term.launcher_pid);
+  // Is the launcher gone, or is it stopping us (a failed job, ^C)? Reparented
+  // means gone. Not yet reparented proves nothing: PR_SET_PDEATHSIG fires
+  // when the launcher's *thread* that forked us exits, and the kernel gives
+  // us to one of its other threads first while they are being killed; the
+  // pidfd turns readable a moment later, when the last one is gone. A
+  // SIGTERM from a living launcher waits those 100 ms in vain.
+  bool gone = getppid() != g_term.parent;
+  if (!gone && g_term.launcher_fd >= 0) {
+    struct pollfd p = {g_term.launcher_fd, POLLIN, 0};
+    gone = poll(&p, 1, 100) > 0;
+  }
+  if (gone) SayLauncherDied(g_term.rank, g_term.launcher, g_term.launcher_pid, true);
   struct sigaction dfl;
   memset(&dfl, 0, sizeof(dfl));
   dfl.sa_handler = SIG_DFL;
@@ -93,6 +108,7 @@ void InstallSigterm(int rank, const LauncherInfo& info, const std::string& tag) 
   g_term.parent = getppid();
   g_term.launcher_pid = info.pid;
   strncpy(g_term.launcher, info.name.c_str(), sizeof(g_term.launcher) - 1);
+  if (info.pid > 0) g_term.launcher_fd = static_cast<int>(syscall(SYS_pidfd_open, info.pid, 0));
   struct sigaction old;
   if (sigaction(SIGTERM, nullptr, &old) != 0 || old.sa_handler != SIG_DFL ||
       (old.sa_flags & SA_SIGINFO))
@@ -120,7 +136,7 @@ Status WatchLauncher(World* world, std::unique_ptr<LauncherWatch>* out) {
       [dev, rank, tag, name, pid](const Status& why) {
         // Segments first: the process may be killed any moment now.
         Segment::UnlinkOwned(tag.c_str(), getpid());
-        SayLauncherDied(rank, name.c_str(), pid);
+        SayLauncherDied(rank, name.c_str(), pid, false);
         dev->Abort(why);
       },
       out);
