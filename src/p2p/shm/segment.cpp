@@ -26,17 +26,17 @@ Status Segment::Create(const std::string& name, size_t bytes, std::unique_ptr<Se
   bool named = fd < 0;
   if (named) fd = shm_open(("/" + name).c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) return SystemError(errno, "shm: cannot create segment %s", path.c_str());
-  auto fail = [&](int err, const char* what) {
+  auto fail = [&](int err, const char* what, const char* hint = "") {
     close(fd);
     if (named) unlink(path.c_str());
-    return SystemError(err, "shm: %s %s (%zu bytes)", what, path.c_str(), bytes);
+    return SystemError(err, "shm: %s %s (%zu bytes)%s", what, path.c_str(), bytes, hint);
   };
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) return fail(errno, "cannot lock segment");
   // posix_fallocate, not just ftruncate: tmpfs pages are reserved now, so a
   // full /dev/shm is an error here instead of a SIGBUS at first touch.
   int ferr = ftruncate(fd, static_cast<off_t>(bytes)) != 0 ? errno
                                                             : posix_fallocate(fd, 0, static_cast<off_t>(bytes));
-  if (ferr != 0) return fail(ferr, "cannot size segment (is /dev/shm full?)");
+  if (ferr != 0) return fail(ferr, "cannot size segment", ferr == ENOSPC ? " (/dev/shm is full)" : "");
   if (!named) {
     char self[64];
     snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
