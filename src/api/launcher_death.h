@@ -7,7 +7,8 @@
 // The SIGTERM that ends it would skip every destructor, so a handler for it
 // (installed only where SIGTERM still has its default action) unlinks the
 // segments first, says why when the launcher is gone, and dies of SIGTERM
-// as before: exit statuses do not change.
+// as before: exit statuses do not change (a SIGTERM while the launcher
+// lives ends the rank 100 ms later: the handler first checks the launcher).
 #pragma once
 
 #include <memory>
