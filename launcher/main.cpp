@@ -210,6 +210,7 @@ int RunJob(const Options& opts, int signal_fd) {
         break;
       }
       req.env = MergeEnvironment({});
+      req.stdin_data = SecretInput(env);
       if (opts.report_bindings)
         Say(Format("rank %d not bound (on remote host %s)", place.rank,
                    node.host.c_str()));

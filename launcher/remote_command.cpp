@@ -83,23 +83,53 @@ bool TemplateUsesRemoteShell(const std::vector<std::string>& rsh_words) {
          (prog.size() > 3 && prog.compare(prog.size() - 3, 3, "ssh") == 0);
 }
 
+namespace {
+bool IsSecret(const std::string& name, const std::vector<std::string>& secret_names) {
+  for (const std::string& s : secret_names)
+    if (s == name) return true;
+  return false;
+}
+}  // namespace
+
 Status BuildRemoteArgv(const std::string& tmpl, const std::string& host,
                        const EnvList& env,
                        const std::vector<std::string>& command,
-                       std::vector<std::string>* argv) {
+                       std::vector<std::string>* argv,
+                       const std::vector<std::string>& secret_names) {
   std::vector<std::string> words;
   ZC_RETURN_IF_ERROR(ExpandRshTemplate(tmpl, host, &words));
-  // ssh does not carry the environment: it goes on the command line.
+  // ssh does not carry the environment: it goes on the command line, all
+  // but the secrets, which the remote shell reads from standard input.
   std::vector<std::string> remote = {"env"};
-  for (const auto& [k, v] : env) remote.push_back(k + "=" + v);
+  std::string reads;
+  for (const std::string& name : secret_names) {
+    bool present = false;
+    for (const auto& [k, v] : env) present = present || k == name;
+    if (present) reads += "IFS= read -r " + name + " && export " + name + " && ";
+  }
+  for (const auto& [k, v] : env)
+    if (!IsSecret(k, secret_names)) remote.push_back(k + "=" + v);
   remote.insert(remote.end(), command.begin(), command.end());
+  std::vector<std::string> wrapped = remote;
+  if (!reads.empty()) wrapped = {"sh", "-c", reads + "exec " + ShellJoin(remote)};
   if (TemplateUsesRemoteShell(words)) {
-    words.push_back(ShellJoin(remote));
+    words.push_back(ShellJoin(wrapped));
   } else {
-    words.insert(words.end(), remote.begin(), remote.end());
+    words.insert(words.end(), wrapped.begin(), wrapped.end());
   }
   *argv = std::move(words);
   return Status::Ok();
+}
+
+std::string SecretInput(const EnvList& env, const std::vector<std::string>& secret_names) {
+  std::string out;
+  for (const std::string& name : secret_names)
+    for (const auto& [k, v] : env)
+      if (k == name) {
+        out += v + "\n";
+        break;
+      }
+  return out;
 }
 
 }  // namespace zc::launcher

@@ -29,10 +29,20 @@ Status ExpandRshTemplate(const std::string& tmpl, const std::string& host,
 // they are.
 bool TemplateUsesRemoteShell(const std::vector<std::string>& rsh_words);
 
-// argv for a rank on another host.
+// argv for a rank on another host. Variables named in `secret_names` (the
+// job key) never appear on a command line, where any user of either host
+// could read them with ps: the remote side reads them, one line each in
+// that order, from its standard input (`sh -c 'IFS= read -r K && export K
+// && exec env ... prog'`), and the caller writes them there (SecretInput).
 Status BuildRemoteArgv(const std::string& tmpl, const std::string& host,
                        const EnvList& env,
                        const std::vector<std::string>& command,
-                       std::vector<std::string>* argv);
+                       std::vector<std::string>* argv,
+                       const std::vector<std::string>& secret_names = {"ZC_JOB_KEY"});
+
+// The bytes to write to the remote rank's standard input: the values of the
+// secret variables of `env`, one line each, in secret_names' order.
+std::string SecretInput(const EnvList& env,
+                        const std::vector<std::string>& secret_names = {"ZC_JOB_KEY"});
 
 }  // namespace zc::launcher

@@ -1,5 +1,7 @@
 #include "spawn.h"
 
+#include "output.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -125,7 +127,24 @@ Status SpawnRank(const SpawnRequest& req, SpawnedRank* out) {
                                 "started; not starting it\n", req.rank, (int)launcher);
 
   int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
-  int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  // Standard input: /dev/null, or a pipe already holding all of
+  // req.stdin_data (a few bytes, far below the pipe's capacity) and closed
+  // behind it, so the rank reads it and then end of file.
+  int devnull = -1;
+  if (req.stdin_data.empty()) {
+    devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  } else {
+    int in_pipe[2];
+    if (req.stdin_data.size() > 4096 || pipe2(in_pipe, O_CLOEXEC) != 0)
+      return Error(ZC_ERR_SYSTEM, "rank %d: cannot create the input pipe", req.rank);
+    bool written = WriteFully(in_pipe[1], req.stdin_data.data(), req.stdin_data.size());
+    close(in_pipe[1]);
+    if (!written) {
+      close(in_pipe[0]);
+      return Error(ZC_ERR_SYSTEM, "rank %d: cannot write the rank's input", req.rank);
+    }
+    devnull = in_pipe[0];
+  }
   if (devnull < 0)
     return SystemError(errno, "rank %d: cannot open /dev/null", req.rank);
   if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {

@@ -21,6 +21,7 @@ struct SpawnRequest {
   std::vector<std::string> env;      // complete environment, "K=V"
   const Binder* binder = nullptr;    // null: leave affinity alone
   int local_rank = -1;
+  std::string stdin_data;            // the rank's whole standard input (else /dev/null)
 };
 
 struct SpawnedRank {

@@ -236,6 +236,7 @@ TEST(RemoteCommand, TemplateExpansion) {
 
 TEST(RemoteCommand, Argv) {
   EnvList env = {{"ZC_RANK", "3"}, {"V", "a b"}};
+  // Without a secret variable the command is as it was.
   std::vector<std::string> argv;
   ASSERT_TRUE(BuildRemoteArgv("ssh -o BatchMode=yes {host}", "n7", env,
                               {"./prog", "x y"}, &argv).ok());
@@ -246,6 +247,23 @@ TEST(RemoteCommand, Argv) {
                               &argv).ok());
   EXPECT_EQ(argv, (std::vector<std::string>{"ip", "netns", "exec", "ns2", "env",
                                             "ZC_RANK=3", "V=a b", "./prog", "x y"}));
+}
+
+TEST(RemoteCommand, JobKeyTravelsOnStandardInputNotTheCommandLine) {
+  EnvList env = {{"ZC_RANK", "3"}, {"ZC_JOB_KEY", "secretkey0123"}, {"V", "a b"}};
+  std::vector<std::string> argv;
+  ASSERT_TRUE(BuildRemoteArgv("ssh {host}", "n7", env, {"./prog"}, &argv).ok());
+  EXPECT_EQ(argv, (std::vector<std::string>{
+                      "ssh", "n7",
+                      "sh -c 'IFS= read -r ZC_JOB_KEY && export ZC_JOB_KEY && exec env ZC_RANK=3 "
+                      "'\\''V=a b'\\'' ./prog'"}));
+  ASSERT_TRUE(BuildRemoteArgv("ip netns exec {host}", "ns2", env, {"./prog"}, &argv).ok());
+  EXPECT_EQ(argv, (std::vector<std::string>{
+                      "ip", "netns", "exec", "ns2", "sh", "-c",
+                      "IFS= read -r ZC_JOB_KEY && export ZC_JOB_KEY && exec env ZC_RANK=3 'V=a b' ./prog"}));
+  for (const std::string& w : argv) EXPECT_EQ(w.find("secretkey0123"), std::string::npos) << w;
+  EXPECT_EQ(SecretInput(env), "secretkey0123\n");
+  EXPECT_EQ(SecretInput({{"V", "x"}}), "");
 }
 
 // Reads everything currently in a pipe.

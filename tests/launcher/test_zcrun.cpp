@@ -454,6 +454,22 @@ TEST_F(ZcrunTest, CommandsSurviveASshLikeRemoteShell) {
   EXPECT_NE(e.out.find("[0] ZC_FAKE_HOST=node1\n"), std::string::npos) << Describe(e);
 }
 
+TEST_F(ZcrunTest, JobKeyIsOnNoCommandLine) {
+  // Remote ranks get the key through the remote shell's standard input:
+  // while they run, no process on the machine (zcrun, the ssh stand-in,
+  // the shell, the rank) has it in its command line, yet they hold it.
+  std::string fake = zcrun_test::EnvPath("ZCRUN_FAKE_SSH");
+  ASSERT_FALSE(fake.empty());
+  Result r = RunZcrun({"--rsh", fake + " {host}", "-H", "node1:2", Probe(), "key-on-cmdline"},
+                      30, {"ZC_SOCKET_IFNAME=lo"});
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_NE(r.out.find("[0] key_on_cmdline=0 "), std::string::npos) << Describe(r);
+  EXPECT_NE(r.out.find("[1] key_on_cmdline=0 "), std::string::npos) << Describe(r);
+  Result local = RunZcrun({"-np", "2", Probe(), "key-on-cmdline"}, 30, {"ZC_SOCKET_IFNAME=lo"});
+  ASSERT_EQ(local.exit_code, 0) << Describe(local);
+  EXPECT_NE(local.out.find("[0] key_on_cmdline=0 "), std::string::npos) << Describe(local);
+}
+
 }  // namespace
 
 namespace {

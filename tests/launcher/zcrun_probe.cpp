@@ -1,11 +1,13 @@
 // A rank program for the zcrun tests. First argument chooses what it does;
 // behaviour depends on ZC_RANK so that tests can tell ranks apart.
+#include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <zcomm/zcomm.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -67,6 +69,37 @@ int main(int argc, char** argv) {
            Get("ZC_RANK"), Get("ZC_SIZE"), Get("ZC_LOCAL_RANK"),
            Get("ZC_LOCAL_SIZE"), Get("ZC_STORE"), Get("ZC_JOB_KEY"));
     for (int i = 2; i < argc; ++i) printf("%s=%s\n", argv[i], Get(argv[i]));
+    return 0;
+  }
+  if (mode == "key-on-cmdline") {
+    // Whether this rank's job key appears in any process's command line
+    // (readable by every user with ps): prints the pids where it does.
+    const char* key = getenv("ZC_JOB_KEY");
+    if (!key || strlen(key) < 16) {
+      printf("no job key\n");
+      return 1;
+    }
+    int found = 0, scanned = 0;
+    if (DIR* d = opendir("/proc")) {
+      while (dirent* e = readdir(d)) {
+        if (!isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
+        std::string path = std::string("/proc/") + e->d_name + "/cmdline";
+        FILE* f = fopen(path.c_str(), "r");
+        if (!f) continue;
+        std::string cmd;
+        char buf[4096];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof(buf), f)) > 0) cmd.append(buf, n);
+        fclose(f);
+        ++scanned;
+        if (cmd.find(key) != std::string::npos) {
+          printf("key in the command line of pid %s\n", e->d_name);
+          ++found;
+        }
+      }
+      closedir(d);
+    }
+    printf("key_on_cmdline=%d scanned=%d\n", found, scanned);
     return 0;
   }
   if (mode == "args") {  // each argument on its own line, bracketed
