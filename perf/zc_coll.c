@@ -22,9 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zcomm/zcomm.h>
 
 #include "common/bench_util.h"
-#include "common/zc_weak.h"
 
 static bu_report g_rep;
 static zc_comm* g_comm;
@@ -33,10 +33,10 @@ static int g_rank = -1;
 static void fail_status(const char* what, zc_status s) {
   const char* str = zc_status_string(s);
   const char* detail =
-      (ZC_HAVE(zc_last_error) && g_comm) ? zc_last_error(g_comm) : "";
+      g_comm ? zc_last_error(g_comm) : "";
   bu_report_fail(&g_rep, "zcomm rank %d: %s: %s (%d)%s%s", g_rank, what, str,
                  (int)s, detail && detail[0] ? ": " : "", detail ? detail : "");
-  if (g_comm && ZC_HAVE(zc_abort)) zc_abort(g_comm);
+  if (g_comm) zc_abort(g_comm);
   exit(1);
 }
 
@@ -44,15 +44,6 @@ static void fail_status(const char* what, zc_status s) {
   do {                                       \
     zc_status s_ = (call);                   \
     if (s_ != ZC_OK) fail_status(what, s_);  \
-  } while (0)
-
-#define ZC_NEED(fn)                                                        \
-  do {                                                                     \
-    if (!ZC_HAVE(fn)) {                                                    \
-      bu_report_fail(&g_rep, "libzcomm does not export " #fn " (not "     \
-                             "implemented yet)");                          \
-      exit(1);                                                             \
-    }                                                                      \
   } while (0)
 
 static zc_status run_coll(int coll, const void* send, void* recv, size_t count,
@@ -146,22 +137,6 @@ int main(int argc, char** argv) {
            transport, use_zc ? "zc_mem_alloc" : "malloc",
            inplace ? "true" : "false", root);
 
-  ZC_NEED(zc_init);
-  ZC_NEED(zc_rank);
-  ZC_NEED(zc_size);
-  ZC_NEED(zc_finalize);
-  ZC_NEED(zc_allreduce); /* used to gather times and #wrong */
-  ZC_NEED(zc_barrier);
-  switch (coll) {
-    case BU_BROADCAST: ZC_NEED(zc_broadcast); break;
-    case BU_REDUCE: ZC_NEED(zc_reduce); break;
-    case BU_ALLGATHER: ZC_NEED(zc_allgather); break;
-    case BU_REDUCE_SCATTER: ZC_NEED(zc_reduce_scatter); break;
-    case BU_ALLTOALL: ZC_NEED(zc_alltoall); break;
-    default: break;
-  }
-  if (use_zc) { ZC_NEED(zc_mem_alloc); ZC_NEED(zc_mem_free); }
-
   ZC_CHECK(zc_init(&g_comm), "zc_init");
   g_rank = zc_rank(g_comm);
   const int n = zc_size(g_comm);
@@ -239,7 +214,8 @@ int main(int argc, char** argv) {
       if (inplace_ok) /* restore the input for the timed loop */
         bu_coll_fill(coll, recvbuf, count, dt, data_op, g_rank, n, root);
     }
-    if (ZC_HAVE(zc_last_algorithm)) {
+    {
+      /* One call more, to name the algorithm the library picked. */
       ZC_CHECK(run_coll(coll, send, recvbuf, count, dt, op, root), what);
       const char* al = zc_last_algorithm(g_comm);
       snprintf(row.algo, sizeof row.algo, "%s", al ? al : "");

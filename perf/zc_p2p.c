@@ -22,9 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zcomm/zcomm.h>
 
 #include "common/bench_util.h"
-#include "common/zc_weak.h"
 
 enum { TAG_LAT = 11, TAG_BW = 12, TAG_ACK = 13, TAG_CHECK = 14 };
 
@@ -35,10 +35,10 @@ static int g_rank = -1;
 static void fail_status(const char* what, zc_status s) {
   const char* str = zc_status_string(s);
   const char* detail =
-      (ZC_HAVE(zc_last_error) && g_comm) ? zc_last_error(g_comm) : "";
+      g_comm ? zc_last_error(g_comm) : "";
   bu_report_fail(&g_rep, "zcomm rank %d: %s: %s (%d)%s%s", g_rank, what, str,
                  (int)s, detail && detail[0] ? ": " : "", detail ? detail : "");
-  if (g_comm && ZC_HAVE(zc_abort)) zc_abort(g_comm);
+  if (g_comm) zc_abort(g_comm);
   exit(1);
 }
 
@@ -46,15 +46,6 @@ static void fail_status(const char* what, zc_status s) {
   do {                                       \
     zc_status s_ = (call);                   \
     if (s_ != ZC_OK) fail_status(what, s_);  \
-  } while (0)
-
-#define ZC_NEED(fn)                                                        \
-  do {                                                                     \
-    if (!ZC_HAVE(fn)) {                                                    \
-      bu_report_fail(&g_rep, "libzcomm does not export " #fn " (not "     \
-                             "implemented yet)");                          \
-      exit(1);                                                             \
-    }                                                                      \
   } while (0)
 
 static void* alloc_buf(size_t bytes, int use_zc) {
@@ -139,14 +130,6 @@ int main(int argc, char** argv) {
   /* Until the rank is known, errors go to the file of every rank's caller
    * (rank 0 writes it; see below). */
   g_rep.path = json;
-
-  ZC_NEED(zc_init);
-  ZC_NEED(zc_rank);
-  ZC_NEED(zc_size);
-  ZC_NEED(zc_send);
-  ZC_NEED(zc_recv);
-  ZC_NEED(zc_finalize);
-  if (use_zc) { ZC_NEED(zc_mem_alloc); ZC_NEED(zc_mem_free); }
 
   ZC_CHECK(zc_init(&g_comm), "zc_init");
   g_rank = zc_rank(g_comm);

@@ -82,6 +82,7 @@ struct StoreServer::Impl {
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> refused{0};
   std::atomic<uint64_t> nclients{0};
+  std::atomic<uint64_t> nwaiters{0};  // waiters.size(), for other threads
   std::atomic<bool> stopped{false};
 
   std::map<uint64_t, std::unique_ptr<Client>> clients;
@@ -390,6 +391,7 @@ void StoreServer::Impl::HandleRequest(Client* c) {
       for (const auto& k : w.missing) key_waiters[k].push_back(wid);
       waiter_deadlines.insert({w.deadline, wid});
       waiters.emplace(wid, std::move(w));
+      nwaiters.store(waiters.size());
       c->waiter = wid;
       if (ms == 0) FinishWaiter(wid, true);
       return;
@@ -455,6 +457,7 @@ void StoreServer::Impl::RemoveWaiter(uint64_t wid) {
   }
   waiter_deadlines.erase({it->second.deadline, wid});
   waiters.erase(it);
+  nwaiters.store(waiters.size());
 }
 
 void StoreServer::Impl::ExpireTimers() {
@@ -532,6 +535,7 @@ void StoreServer::Impl::CloseAll() {
   waiter_deadlines.clear();
   key_waiters.clear();
   nclients.store(0);
+  nwaiters.store(0);
 }
 
 Status StoreServer::Start(const std::string& bind_host, int port,
@@ -592,6 +596,7 @@ uint64_t StoreServer::refused_connections() const {
   return impl_->refused.load();
 }
 uint64_t StoreServer::num_clients() const { return impl_->nclients.load(); }
+uint64_t StoreServer::num_waiters() const { return impl_->nwaiters.load(); }
 
 void StoreServer::Stop() {
   if (!impl_ || impl_->stopped.exchange(true)) return;

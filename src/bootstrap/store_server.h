@@ -34,6 +34,9 @@ class StoreServer {
   std::string address() const;  // "host:port" clients should use
   uint64_t refused_connections() const;  // failed or timed-out handshakes
   uint64_t num_clients() const;          // connections open now
+  // GET/WAIT requests waiting for keys now (tests wait on it to act while a
+  // request is pending rather than after a guessed delay).
+  uint64_t num_waiters() const;
 
   // Closes every connection (pending waits end with EOF at the clients).
   // Idempotent. Not to be called in a forked child: the thread is not there.

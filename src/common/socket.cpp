@@ -281,7 +281,7 @@ Status Accept(int listen_fd, const Deadline& dl, int* fd, std::string* peer) {
 }
 
 Status Connect(const std::string& host, int port, const Deadline& dl,
-               int* fd) {
+               int* fd, std::atomic<int>* failed_attempts) {
   if (host.empty())
     return Error(ZC_ERR_INVALID_ARG, "connect: empty host (port %d)", port);
   int attempts = 0, last_err = 0;
@@ -299,6 +299,7 @@ Status Connect(const std::string& host, int port, const Deadline& dl,
           freeaddrinfo(res);
           return Status::Ok();
         }
+        if (failed_attempts) failed_attempts->fetch_add(1);
         if (!IsRetryableConnectErrno(last_err)) {
           freeaddrinfo(res);
           return SystemError(last_err, "connect to %s:%d", host.c_str(), port);

@@ -7,6 +7,7 @@
 
 #include <sys/uio.h>
 
+#include <atomic>
 #include <cstddef>
 #include <string>
 
@@ -28,8 +29,11 @@ Status Listen(const std::string& host, int port, int* fd, int* bound_port);
 Status Accept(int listen_fd, const Deadline& dl, int* fd, std::string* peer);
 
 // Connects, retrying refused/unreachable attempts until dl (the peer may not
-// be listening yet). *fd is blocking and CLOEXEC.
-Status Connect(const std::string& host, int port, const Deadline& dl, int* fd);
+// be listening yet). *fd is blocking and CLOEXEC. failed_attempts, when
+// given, counts the attempts that failed, as they fail (a test watches it to
+// start a listener only once the retry path is being taken).
+Status Connect(const std::string& host, int port, const Deadline& dl, int* fd,
+               std::atomic<int>* failed_attempts = nullptr);
 
 Status SendAll(int fd, const void* buf, size_t len, const Deadline& dl);
 // Sends every iovec; advances iov in place as bytes go out.

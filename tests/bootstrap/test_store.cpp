@@ -30,6 +30,16 @@ class StoreTest : public ::testing::Test {
     EXPECT_TRUE(st.ok()) << st.message();
     return c;
   }
+  // Until the server holds n waiting GET/WAIT requests: a test acts while a
+  // request is pending, not after a guessed delay. Polls the server's counter.
+  bool WaitForWaiters(uint64_t n, double timeout_s = 10) {
+    Deadline dl(timeout_s);
+    while (server_->num_waiters() != n) {
+      if (dl.expired()) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
+  }
   std::unique_ptr<StoreServer> server_;
 };
 
@@ -83,7 +93,7 @@ TEST_F(StoreTest, GetWaitsForALaterSet) {
   auto reader = NewClient();
   auto writer = NewClient();
   std::thread t([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_TRUE(WaitForWaiters(1)) << "the GET never reached the server";
     EXPECT_TRUE(writer->Set("late", "value-17").ok());
   });
   std::string got;
@@ -113,6 +123,7 @@ TEST_F(StoreTest, WaitForManyKeys) {
   for (int i = 0; i < 7; ++i) keys.push_back(Format("w%d", i * i));
   keys.push_back("w0");  // duplicates are fine
   std::thread t([&] {
+    EXPECT_TRUE(WaitForWaiters(1)) << "the WAIT never reached the server";
     for (int i = 6; i >= 0; --i)
       EXPECT_TRUE(writer->Set(Format("w%d", i * i), "x").ok());
   });
@@ -274,7 +285,9 @@ TEST_F(StoreTest, ClientVanishingWhileWaitingIsForgotten) {
     store::EncodeHeader(h, buf);
     memcpy(buf + store::kHeaderBytes, "gone", 4);
     ASSERT_TRUE(net::SendAll(raw.get(), buf, sizeof(buf), Deadline(5)).ok());
+    ASSERT_TRUE(WaitForWaiters(1)) << "the GET never reached the server";
   }  // hang up with the GET pending
+  ASSERT_TRUE(WaitForWaiters(0)) << "the vanished client's GET is still waiting";
   auto c = NewClient();
   ASSERT_TRUE(c->Set("gone", "v").ok());  // must not write to the dead client
   std::string got;
@@ -290,7 +303,7 @@ TEST_F(StoreTest, ServerGoneIsPeerLostAndSticky) {
   auto c = NewClient();
   ASSERT_TRUE(c->Set("k", "v").ok());
   std::thread t([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_TRUE(WaitForWaiters(1)) << "the GET never reached the server";
     server_->Stop();
   });
   std::string got;

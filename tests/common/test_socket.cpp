@@ -4,6 +4,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -136,12 +138,18 @@ TEST(Socket, AcceptDeadline) {
 }
 
 TEST(Socket, ConnectRetriesUntilListenerAppears) {
-  // Find a free port, close it, then listen on it a little later.
+  // Find a free port, close it, then listen on it once Connect has been
+  // refused twice (so the retry path is what connects).
   int lfd = -1, port = 0;
   ASSERT_TRUE(Listen("127.0.0.1", 0, &lfd, &port).ok());
   close(lfd);
+  std::atomic<int> failed{0};
   std::thread t([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    Deadline refused(10);  // polls Connect's counter: an observable condition
+    while (failed.load() < 2 && !refused.expired())
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_GE(failed.load(), 2) << "Connect gave up or connected after "
+                                 << failed.load() << " failed attempt(s) (is the port taken?)";
     int l2 = -1, p2 = 0;
     ASSERT_TRUE(Listen("127.0.0.1", port, &l2, &p2).ok());
     int s = -1;
@@ -151,9 +159,10 @@ TEST(Socket, ConnectRetriesUntilListenerAppears) {
     close(l2);
   });
   int fd = -1;
-  Status st = Connect("127.0.0.1", port, Deadline(10), &fd);
+  Status st = Connect("127.0.0.1", port, Deadline(10), &fd, &failed);
   t.join();
   ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_GE(failed.load(), 2);
   close(fd);
 }
 

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,14 +35,17 @@ pid_t StartStoreProcess(const std::string& key, std::string* addr) {
   pid_t parent = getpid();
   pid_t pid = fork();
   if (pid == 0) {
+    // Ends with the test process: RunRanks kills it, or, should the test
+    // process die first, the kernel does (no orphaned store).
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(0);
     close(fds[0]);
     std::unique_ptr<StoreServer> store;
     Status st = StoreServer::Start("127.0.0.1", 0, key, &store);
     std::string msg = st.ok() ? "+" + store->address() : "-" + st.message();
     if (write(fds[1], msg.data(), msg.size()) < 0) _exit(1);
     close(fds[1]);
-    while (getppid() == parent) usleep(100000);
-    _exit(0);
+    for (;;) pause();  // the store serves on its own thread
   }
   close(fds[1]);
   std::string msg;
@@ -115,6 +119,8 @@ std::vector<RankResult> RunRanks(int n, const std::function<int(int rank)>& body
     std::vector<pollfd> fds;
     for (int r = 0; r < n; ++r)
       if (out_fds[r] >= 0) fds.push_back({out_fds[r], POLLIN, 0});
+    // Wakes for output, else every 20 ms to reap ranks (waitpid below): polls
+    // observable conditions, never a guessed delay.
     if (!fds.empty()) poll(fds.data(), fds.size(), 20);
     else usleep(20000);
     for (int r = 0; r < n; ++r) {

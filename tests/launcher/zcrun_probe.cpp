@@ -14,6 +14,7 @@
 #include <ctime>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "bootstrap/store_client.h"
 #include "common/socket.h"
@@ -31,6 +32,9 @@ const char* Get(const char* name) {
   return v ? v : "<unset>";
 }
 
+// A rank that keeps running until zcrun stops it: the sleep is the subject
+// (a busy rank), bounded so that a zcrun that fails to stop it leaves no
+// process behind for long.
 [[noreturn]] void SleepForever(int seconds) {
   sleep(static_cast<unsigned>(seconds));
   _exit(0);
@@ -49,6 +53,40 @@ void WriteFile(const std::string& path, const std::string& text) {
   fputs(text.c_str(), f);
   fclose(f);
   rename((path + ".tmp").c_str(), path.c_str());
+}
+
+// Readiness through the job's store (ZC_STORE, served by zcrun): a rank that
+// acts on the job (fails, dies) first waits until every other rank has said
+// it is ready, instead of guessing how long they take to start.
+std::unique_ptr<zc::StoreClient> JobStore(int rank) {
+  std::unique_ptr<zc::StoreClient> client;
+  zc::Status st = zc::StoreClient::Connect(Get("ZC_STORE"), Get("ZC_JOB_KEY"),
+                                          zc::Deadline(20), &client);
+  if (!st.ok()) {
+    fprintf(stderr, "rank %d: store connect: %s\n", rank, st.message().c_str());
+    _exit(10);
+  }
+  return client;
+}
+
+void MarkReady(int rank) {
+  zc::Status st = JobStore(rank)->Set("probe/ready/" + std::to_string(rank), "1");
+  if (!st.ok()) {
+    fprintf(stderr, "rank %d: store: %s\n", rank, st.message().c_str());
+    _exit(12);
+  }
+}
+
+void WaitOthersReady(int rank) {
+  int size = atoi(Get("ZC_SIZE"));
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r)
+    if (r != rank) keys.push_back("probe/ready/" + std::to_string(r));
+  zc::Status st = JobStore(rank)->Wait(keys, 20);
+  if (!st.ok()) {
+    fprintf(stderr, "rank %d: waiting for the others: %s\n", rank, st.message().c_str());
+    _exit(12);
+  }
 }
 
 int Usage() {
@@ -146,21 +184,24 @@ int main(int argc, char** argv) {
     SleepForever(60);
   }
   if (mode == "kill-rank" && argc == 3) {
+    // Rank argv[2] dies by SIGKILL once the others run (zcrun must stop them).
     if (rank == atoi(argv[2])) {
-      usleep(100000);
+      WaitOthersReady(rank);
       raise(SIGKILL);
     }
+    MarkReady(rank);
     SleepForever(60);
   }
   if (mode == "stubborn-fail" && argc == 3) {
     // Others ignore SIGTERM: only zcrun's SIGKILL ends them.
     if (rank == atoi(argv[2])) {
-      usleep(300000);
+      WaitOthersReady(rank);  // every other rank ignores SIGTERM by now
       return 5;
     }
     signal(SIGTERM, SIG_IGN);
     printf("ignoring SIGTERM\n");
     fflush(stdout);
+    MarkReady(rank);
     SleepForever(60);
   }
   if (mode == "orphan-fail" && argc == 3) {
@@ -178,6 +219,7 @@ int main(int argc, char** argv) {
     if (rank == 0) {
       // Fail once every rank has its child, so that all of them are tested.
       int size = atoi(Get("ZC_SIZE"));
+      // (Polls for the files: an observable condition, 10 s at most.)
       for (int r = 0; r < size; ++r) {
         std::string other = std::string(argv[2]) + "." + std::to_string(r);
         for (int i = 0; i < 1000 && access(other.c_str(), F_OK) != 0; ++i) usleep(10000);
@@ -192,6 +234,7 @@ int main(int argc, char** argv) {
     SleepForever(60);
   }
   if (mode == "sleep" && argc == 3) {
+    // A job that outlives zcrun's --timeout: the sleep is the subject.
     sleep(static_cast<unsigned>(atoi(argv[2])));
     return 0;
   }
@@ -261,7 +304,8 @@ int main(int argc, char** argv) {
     printf("made %s\n", name.c_str());
     fflush(stdout);
     if (rank == 0) return 0;
-    // Fail only once rank 0's segment exists, so both are left to clean.
+    // Fail only once rank 0's segment exists, so both are left to clean
+    // (polled: an observable condition, 10 s at most).
     std::string first = name.substr(0, name.rfind("probe")) + "probe0";
     for (int i = 0; i < 1000 && access(first.c_str(), F_OK) != 0; ++i) usleep(10000);
     return 6;

@@ -13,6 +13,7 @@
 
 #include "api/comm.h"
 #include "harness/multiproc.h"
+#include "harness/shared_counter.h"
 #include "p2p/device.h"
 #include "p2p/slot_stream.h"
 
@@ -21,6 +22,7 @@ namespace {
 using zc::test::AllOk;
 using zc::test::Describe;
 using zc::test::RunRanks;
+using zc::test::SharedCounter;
 
 // Byte i of a message from `from` to `to` with sequence `seq`.
 inline uint8_t Pattern(int from, int to, uint64_t seq, size_t i) {
@@ -377,25 +379,30 @@ TEST_P(P2p, OneSidedReadsFromThreads) {
 
 // A rank killed mid-transfer: the others fail with PEER_LOST promptly.
 TEST_P(P2p, PeerKilledMidTransfer) {
+  SharedCounter entering, checked;
   auto res = RunRanks(3, [&](int rank) -> int {
     zc_comm* comm;
     CHILD_CHECK(zc_init(&comm) == ZC_OK, "init");
     std::vector<char> buf(64 << 20);
     if (rank == 2) {
-      usleep(200000);
+      // Dies once both survivors are entering their receive (the kill may
+      // land just before its first wait or during it: both must fail alike).
+      CHILD_CHECK(entering.WaitAtLeast(2, 30), "the survivors never reached zc_recv");
       raise(SIGKILL);
     }
     auto t0 = std::chrono::steady_clock::now();
     // Waits for a message rank 2 will never send.
+    entering.Add();
     zc_status s = zc_recv(comm, buf.data(), buf.size(), 2, 1);
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     CHILD_CHECK(s == ZC_ERR_PEER_LOST, "got %s: %s", zc_status_string(s), zc_last_error(comm));
     CHILD_CHECK(strstr(zc_last_error(comm), "peer 2") != nullptr, "message: %s", zc_last_error(comm));
     CHILD_CHECK(secs < 5.0, "took %.1f s", secs);
     // Finalize with a dead peer: reports the loss, frees everything, no hang.
-    // (Later than the other survivor's check: a failed finalize alerts the
-    // job, which would then be the cause that survivor reports.)
-    usleep(500000);
+    // (After the other survivor's check: a failed finalize alerts the job,
+    // which would then be the cause that survivor reports.)
+    checked.Add();
+    CHILD_CHECK(checked.WaitAtLeast(2, 30), "the other survivor never finished its check");
     zc_finalize(comm);
     return 0;
   }, Env({{"ZC_TIMEOUT", "60"}}), 60);
@@ -459,16 +466,19 @@ TEST_P(P2p, DeadlineExpires) {
 }
 
 TEST_P(P2p, AbortWakesPeers) {
+  SharedCounter entering;
   auto res = RunRanks(3, [&](int rank) -> int {
     zc_comm* comm;
     CHILD_CHECK(zc_init(&comm) == ZC_OK, "init");
     char b[16];
     if (rank == 1) {
-      usleep(100000);
+      // Aborts once the others are entering their receive from it.
+      CHILD_CHECK(entering.WaitAtLeast(2, 30), "the others never reached zc_recv");
       zc_abort(comm);
       zc_finalize(comm);
       return 0;
     }
+    entering.Add();
     zc_status s = zc_recv(comm, b, 16, 1, 1);
     CHILD_CHECK(s == ZC_ERR_ABORTED || s == ZC_ERR_PEER_LOST, "got %s", zc_status_string(s));
     zc_finalize(comm);

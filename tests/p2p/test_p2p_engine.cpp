@@ -16,6 +16,7 @@
 
 #include "api/comm.h"
 #include "harness/multiproc.h"
+#include "harness/shared_counter.h"
 #include "p2p/device.h"
 #include "p2p/p2p_engine.h"
 #include "p2p/send_recv.h"
@@ -27,6 +28,7 @@ using zc::P2pRequest;
 using zc::test::AllOk;
 using zc::test::Describe;
 using zc::test::RunRanks;
+using zc::test::SharedCounter;
 using ReqPtr = std::shared_ptr<P2pRequest>;
 
 inline uint8_t Pattern(int from, int to, uint64_t seq, size_t i) {
@@ -145,7 +147,8 @@ TEST_P(P2pEngineTest, SameTagFifoAndBlockingInterop) {
           ReqPtr r;
           CHILD_CHECK(eng.Isend(bufs.back().data(), size_of(i), to, 7, &r).ok(), "isend");
           reqs.push_back(r);
-          // Posted in bursts, so the progress thread meets them in several turns.
+          // Posted in bursts, so the progress thread meets them in several turns
+          // (pacing that shapes the load, not synchronisation).
           if (i % 4 == 3) usleep(2000);
         }
       for (auto& r : reqs) {
@@ -373,11 +376,13 @@ TEST_P(P2pEngineTest, TimeoutAndDestroyWithPending) {
 // A rank killed while others have requests pending with it: they fail with
 // ZC_ERR_PEER_LOST within a few seconds.
 TEST_P(P2pEngineTest, PeerKilled) {
+  SharedCounter posted, checked;
   auto res = RunRanks(3, [&](int rank) -> int {
     zc_comm* comm;
     CHILD_CHECK(zc_init(&comm) == ZC_OK, "init: %s", zc_last_error(nullptr));
     if (rank == 2) {
-      usleep(200000);
+      // Dies once both survivors have their requests with it pending.
+      CHILD_CHECK(posted.WaitAtLeast(2, 30), "the survivors never posted their requests");
       raise(SIGKILL);
     }
     auto engp = std::make_unique<P2pEngine>(comm->device.get(), std::vector<int>{0, 1, 2}, rank, 8);
@@ -387,6 +392,7 @@ TEST_P(P2pEngineTest, PeerKilled) {
     auto t0 = std::chrono::steady_clock::now();
     CHILD_CHECK(eng.Irecv(small.data(), 16, 2, 1, &rr).ok(), "irecv");
     CHILD_CHECK(eng.Isend(big.data(), big.size(), 2, 1, &rs).ok(), "isend");
+    posted.Add();
     for (auto* r : {&rr, &rs}) {
       zc::Status st = (*r)->Wait(zc::Deadline::Never());
       CHILD_CHECK(st.code() == ZC_ERR_PEER_LOST, "got %s", st.message().c_str());
@@ -395,7 +401,10 @@ TEST_P(P2pEngineTest, PeerKilled) {
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     CHILD_CHECK(secs < 5.0, "took %.1f s", secs);
     engp.reset();
-    usleep(500000);
+    // Finalize after the other survivor's check: a failed finalize alerts the
+    // job, which would then be the cause that survivor reports.
+    checked.Add();
+    CHILD_CHECK(checked.WaitAtLeast(2, 30), "the other survivor never finished its check");
     zc_finalize(comm);
     return 0;
   }, Env("60"), 60);

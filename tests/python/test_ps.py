@@ -9,6 +9,7 @@ with "both" (every rank a worker and a server) or "servers" (the last ranks
 server-only)."""
 
 import gc
+import linecache
 import sys
 import threading
 import time
@@ -43,6 +44,23 @@ def expect(c, status, text, what, f, *args, **kw):
     c.fail(f"{what}: no error")
 
 
+def wait_at_call(ident, func, call, timeout=20):
+    """Until the thread `ident` is at the line of `func` that makes `call`
+    (the blocking C call, which releases the GIL): a thread acts once another
+    is inside that call instead of after a guessed delay. Polls the thread's
+    Python stack, an observable condition. False on timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        f = sys._current_frames().get(ident)
+        while f is not None:
+            if (f.f_code.co_name == func
+                    and call in linecache.getline(f.f_code.co_filename, f.f_lineno)):
+                return True
+            f = f.f_back
+        time.sleep(0.001)
+    return False
+
+
 def sums(comm, role, c):
     """Synchronous sums of every dtype and shape, 3 rounds."""
     R = comm.rank
@@ -51,8 +69,10 @@ def sums(comm, role, c):
         if role == "server":
             # Another thread reads the state while serve() runs (it must not
             # wait for serve) and tells worker 0, which waits for that.
+            main = threading.get_ident()
+
             def peek():
-                time.sleep(0.3)  # serve() is running by then
+                c.true(wait_at_call(main, "serve", "self._h.serve("), "serve() never started")
                 if not ps.freed and repr(ps):
                     comm.send(np.array([1], np.int8), 0, tag=9)
             th = threading.Thread(target=peek)
@@ -108,7 +128,7 @@ def sums(comm, role, c):
                 box = {}
                 th = threading.Thread(target=lambda: box.update(v=ps.pull(7)))
                 th.start()
-                time.sleep(0.1)
+                c.true(wait_at_call(th.ident, "pull", "self._h.pull("), "the thread's pull never started")
                 comm.send(np.array([1], np.int8), 1, tag=5)
                 th.join(60)
                 c.true(not th.is_alive(), "pull in a thread returned")
