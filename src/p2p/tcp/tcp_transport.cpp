@@ -380,7 +380,17 @@ Status TcpTransport::Connect(const std::vector<int>& peers) {
   per_peer_ = cfg.sockets_per_peer;
   int n = host_->size(), me = host_->rank();
   std::string ip, ifname;
-  Status st = net::PickInterfaceAddress(cfg.socket_ifname, &ip, &ifname);
+  Status st;
+  bool all_local = !peers.empty();
+  for (int p : peers) all_local &= host_->SameHost(p);
+  if (cfg.socket_ifname.empty() && all_local) {
+    // Every tcp peer is on this host: listen and connect on loopback only,
+    // not on a network card. An explicit ZC_SOCKET_IFNAME still wins.
+    ip = "127.0.0.1";
+    ifname = "loopback: every tcp peer is on this host";
+  } else {
+    st = net::PickInterfaceAddress(cfg.socket_ifname, &ip, &ifname);
+  }
   std::string mine;
   int port = 0;
   if (st.ok()) st = net::Listen(ip, 0, &listen_fd_, &port);
