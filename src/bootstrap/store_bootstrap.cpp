@@ -88,6 +88,9 @@ Status StoreBootstrap::Fence(double timeout_s) {
   std::string ctx = Format("rank %d: bootstrap fence #%llu", rank_,
                            static_cast<unsigned long long>(n));
   int64_t arrived = 0;
+  // A per-rank mark beside the counter, so that a timeout names the ranks
+  // that never arrived (the counter only says how many did).
+  ZC_RETURN_IF_ERROR(client_->Set(counter + Format("/r%d", rank_), "1").with_context(ctx));
   ZC_RETURN_IF_ERROR(client_->Add(counter, 1, &arrived).with_context(ctx));
   if (arrived > size_)
     return Error(ZC_ERR_INTERNAL, "%s: %lld arrivals for %d ranks (ranks "
@@ -99,10 +102,21 @@ Status StoreBootstrap::Fence(double timeout_s) {
   Status st = client_->Get(done, &ignored, timeout_s);
   if (st.code() == ZC_ERR_TIMEOUT) {
     int64_t now = 0;
-    if (client_->Add(counter, 0, &now).ok())
+    if (client_->Add(counter, 0, &now).ok()) {
+      std::string missing;
+      int nmissing = 0;
+      for (int r = 0; r < size_; ++r) {
+        bool there = true;
+        if (!client_->Check(counter + Format("/r%d", r), &there).ok()) break;
+        if (there) continue;
+        if (++nmissing <= 16) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      }
+      if (nmissing > 16) missing += Format(", ... (%d in all)", nmissing);
       return Error(ZC_ERR_TIMEOUT, "%s: timed out after %.3g s: %lld of %d "
-                   "ranks arrived", ctx.c_str(), timeout_s,
-                   static_cast<long long>(now), size_);
+                   "ranks arrived; missing rank%s: %s", ctx.c_str(), timeout_s,
+                   static_cast<long long>(now), size_, nmissing == 1 ? "" : "s",
+                   nmissing ? missing.c_str() : "unknown");
+    }
   }
   return st.with_context(ctx);
 }

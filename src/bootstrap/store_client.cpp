@@ -4,7 +4,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <thread>
 
 #include "bootstrap/store_protocol.h"
 #include "common/auth.h"
@@ -20,18 +22,44 @@ Status StoreClient::Connect(const std::string& address,
   int port = 0;
   ZC_RETURN_IF_ERROR(net::ParseHostPort(address, &host, &port)
                          .with_context("store client"));
-  int fd = -1;
-  ZC_RETURN_IF_ERROR(net::Connect(host, port, dl, &fd)
-                         .with_context("store client: connect to store"));
-  net::ScopedFd guard(fd);
-  net::SetNoDelay(fd);
-  ZC_RETURN_IF_ERROR(net::AuthClient(fd, job_key, dl)
-                         .with_context("store client: store at " + address));
-  std::unique_ptr<StoreClient> c(new StoreClient());
-  c->fd_ = guard.release();
-  c->address_ = address;
-  *out = std::move(c);
-  return Status::Ok();
+  // A busy store (or one shedding a crowd of idle strangers) may close a
+  // connection before its handshake completes: try again, with a short
+  // deadline per handshake, until kMaxAttempts or dl. A wrong key is final.
+  Status last;
+  int sleep_ms = 20;
+  for (int attempt = 1; attempt <= kMaxConnectAttempts; ++attempt) {
+    int fd = -1;
+    ZC_RETURN_IF_ERROR(net::Connect(host, port, dl, &fd)
+                           .with_context("store client: connect to store"));
+    net::ScopedFd guard(fd);
+    net::SetNoDelay(fd);
+    Deadline attempt_dl(std::min(dl.remaining_s(), kHandshakeSeconds));
+    Status st = net::AuthClient(fd, job_key, attempt_dl);
+    if (st.ok()) {
+      std::unique_ptr<StoreClient> c(new StoreClient());
+      c->fd_ = guard.release();
+      c->address_ = address;
+      *out = std::move(c);
+      if (attempt > 1)
+        ZC_INFO(kBootstrap, "store at %s: authenticated at attempt %d", address.c_str(),
+                attempt);
+      return Status::Ok();
+    }
+    bool retryable = st.code() == ZC_ERR_PEER_LOST ||
+                     (st.code() == ZC_ERR_TIMEOUT && !dl.expired());
+    const char* what = st.code() == ZC_ERR_TIMEOUT
+                           ? "did not complete the handshake in time"
+                           : "closed the connection before authentication";
+    last = Error(st.code(), "store client: store at %s %s (server busy?): attempt %d of %d: %s",
+                 address.c_str(), what, attempt, kMaxConnectAttempts, st.message().c_str());
+    if (!retryable) return st.with_context("store client: store at " + address);
+    if (dl.expired() || attempt == kMaxConnectAttempts) break;
+    ZC_INFO(kBootstrap, "%s; retrying", last.message().c_str());
+    int ms = std::min(sleep_ms, dl.remaining_ms());
+    if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    sleep_ms = std::min(sleep_ms * 2, 1000);
+  }
+  return last;
 }
 
 StoreClient::~StoreClient() {

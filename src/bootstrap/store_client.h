@@ -19,7 +19,11 @@ namespace zc {
 class StoreClient {
  public:
   // Connects to "host:port" (retrying until dl while the server is not up
-  // yet) and proves knowledge of job_key.
+  // yet) and proves knowledge of job_key. A handshake the server cuts short
+  // (busy, or shedding idle strangers) is retried, kMaxConnectAttempts times
+  // at most, each within kHandshakeSeconds; a wrong key is not retried.
+  static constexpr int kMaxConnectAttempts = 10;
+  static constexpr double kHandshakeSeconds = 5;
   static Status Connect(const std::string& address, const std::string& job_key,
                         const Deadline& dl, std::unique_ptr<StoreClient>* out);
   ~StoreClient();

@@ -22,6 +22,7 @@
 #include "common/auth.h"
 #include "common/deadline.h"
 #include "common/log.h"
+#include "common/rate_limit.h"
 #include "common/socket.h"
 
 namespace zc {
@@ -52,12 +53,17 @@ struct StoreServer::Impl {
     uint64_t id = 0;
     int fd = -1;
     std::string peer;
+    std::string src;  // the peer's address without the port
     std::unique_ptr<net::AuthHandshake> auth;  // null once authenticated
     Clock::time_point auth_deadline;
     std::vector<uint8_t> in;  // the message being read
     size_t in_have = 0;
     bool have_header = false;
     Header hdr;
+    // A request too large to receive now: its remaining bytes are read and
+    // dropped, then refused with this message (the stream stays in step).
+    size_t discard = 0;
+    std::string discard_why;
     std::string out;  // bytes not yet sent
     size_t out_off = 0;
     uint64_t waiter = 0;  // a pending GET/WAIT blocks further requests
@@ -83,7 +89,17 @@ struct StoreServer::Impl {
   std::atomic<uint64_t> refused{0};
   std::atomic<uint64_t> nclients{0};
   std::atomic<uint64_t> nwaiters{0};  // waiters.size(), for other threads
+  std::atomic<uint64_t> nauthed{0};
+  std::atomic<uint64_t> buffered{0};  // capacity of every Client::in
+  std::atomic<uint64_t> peak_buffered{0};
   std::atomic<bool> stopped{false};
+  size_t live = 0;          // connections not closed
+  size_t data_bytes = 0;    // keys + values stored
+  // Pending handshakes, oldest first (ids grow with time), in all and by
+  // source address: the ones dropped when strangers crowd the server.
+  std::set<uint64_t> pending;
+  std::unordered_map<std::string, std::set<uint64_t>> pending_by_src;
+  WarnLimiter refusal_log{5, 10};
 
   std::map<uint64_t, std::unique_ptr<Client>> clients;
   uint64_t next_client = 1, next_waiter = 1;
@@ -97,6 +113,12 @@ struct StoreServer::Impl {
   void AcceptNew();
   void OnReadable(Client* c);
   bool ReadMessage(Client* c, size_t need);  // false: wait for more bytes
+  bool GrowInput(Client* c, size_t need);    // false: over a limit
+  bool Discard(Client* c);                   // true: the request is refused
+  void ReleaseInput(Client* c, bool all);
+  void DropPending(Client* c);
+  void MakeRoomFor(const std::string& src);  // drops an old handshake if full
+  void LogSuppressed(bool force);
   void HandleAuth(Client* c);
   void HandleRequest(Client* c);
   void Flush(Client* c);
@@ -114,6 +136,103 @@ struct StoreServer::Impl {
   int NextTimeoutMs();
   void CloseAll();
 };
+
+void StoreServer::Impl::LogSuppressed(bool force) {
+  uint64_t n = refusal_log.TakeSuppressed(force);
+  if (n)
+    ZC_WARN(kBootstrap, "store server: %llu more connection(s) refused in the last %.3g s "
+            "(not logged one by one; %llu refused in all)", static_cast<unsigned long long>(n),
+            refusal_log.interval_s(), static_cast<unsigned long long>(refused.load()));
+}
+
+void StoreServer::Impl::DropPending(Client* c) {
+  if (!pending.erase(c->id)) return;
+  auto it = pending_by_src.find(c->src);
+  if (it == pending_by_src.end()) return;
+  it->second.erase(c->id);
+  if (it->second.empty()) pending_by_src.erase(it);
+}
+
+// Input buffers grow with the bytes that arrive (doubling, from 64 KiB), not
+// with what a header claims: a client that announces 64 MiB and sends
+// nothing costs 64 KiB.
+bool StoreServer::Impl::GrowInput(Client* c, size_t need) {
+  size_t old_cap = c->in.capacity();
+  size_t want = std::min(need, std::max(c->in_have + (size_t{64} << 10), 2 * c->in.size()));
+  if (want > old_cap) {
+    uint64_t total = buffered.load(std::memory_order_relaxed) - old_cap + want;
+    if (total > opt.max_request_bytes_in_flight) {
+      std::string why = Format("request of %zu bytes refused: the store is receiving %llu bytes "
+                               "of requests (limit %zu)", need,
+                               static_cast<unsigned long long>(buffered.load()),
+                               opt.max_request_bytes_in_flight);
+      if (c->auth || !c->have_header) {
+        Close(c, why.c_str());
+      } else {
+        ZC_WARN(kBootstrap, "store server: %s: %s", c->peer.c_str(), why.c_str());
+        c->discard = need - c->in_have;
+        c->discard_why = why;
+        c->in_have = 0;
+        ReleaseInput(c, true);
+      }
+      return false;
+    }
+    c->in.reserve(want);
+  }
+  c->in.resize(want);
+  uint64_t now = buffered.load(std::memory_order_relaxed) - old_cap + c->in.capacity();
+  buffered.store(now, std::memory_order_relaxed);
+  if (now > peak_buffered.load(std::memory_order_relaxed))
+    peak_buffered.store(now, std::memory_order_relaxed);
+  return true;
+}
+
+bool StoreServer::Impl::Discard(Client* c) {
+  uint8_t scratch[16384];
+  while (c->discard) {
+    ssize_t n = recv(c->fd, scratch, std::min(c->discard, sizeof(scratch)), MSG_DONTWAIT);
+    if (n > 0) {
+      c->discard -= static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
+    Close(c, "connection closed in the middle of a refused request");
+    return false;
+  }
+  c->have_header = false;
+  RespondError(c, c->hdr.id, Error(ZC_ERR_NO_MEMORY, "%s", c->discard_why.c_str()));
+  c->discard_why.clear();
+  return true;
+}
+
+void StoreServer::Impl::ReleaseInput(Client* c, bool all) {
+  // Do not keep a large buffer around for a client that sent one value.
+  if (!all && c->in.capacity() <= (1u << 20)) return;
+  buffered.fetch_sub(c->in.capacity(), std::memory_order_relaxed);
+  std::vector<uint8_t>().swap(c->in);
+}
+
+void StoreServer::Impl::MakeRoomFor(const std::string& src) {
+  auto mine = pending_by_src.find(src);
+  uint64_t victim = 0;
+  std::string why;
+  if (mine != pending_by_src.end() &&
+      mine->second.size() >= opt.max_unauthenticated_per_source) {
+    victim = *mine->second.begin();
+    why = Format("dropped: %zu handshakes pending from %s (limit %zu), this is the oldest",
+                 mine->second.size(), src.c_str(), opt.max_unauthenticated_per_source);
+  } else if (!pending.empty() &&
+             (pending.size() >= opt.max_unauthenticated || live >= opt.max_clients)) {
+    victim = *pending.begin();
+    why = Format("dropped: %zu handshakes pending and %zu connections (limits %zu and %zu), "
+                 "this is the oldest handshake", pending.size(), live,
+                 opt.max_unauthenticated, opt.max_clients);
+  }
+  if (!victim) return;
+  auto it = clients.find(victim);
+  if (it != clients.end()) Refuse(it->second.get(), why);
+}
 
 void StoreServer::Impl::Run() {
   std::vector<pollfd> pfds;
@@ -163,11 +282,14 @@ void StoreServer::Impl::Run() {
       if (pfds[1].revents & POLLIN) AcceptNew();
     }
     ExpireTimers();
+    LogSuppressed(false);
     for (auto it = clients.begin(); it != clients.end();) {
       if (it->second->dead) it = clients.erase(it); else ++it;
     }
-    nclients.store(clients.size(), std::memory_order_relaxed);
+    nclients.store(live, std::memory_order_relaxed);
+    nauthed.store(live - pending.size(), std::memory_order_relaxed);
   }
+  LogSuppressed(true);
   CloseAll();
 }
 
@@ -179,6 +301,7 @@ int StoreServer::Impl::NextTimeoutMs() {
   for (auto& [id, c] : clients)
     if (c->auth) next = std::min(next, c->auth_deadline);
   if (accept_paused_until > now) next = std::min(next, accept_paused_until);
+  if (refusal_log.HasPending()) next = std::min(next, refusal_log.window_end());
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(next - now)
                 .count();
   return ms <= 0 ? 0 : static_cast<int>(ms) + 1;
@@ -194,6 +317,15 @@ void StoreServer::Impl::AcceptNew() {
       int err = errno;
       if (err == EINTR || err == ECONNABORTED) continue;
       if (err == EAGAIN || err == EWOULDBLOCK) return;
+      if ((err == EMFILE || err == ENFILE) && !pending.empty()) {
+        // Out of descriptors while strangers hold some: free the oldest
+        // pending handshake rather than leave the newcomer in the backlog.
+        auto it = clients.find(*pending.begin());
+        if (it != clients.end())
+          Refuse(it->second.get(), Format("dropped: out of file descriptors (%s), this is "
+                                          "the oldest pending handshake", strerror(err)));
+        continue;
+      }
       // Out of descriptors: stop accepting for a moment instead of spinning
       // on a listen socket that stays readable.
       ZC_WARN(kBootstrap, "store server: accept: %s; pausing accepts 100 ms",
@@ -205,10 +337,15 @@ void StoreServer::Impl::AcceptNew() {
     c->id = next_client++;
     c->fd = fd;
     c->peer = net::PeerAddress(fd);
-    if (clients.size() >= opt.max_clients) {
-      ZC_WARN(kBootstrap, "store server: refusing %s: already %zu clients",
-              c->peer.c_str(), clients.size());
+    c->src = c->peer.substr(0, c->peer.rfind(':'));
+    MakeRoomFor(c->src);
+    if (live >= opt.max_clients) {
+      // Every connection is authenticated: only now is a newcomer refused.
       refused.fetch_add(1);
+      LogSuppressed(false);
+      if (refusal_log.Admit())
+        ZC_WARN(kBootstrap, "store server: refusing %s: already %zu authenticated clients "
+                "(limit %zu)", c->peer.c_str(), live, opt.max_clients);
       close(fd);
       continue;
     }
@@ -219,8 +356,10 @@ void StoreServer::Impl::AcceptNew() {
         Clock::now() + std::chrono::duration_cast<Clock::duration>(
                            std::chrono::duration<double>(opt.auth_timeout_s));
     c->out = c->auth->Start();
-    c->in.resize(c->auth->want());
     Client* raw = c.get();
+    pending.insert(raw->id);
+    pending_by_src[raw->src].insert(raw->id);
+    ++live;
     clients.emplace(c->id, std::move(c));
     ZC_TRACE(kBootstrap, "store server: connection from %s", raw->peer.c_str());
     Flush(raw);
@@ -228,10 +367,11 @@ void StoreServer::Impl::AcceptNew() {
 }
 
 bool StoreServer::Impl::ReadMessage(Client* c, size_t need) {
-  if (c->in.size() < need) c->in.resize(need);
   while (c->in_have < need) {
-    ssize_t n = recv(c->fd, c->in.data() + c->in_have, need - c->in_have,
-                     MSG_DONTWAIT);
+    if (c->in.size() < need && c->in.size() - c->in_have == 0 && !GrowInput(c, need))
+      return false;
+    size_t room = std::min(need, c->in.size()) - c->in_have;
+    ssize_t n = recv(c->fd, c->in.data() + c->in_have, room, MSG_DONTWAIT);
     if (n > 0) {
       c->in_have += static_cast<size_t>(n);
       continue;
@@ -262,6 +402,10 @@ void StoreServer::Impl::OnReadable(Client* c) {
     }
     // One request at a time per client: the next is read after the answer.
     if (c->waiter || c->out_off < c->out.size()) return;
+    if (c->discard) {
+      if (!Discard(c)) return;
+      continue;
+    }
     if (!c->have_header) {
       if (!ReadMessage(c, store::kHeaderBytes)) return;
       c->hdr = store::DecodeHeader(c->in.data());
@@ -278,12 +422,14 @@ void StoreServer::Impl::OnReadable(Client* c) {
       c->have_header = true;
     }
     size_t need = store::kHeaderBytes + c->hdr.key_len + c->hdr.value_len;
-    if (!ReadMessage(c, need)) return;
+    if (!ReadMessage(c, need)) {
+      if (c->discard && !c->dead) continue;  // too large to receive now
+      return;
+    }
     HandleRequest(c);
     c->have_header = false;
     c->in_have = 0;
-    // Do not keep a 64 MiB buffer around for a client that sent one value.
-    if (c->in.capacity() > (1u << 20)) std::vector<uint8_t>().swap(c->in);
+    if (!c->dead) ReleaseInput(c, false);
   }
 }
 
@@ -303,6 +449,7 @@ void StoreServer::Impl::HandleAuth(Client* c) {
   }
   if (c->auth->done()) {
     c->auth.reset();
+    DropPending(c);
     ZC_TRACE(kBootstrap, "store server: %s authenticated", c->peer.c_str());
   }
 }
@@ -318,11 +465,22 @@ void StoreServer::Impl::HandleRequest(Client* c) {
     return;
   }
   switch (op) {
-    case store::kSet:
+    case store::kSet: {
+      auto it = data.find(key);
+      size_t old = it == data.end() ? 0 : key.size() + it->second.size();
+      size_t next = data_bytes - old + key.size() + h.value_len;
+      if (next > opt.max_data_bytes && next > data_bytes) {
+        RespondError(c, h.id, Error(ZC_ERR_NO_MEMORY, "set %s: the store would hold %zu bytes "
+                                    "of keys and values (limit %zu)",
+                                    store::QuoteKey(key).c_str(), next, opt.max_data_bytes));
+        return;
+      }
       data[key].assign(reinterpret_cast<const char*>(vp), h.value_len);
+      data_bytes = next;
       Respond(c, h.id, ZC_OK, 0, {});
       Notify(key);
       return;
+    }
     case store::kCheck:
       Respond(c, h.id, ZC_OK, data.count(key) ? 1 : 0, {});
       return;
@@ -345,7 +503,10 @@ void StoreServer::Impl::HandleRequest(Client* c) {
                                     static_cast<long long>(delta)));
         return;
       }
-      data[key] = std::to_string(next);
+      std::string text = std::to_string(next);
+      data_bytes += text.size() + (it == data.end() ? key.size() : 0);
+      data_bytes -= it == data.end() ? 0 : it->second.size();
+      data[key] = std::move(text);
       Respond(c, h.id, ZC_OK, static_cast<uint64_t>(next), {});
       Notify(key);
       return;
@@ -508,8 +669,10 @@ void StoreServer::Impl::Flush(Client* c) {
 void StoreServer::Impl::Refuse(Client* c, const std::string& why) {
   if (c->dead) return;
   refused.fetch_add(1);
-  ZC_WARN(kBootstrap, "store server: refused connection from %s: %s",
-          c->peer.c_str(), why.c_str());
+  LogSuppressed(false);
+  if (refusal_log.Admit())
+    ZC_WARN(kBootstrap, "store server: refused connection from %s: %s",
+            c->peer.c_str(), why.c_str());
   Close(c, nullptr);
 }
 
@@ -522,15 +685,22 @@ void StoreServer::Impl::Close(Client* c, const char* why) {
     ZC_TRACE(kBootstrap, "store server: %s disconnected", c->peer.c_str());
   if (c->waiter) RemoveWaiter(c->waiter);
   c->waiter = 0;
+  DropPending(c);
+  ReleaseInput(c, true);
   close(c->fd);
   c->fd = -1;
   c->dead = true;
+  --live;
 }
 
 void StoreServer::Impl::CloseAll() {
   for (auto& [id, c] : clients)
     if (!c->dead) close(c->fd);
   clients.clear();
+  pending.clear();
+  pending_by_src.clear();
+  live = 0;
+  buffered.store(0);
   waiters.clear();
   waiter_deadlines.clear();
   key_waiters.clear();
@@ -597,6 +767,9 @@ uint64_t StoreServer::refused_connections() const {
 }
 uint64_t StoreServer::num_clients() const { return impl_->nclients.load(); }
 uint64_t StoreServer::num_waiters() const { return impl_->nwaiters.load(); }
+uint64_t StoreServer::num_authenticated() const { return impl_->nauthed.load(); }
+uint64_t StoreServer::buffered_bytes() const { return impl_->buffered.load(); }
+uint64_t StoreServer::peak_buffered_bytes() const { return impl_->peak_buffered.load(); }
 
 void StoreServer::Stop() {
   if (!impl_ || impl_->stopped.exchange(true)) return;

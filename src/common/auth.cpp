@@ -152,11 +152,13 @@ Status RunHandshake(int fd, AuthRole role, const std::string& key,
   std::string out = hs.Start();
   Status st = SendAll(fd, out.data(), out.size(), dl);
   uint8_t buf[AuthHandshake::kHelloBytes];
+  bool refused = false;  // the handshake's content failed, not the connection
   while (st.ok() && !hs.done()) {
     size_t n = hs.want();
     st = RecvAll(fd, buf, n, dl);
     if (!st.ok()) break;
     st = hs.OnMessage(buf, n, &out);
+    refused = !st.ok();
     if (!out.empty()) {
       // A refusal is sent best effort so the peer learns why we close.
       Status s2 = SendAll(fd, out.data(), out.size(), dl);
@@ -164,6 +166,12 @@ Status RunHandshake(int fd, AuthRole role, const std::string& key,
     }
   }
   if (st.ok()) return st;
+  if (role == AuthRole::kClient && !refused && st.code() == ZC_ERR_PEER_LOST) {
+    // The server hung up before judging our proof: busy or shedding load,
+    // not a key mismatch (which comes as a verdict). Callers may retry.
+    return Error(ZC_ERR_PEER_LOST, "the server closed the connection before authentication "
+                 "completed (server busy?): %s", st.message().c_str());
+  }
   if (st.code() == ZC_ERR_TIMEOUT)
     return Error(ZC_ERR_TIMEOUT, "authentication failed: %s",
                  st.message().c_str());

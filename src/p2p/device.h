@@ -48,6 +48,7 @@ class Device : public TransportHost {
   std::shared_mutex& region_use() override { return region_use_mu_; }
   Status LocalRegionFor(const void* ptr, size_t bytes, MemRegion** out) override;
   Status Health(int peer) const override;
+  bool SameHost(int peer) const override { return local_[peer]; }
   // Health without the liveness probe of local peers (no clock read): an
   // abort, a peer's alert, or a peer already known lost. For the write side
   // of mapped memory, where a dead reader cannot block the writer; waits use

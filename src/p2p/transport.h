@@ -80,6 +80,9 @@ class TransportHost {
   virtual Status LocalRegionFor(const void* ptr, size_t bytes, MemRegion** out) = 0;
   // Non-OK once the device is aborted or `peer` is lost: waits poll this.
   virtual Status Health(int peer) const = 0;
+  // True when peer runs on this host (the same host id at bootstrap): tcp
+  // keeps such traffic on loopback.
+  virtual bool SameHost(int peer) const { (void)peer; return false; }
 };
 
 // One piece of the source of a gathered write.

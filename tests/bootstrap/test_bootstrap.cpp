@@ -1,6 +1,9 @@
 // Bootstrap: StoreBootstrap with 3-5 ranks as forked processes (a StoreServer
 // in the parent), plus the single-process bootstrap and error cases.
 #include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -174,10 +177,31 @@ TEST(StoreBootstrap, FenceTimesOutNamingTheCount) {
   EXPECT_EQ(st.code(), ZC_ERR_TIMEOUT);
   EXPECT_NE(st.message().find("1 of 3 ranks"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("rank 1"), std::string::npos);
+  EXPECT_NE(st.message().find("missing ranks: 0, 2"), std::string::npos) << st.message();
   std::string v;
   st = b->Get(2, "never", &v, 0.2);
   EXPECT_EQ(st.code(), ZC_ERR_TIMEOUT);
   EXPECT_NE(st.message().find("never"), std::string::npos);
+}
+
+// Issue 17: ranks 0 and 1 of 3 fence while rank 2 never comes; both name it.
+TEST(StoreBootstrap, FenceTimeoutNamesTheMissingRank) {
+  std::unique_ptr<StoreServer> server;
+  ASSERT_TRUE(StoreServer::Start("127.0.0.1", 0, kKey, &server).ok());
+  Status st[2];
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      std::unique_ptr<Bootstrap> b;
+      st[r] = Bootstrap::Create(StoreConfig(server->address(), r, 3, kKey), &b);
+      if (st[r].ok()) st[r] = b->Fence(1.0);
+    });
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(st[r].code(), ZC_ERR_TIMEOUT) << st[r].message();
+    EXPECT_NE(st[r].message().find("2 of 3 ranks arrived; missing rank: 2"), std::string::npos)
+        << st[r].message();
+  }
 }
 
 TEST(StoreBootstrap, BadConfigIsRejected) {

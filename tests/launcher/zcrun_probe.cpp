@@ -18,6 +18,7 @@
 
 #include "bootstrap/store_client.h"
 #include "common/socket.h"
+#include "zcomm/zcomm.h"
 
 namespace {
 
@@ -227,6 +228,19 @@ int main(int argc, char** argv) {
     }
     if (rank == 0) return 3;
     SleepForever(60);
+  }
+  if (mode == "init-wait" && argc == 3) {
+    // zc_init, say so, and hold the job (its sockets) until file argv[2]
+    // exists (60 s at most), for a test that inspects the job from outside.
+    zc_comm* comm = nullptr;
+    if (zc_init(&comm) != ZC_OK) {
+      fprintf(stderr, "rank %d: zc_init: %s\n", rank, zc_last_error(nullptr));
+      return 1;
+    }
+    printf("ready rank %d pid %d\n", rank, static_cast<int>(getpid()));
+    fflush(stdout);
+    for (int i = 0; i < 6000 && access(argv[2], F_OK) != 0; ++i) usleep(10000);
+    return zc_finalize(comm) == ZC_OK ? 0 : 1;
   }
   if (mode == "ready-sleep") {
     printf("ready %d\n", rank);

@@ -4,8 +4,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -13,6 +15,7 @@
 #include "common/auth.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "common/rate_limit.h"
 #include "common/socket.h"
 #include "common/wakeup.h"
 
@@ -20,6 +23,14 @@ namespace zc {
 namespace {
 
 constexpr uint32_t kMagic = 0x5a435450;  // "ZCTP"
+// The accept side runs every handshake at once; a connection that has not
+// authenticated and said who it is by then is closed, and beyond
+// kMaxPendingHandshakes the oldest pending one is dropped for a newcomer.
+// A real peer connects right after the address exchange and finishes in
+// three round trips; strangers cost the job nothing but a descriptor.
+constexpr double kHandshakeSeconds = 5;
+constexpr size_t kMaxPendingHandshakes = 64;
+constexpr int kConnectAttempts = 5;  // a handshake the peer cut short is retried
 enum MsgType : uint16_t { kWrite = 1, kReadReq = 2, kReadResp = 3, kBye = 4 };
 
 struct MsgHeader {
@@ -123,8 +134,14 @@ class TcpTransport : public Transport {
   TransportHost* host() { return host_; }
 
  private:
-  Status Handshake(int fd, bool client, int index, const Deadline& dl, int* peer, int* idx);
+  Status ClientHandshake(int fd, int index, const Deadline& dl);
+  struct Incoming;
   void AcceptLoop(int expected, Deadline dl);
+  void AcceptReady(std::deque<Incoming>* pending);
+  // Advances one handshake without blocking; true when it is finished
+  // (in->fd handed over to its Socket) or failed (closed, logged).
+  bool Advance(Incoming* in, short revents);
+  void RefuseIncoming(Incoming* in, const std::string& why);
   void ProgressLoop(std::vector<Socket*> sockets);
   // Handles one message; returns non-OK when the socket must be dropped.
   Status HandleMessage(Socket* s);
@@ -145,6 +162,7 @@ class TcpTransport : public Transport {
   std::vector<std::vector<Socket*>> by_peer_;
   std::mutex accept_mu_;
   Status accept_status_;
+  WarnLimiter refusal_log_{5, 10};
   std::vector<std::thread> threads_;
   std::atomic<bool> stop_{false};
   bool shut_ = false;
@@ -154,53 +172,207 @@ class TcpTransport : public Transport {
   uint64_t next_token_ = 0;
 };
 
-Status TcpTransport::Handshake(int fd, bool client, int index, const Deadline& dl, int* peer,
-                               int* idx) {
-  if (client) {
-    ZC_RETURN_IF_ERROR(net::AuthClient(fd, key_, dl));
-    uint32_t hello[2] = {static_cast<uint32_t>(host_->rank()), static_cast<uint32_t>(index)};
-    return net::SendAll(fd, hello, sizeof(hello), dl);
-  }
-  ZC_RETURN_IF_ERROR(net::AuthServer(fd, key_, dl));
-  uint32_t hello[2];
-  ZC_RETURN_IF_ERROR(net::RecvAll(fd, hello, sizeof(hello), dl));
-  if (hello[0] >= static_cast<uint32_t>(host_->size()) || static_cast<int>(hello[1]) >= per_peer_)
-    return Error(ZC_ERR_SYSTEM, "tcp: bad hello (rank %u, socket %u)", hello[0], hello[1]);
-  *peer = static_cast<int>(hello[0]);
-  *idx = static_cast<int>(hello[1]);
-  return Status::Ok();
+Status TcpTransport::ClientHandshake(int fd, int index, const Deadline& dl) {
+  ZC_RETURN_IF_ERROR(net::AuthClient(fd, key_, dl));
+  uint32_t hello[2] = {static_cast<uint32_t>(host_->rank()), static_cast<uint32_t>(index)};
+  return net::SendAll(fd, hello, sizeof(hello), dl);
 }
 
-void TcpTransport::AcceptLoop(int expected, Deadline dl) {
-  int got = 0;
-  while (got < expected && !stop_.load()) {
-    int fd;
-    std::string addr;
-    Status st = net::Accept(listen_fd_, dl, &fd, &addr);
-    if (!st.ok()) {
-      std::lock_guard<std::mutex> lock(accept_mu_);
-      accept_status_ = st.with_context("tcp: waiting for peers to connect");
-      return;
-    }
-    int peer = -1, idx = -1;
-    st = Handshake(fd, false, 0, Deadline(std::min(10.0, dl.remaining_s())), &peer, &idx);
-    if (!st.ok()) {
-      // A stranger or a broken client: refuse it and keep serving the job.
-      ZC_WARN(kTcp, "refused connection from %s: %s", addr.c_str(), st.message().c_str());
-      close(fd);
-      continue;
-    }
-    net::SetNoDelay(fd);
-    std::lock_guard<std::mutex> lock(accept_mu_);
-    Socket* s = by_peer_[peer][idx];
-    if (s->fd >= 0) {
-      ZC_WARN(kTcp, "duplicate connection from rank %d socket %d refused", peer, idx);
-      close(fd);
-      continue;
-    }
-    s->fd = fd;
-    ++got;
+// One connection being accepted: the server side of the job-key handshake,
+// then the 8-byte hello (rank, socket index), all non-blocking.
+struct TcpTransport::Incoming {
+  int fd = -1;
+  std::string addr;
+  std::unique_ptr<net::AuthHandshake> auth;
+  Clock::time_point deadline;
+  std::string out;  // bytes not yet sent
+  uint8_t in[net::AuthHandshake::kHelloBytes];
+  size_t have = 0;
+  bool failed = false;  // refused: send `out` (the verdict) best effort, then close
+  size_t want() const { return auth->done() ? 8 : auth->want(); }
+};
+
+void TcpTransport::RefuseIncoming(Incoming* in, const std::string& why) {
+  if (!in->out.empty())  // a refusal verdict, so the peer learns why
+    send(in->fd, in->out.data(), in->out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  close(in->fd);
+  in->fd = -1;
+  uint64_t n = refusal_log_.TakeSuppressed();
+  if (n)
+    ZC_WARN(kTcp, "%llu more connection(s) to the data port refused in the last %.3g s",
+            static_cast<unsigned long long>(n), refusal_log_.interval_s());
+  if (refusal_log_.Admit())
+    ZC_WARN(kTcp, "refused connection from %s: %s", in->addr.c_str(), why.c_str());
+}
+
+bool TcpTransport::Advance(Incoming* in, short revents) {
+  if (revents & POLLNVAL) {
+    RefuseIncoming(in, "descriptor became invalid");
+    return true;
   }
+  while (!in->out.empty()) {
+    ssize_t n = send(in->fd, in->out.data(), in->out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      in->out.erase(0, static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
+    RefuseIncoming(in, Format("send during the handshake: %s", strerror(errno)));
+    return true;
+  }
+  for (;;) {
+    size_t want = in->want();
+    ssize_t n = recv(in->fd, in->in + in->have, want - in->have, MSG_DONTWAIT);
+    if (n == 0) {
+      RefuseIncoming(in, Format("connection closed during the handshake (after %zu of %zu "
+                                "bytes)", in->have, want));
+      return true;
+    }
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
+      RefuseIncoming(in, Format("recv during the handshake: %s", strerror(errno)));
+      return true;
+    }
+    in->have += static_cast<size_t>(n);
+    if (in->have < want) continue;
+    in->have = 0;
+    if (!in->auth->done()) {
+      std::string reply;
+      Status st = in->auth->OnMessage(in->in, want, &reply);
+      in->out += reply;
+      if (!st.ok()) {
+        RefuseIncoming(in, st.message());
+        return true;
+      }
+      if (!in->out.empty()) return Advance(in, 0);  // send, then read on
+      continue;
+    }
+    uint32_t hello[2];
+    memcpy(hello, in->in, sizeof(hello));
+    if (hello[0] >= static_cast<uint32_t>(host_->size()) || static_cast<int>(hello[1]) >= per_peer_ ||
+        by_peer_[hello[0]].empty()) {
+      RefuseIncoming(in, Format("tcp: bad hello (rank %u, socket %u)", hello[0], hello[1]));
+      return true;
+    }
+    int peer = static_cast<int>(hello[0]), idx = static_cast<int>(hello[1]);
+    std::lock_guard<std::mutex> lock(accept_mu_);
+    Socket* sock = by_peer_[peer][idx];
+    if (sock->fd >= 0) {
+      ZC_WARN(kTcp, "duplicate connection from rank %d socket %d (%s) refused", peer, idx,
+              in->addr.c_str());
+      close(in->fd);
+      in->fd = -1;
+      return true;
+    }
+    Status st = net::SetNonBlocking(in->fd, false);
+    if (!st.ok()) {
+      RefuseIncoming(in, st.message());
+      return true;
+    }
+    net::SetNoDelay(in->fd);
+    sock->fd = in->fd;
+    in->fd = -1;
+    return true;
+  }
+}
+
+void TcpTransport::AcceptReady(std::deque<Incoming>* pending) {
+  for (int i = 0; i < 64; ++i) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof(ss);
+    int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&ss), &len,
+                     SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if ((errno == EMFILE || errno == ENFILE) && !pending->empty()) {
+        RefuseIncoming(&pending->front(), "dropped: out of file descriptors");
+        pending->pop_front();
+        continue;
+      }
+      return;  // EAGAIN, or an error the next poll reports again
+    }
+    if (pending->size() >= kMaxPendingHandshakes) {
+      RefuseIncoming(&pending->front(), Format("dropped: %zu handshakes pending, this is the "
+                                               "oldest", pending->size()));
+      pending->pop_front();
+    }
+    Incoming in;
+    in.fd = fd;
+    in.addr = net::PeerAddress(fd);
+    in.auth = std::make_unique<net::AuthHandshake>(net::AuthRole::kServer, key_);
+    in.out = in.auth->Start();
+    in.deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                     std::chrono::duration<double>(kHandshakeSeconds));
+    pending->push_back(std::move(in));
+  }
+}
+
+// Runs every pending handshake at once (poll, non-blocking I/O), so an idle
+// or hostile connection delays nobody.
+void TcpTransport::AcceptLoop(int expected, Deadline dl) {
+  std::deque<Incoming> pending;
+  auto connected = [&] {
+    std::lock_guard<std::mutex> lock(accept_mu_);
+    int got = 0;
+    for (int p = 0; p < host_->rank(); ++p)
+      for (Socket* s : by_peer_[p]) got += s->fd >= 0 ? 1 : 0;
+    return got;
+  };
+  std::vector<pollfd> fds;
+  while (connected() < expected && !stop_.load()) {
+    if (dl.expired()) {
+      std::string missing;
+      {
+        std::lock_guard<std::mutex> lock(accept_mu_);
+        for (int p = 0; p < host_->rank(); ++p)
+          for (Socket* s : by_peer_[p])
+            if (s->fd < 0 && !by_peer_[p].empty()) {
+              missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+              break;
+            }
+      }
+      std::lock_guard<std::mutex> lock(accept_mu_);
+      accept_status_ = Error(ZC_ERR_TIMEOUT, "tcp: waiting for peers to connect: no connection "
+                             "from peer(s) %s before the deadline (ZC_TIMEOUT %.3g s)",
+                             missing.c_str(), host_->config().timeout_s);
+      break;
+    }
+    fds.clear();
+    fds.push_back({listen_fd_, POLLIN, 0});
+    auto next = Clock::now() + std::chrono::milliseconds(100);  // notices stop_
+    next = std::min(next, dl.at());
+    for (auto& in : pending) {
+      fds.push_back({in.fd, static_cast<short>(in.out.empty() ? POLLIN : POLLOUT), 0});
+      next = std::min(next, in.deadline);
+    }
+    int ms = static_cast<int>(std::max<int64_t>(
+        0, std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count() + 1));
+    int r = poll(fds.data(), fds.size(), ms);
+    if (r < 0 && errno != EINTR) {
+      std::lock_guard<std::mutex> lock(accept_mu_);
+      accept_status_ = SystemError(errno, "tcp: waiting for peers to connect: poll");
+      break;
+    }
+    auto now = Clock::now();
+    size_t i = 1;
+    for (auto it = pending.begin(); it != pending.end(); ++i) {
+      bool finished = false;
+      if (r > 0 && fds[i].revents) finished = Advance(&*it, fds[i].revents);
+      if (!finished && it->deadline <= now) {
+        RefuseIncoming(&*it, Format("no handshake within %.3g s", kHandshakeSeconds));
+        finished = true;
+      }
+      it = finished ? pending.erase(it) : it + 1;
+    }
+    if (r > 0 && (fds[0].revents & POLLIN)) AcceptReady(&pending);
+  }
+  for (auto& in : pending) close(in.fd);
+  uint64_t n = refusal_log_.TakeSuppressed(true);
+  if (n)
+    ZC_WARN(kTcp, "%llu more connection(s) to the data port refused (not logged one by one)",
+            static_cast<unsigned long long>(n));
 }
 
 Status TcpTransport::Connect(const std::vector<int>& peers) {
@@ -208,7 +380,17 @@ Status TcpTransport::Connect(const std::vector<int>& peers) {
   per_peer_ = cfg.sockets_per_peer;
   int n = host_->size(), me = host_->rank();
   std::string ip, ifname;
-  Status st = net::PickInterfaceAddress(cfg.socket_ifname, &ip, &ifname);
+  Status st;
+  bool all_local = !peers.empty();
+  for (int p : peers) all_local &= host_->SameHost(p);
+  if (cfg.socket_ifname.empty() && all_local) {
+    // Every tcp peer is on this host: listen and connect on loopback only,
+    // not on a network card. An explicit ZC_SOCKET_IFNAME still wins.
+    ip = "127.0.0.1";
+    ifname = "loopback: every tcp peer is on this host";
+  } else {
+    st = net::PickInterfaceAddress(cfg.socket_ifname, &ip, &ifname);
+  }
   std::string mine;
   int port = 0;
   if (st.ok()) st = net::Listen(ip, 0, &listen_fd_, &port);
@@ -243,17 +425,23 @@ Status TcpTransport::Connect(const std::vector<int>& peers) {
     int pport;
     cst = net::ParseHostPort(all[p], &host, &pport);
     for (int i = 0; cst.ok() && i < per_peer_; ++i) {
-      int fd;
-      cst = net::Connect(host, pport, dl, &fd);
-      if (!cst.ok()) break;
-      int unused_peer, unused_idx;
-      cst = Handshake(fd, true, i, dl, &unused_peer, &unused_idx);
-      if (!cst.ok()) {
+      for (int attempt = 1;; ++attempt) {
+        int fd;
+        cst = net::Connect(host, pport, dl, &fd);
+        if (!cst.ok()) break;
+        cst = ClientHandshake(fd, i, Deadline(std::min(dl.remaining_s(), 2 * kHandshakeSeconds)));
+        if (cst.ok()) {
+          net::SetNoDelay(fd);
+          by_peer_[p][i]->fd = fd;
+          break;
+        }
         close(fd);
-        break;
+        // The peer shed our connection among a crowd of strangers: again.
+        if (cst.code() != ZC_ERR_PEER_LOST || attempt == kConnectAttempts || dl.expired()) {
+          cst = cst.with_context(Format("attempt %d of %d", attempt, kConnectAttempts));
+          break;
+        }
       }
-      net::SetNoDelay(fd);
-      by_peer_[p][i]->fd = fd;
     }
     if (!cst.ok()) {
       cst = cst.with_context(Format("tcp: connecting to peer %d at %s", p, all[p].c_str()));
