@@ -21,11 +21,12 @@ card=$(ip -o -4 addr show up 2>/dev/null | awk '$2 != "lo" {print $2; exit}')
 run_job() {
   name=$1
   rm -f "$dir/go"
+  : >"$dir/$name.out"  # exists before the job starts writing it
   ZC_TRANSPORT=tcp ZC_DEBUG=info ZC_DEBUG_SUBSYS=tcp,bootstrap,launcher \
     "$zcrun" -np 3 --timeout 60 "$probe" init-wait "$dir/go" >"$dir/$name.out" 2>&1 &
   job=$!
   i=0
-  while [ "$(grep -c 'ready rank [0-9]* pid' "$dir/$name.out" || true)" -lt 3 ]; do
+  while [ "$(grep -c 'ready rank [0-9]* pid' "$dir/$name.out" 2>/dev/null || true)" -lt 3 ]; do
     i=$((i + 1))
     if [ $i -gt 600 ] || ! kill -0 $job 2>/dev/null; then
       echo "FAIL: $name: the job did not reach zc_init's end:"; cat "$dir/$name.out"; exit 1
