@@ -44,6 +44,9 @@ zc_status zc_mem_is_pool(const zc_comm* comm, const void* ptr, int* is_pool) {
 zc_status zc_mem_deregister(zc_comm* comm, const void* ptr, size_t bytes) {
   ZC_CHECK_COMM(comm, "zc_mem_deregister");
   if (!ptr) return ZC_OK;
+  if (bytes > UINTPTR_MAX - reinterpret_cast<uintptr_t>(ptr))
+    return zc::api::BadArg(comm, "zc_mem_deregister", "%p + %zu bytes runs past the end of the address space",
+                  ptr, bytes);
   comm->device->Deregister(ptr, bytes);
   return ZC_OK;
 }

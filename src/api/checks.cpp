@@ -72,8 +72,13 @@ zc_status CheckBuf(const zc_comm* comm, const char* op, const void* p, const cha
 
 zc_status CheckBytes(const zc_comm* comm, const char* op, size_t count, zc_dtype dtype, size_t factor) {
   size_t es = DtypeSize(dtype);
-  if (count && (count > SIZE_MAX / es / (factor ? factor : 1)))
-    return BadArg(comm, op, "count %zu x %zu ranks overflows", count, factor);
+  if (count && (count > SIZE_MAX / es / (factor ? factor : 1))) {
+    // Name the operands, never their (wrapped) product.
+    if (factor > 1)
+      return BadArg(comm, op, "count %zu of %zu-byte elements x %zu ranks overflows size_t",
+                    count, es, factor);
+    return BadArg(comm, op, "count %zu of %zu-byte elements overflows size_t", count, es);
+  }
   return ZC_OK;
 }
 
@@ -87,6 +92,7 @@ zc_status CheckAllreduceArgs(const zc_comm* comm, const char* op, const void* se
                              const void* recvbuf, size_t count, zc_dtype dtype, zc_op rop) {
   ZC_TRY(CheckType(comm, op, dtype));
   ZC_TRY(CheckOp(comm, op, dtype, rop));
+  ZC_TRY(CheckBytes(comm, op, count, dtype, 1));
   ZC_TRY(CheckBuf(comm, op, sendbuf, "sendbuf", count));
   return CheckBuf(comm, op, recvbuf, "recvbuf", count);
 }
@@ -95,6 +101,7 @@ zc_status CheckBroadcastArgs(const zc_comm* comm, const char* op, const void* bu
                              zc_dtype dtype, int root) {
   ZC_TRY(CheckType(comm, op, dtype));
   ZC_TRY(CheckRoot(comm, op, root));
+  ZC_TRY(CheckBytes(comm, op, count, dtype, 1));
   return CheckBuf(comm, op, buf, "buf", count);
 }
 
@@ -103,6 +110,7 @@ zc_status CheckReduceArgs(const zc_comm* comm, const char* op, const void* sendb
   ZC_TRY(CheckType(comm, op, dtype));
   ZC_TRY(CheckOp(comm, op, dtype, rop));
   ZC_TRY(CheckRoot(comm, op, root));
+  ZC_TRY(CheckBytes(comm, op, count, dtype, 1));
   ZC_TRY(CheckBuf(comm, op, sendbuf, "sendbuf", count));
   return comm->rank == root ? CheckBuf(comm, op, recvbuf, "recvbuf", count) : ZC_OK;
 }

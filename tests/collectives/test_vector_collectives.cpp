@@ -341,6 +341,15 @@ TEST(VectorArgs, RefusedLocallyCommunicatorStillUsable) {
     if (bad(zc_scatter(comm, a.data(), nullptr, 4, ZC_INT32, 0), "scatter NULL recvbuf", "recvbuf is NULL")) return 1;
     if (bad(zc_gather(comm, a.data(), b.data(), huge, ZC_INT32, 0), "gather overflow", "overflows")) return 1;
     if (bad(zc_scatter(comm, a.data(), b.data(), huge, ZC_INT32, 0), "scatter overflow", "overflows")) return 1;
+    // The message names the operands, never their wrapped product.
+    if (bad(zc_allreduce(comm, a.data(), b.data(), SIZE_MAX / 2, ZC_FLOAT32, ZC_SUM), "allreduce overflow",
+            "count 9223372036854775807 of 4-byte elements overflows size_t")) return 1;
+    if (bad(zc_broadcast(comm, a.data(), SIZE_MAX / 4, ZC_FLOAT64, 0), "broadcast overflow",
+            "count 4611686018427387903 of 8-byte elements overflows size_t")) return 1;
+    if (bad(zc_reduce(comm, a.data(), b.data(), SIZE_MAX / 2, ZC_INT32, ZC_SUM, 0), "reduce overflow",
+            "of 4-byte elements overflows size_t")) return 1;
+    if (bad(zc_mem_deregister(comm, a.data(), SIZE_MAX), "deregister past the address space",
+            "runs past the end of the address space")) return 1;
     if (rank == 1) {
       if (bad(zc_gather(comm, a.data(), nullptr, 4, ZC_INT32, 1), "gather NULL recvbuf at root", "recvbuf is NULL"))
         return 1;
