@@ -188,6 +188,9 @@ bool ReadAll(int fd, void* p, size_t n) {
       fprintf(stderr, "rank 0: zc_get_unique_id: %s\n", zc_last_error(nullptr));
       _exit(kExitInitFailed);
     }
+    // Bytes 6..7 of the id: its rendezvous port, big-endian (unique_id.h).
+    const auto* raw = reinterpret_cast<const unsigned char*>(&id);
+    board->store_port.store(raw[6] << 8 | raw[7]);
     for (int q = 1; q < n; ++q) WriteAll(pipes[q][1], &id, sizeof(id));
     for (int q = 1; q < n; ++q) close(pipes[q][1]);
   } else if (!ReadAll(pipes[rank][0], &id, sizeof(id))) {
@@ -223,8 +226,15 @@ struct Connection {
   int peer_pid;
 };
 
-// Established loopback tcp connections from `victim` to another of `pids`.
-std::vector<Connection> RankConnections(int victim, const std::vector<int>& pids) {
+int Port(const std::string& endpoint) {
+  size_t colon = endpoint.rfind(':');
+  return colon == std::string::npos ? -1 : atoi(endpoint.c_str() + colon + 1);
+}
+
+// Established loopback tcp connections from `victim` to another of `pids`,
+// but not those to the unique id's rendezvous store (on `store_port`): it
+// is idle after the start, and the job rightly carries on without it.
+std::vector<Connection> RankConnections(int victim, const std::vector<int>& pids, int store_port) {
   std::vector<Connection> mine;
   std::map<std::string, int> owner;  // local endpoint -> pid
   FILE* f = popen("ss -tnpH state established 2>/dev/null", "r");
@@ -243,9 +253,11 @@ std::vector<Connection> RankConnections(int victim, const std::vector<int>& pids
     owner[local] = pid;
   }
   pclose(f);
-  for (const Row& r : rows)
+  for (const Row& r : rows) {
+    if (Port(r.local) == store_port || Port(r.peer) == store_port) continue;
     if (r.pid == victim && owner.count(r.peer) && owner[r.peer] != victim)
       mine.push_back({r.local, r.peer, owner[r.peer]});
+  }
   return mine;
 }
 
@@ -452,7 +464,7 @@ class Round {
         board_->abort_rank.store(victim_);
         return true;
       case kDrop: {
-        auto conns = RankConnections(pids_[victim_], pids_);
+        auto conns = RankConnections(pids_[victim_], pids_, board_->store_port.load());
         if (conns.empty()) return Bad("rank %d has no tcp connection to another rank (ss -tnp)", victim_);
         auto& c = conns[static_cast<size_t>(seed_ % conns.size())];
         std::string cmd = "ss -K -tnH src " + c.local + " dst " + c.peer + " >/dev/null 2>&1";

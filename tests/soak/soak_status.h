@@ -34,6 +34,7 @@ struct RankStatus {
 struct Board {
   std::atomic<int> stop{0};        // the driver asks the job to end (rank 0 broadcasts it)
   std::atomic<int> abort_rank{-1}; // this rank calls zc_abort at its next iteration
+  std::atomic<int> store_port{0};  // the unique id's rendezvous (not a data connection)
   RankStatus rank[kMaxRanks];
 };
 
