@@ -534,6 +534,11 @@ class Round {
       if (fault_ == kStopLong || (fault_ == kDrop && q != drop_peer_)) bound += o_.timeout_s * 1000;
       if (smp.detect_ms > bound)
         Bad("rank %d reported the fault %.0f ms after it (bound %.0f ms): %s", q, smp.detect_ms, bound, Message(q).c_str());
+      // A fault is a lost peer, an abort or a deadline: any other status
+      // (a mismatch, an internal error) would send the user the wrong way.
+      if (smp.error != ZC_ERR_PEER_LOST && smp.error != ZC_ERR_ABORTED && smp.error != ZC_ERR_TIMEOUT)
+        Bad("rank %d reported %s for a %s fault: %s", q, zc_status_string(static_cast<zc_status>(smp.error)),
+            kFaultNames[fault_], Message(q).c_str());
       if (smp.finalize_ms > o_.finalize_ms)
         Bad("rank %d: zc_finalize took %.0f ms after the failure (bound %.0f ms)", q, smp.finalize_ms, o_.finalize_ms);
       if (o_.verbose) printf("    rank %d: %.1f ms: %s\n", q, smp.detect_ms, Message(q).c_str());
