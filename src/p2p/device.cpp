@@ -481,13 +481,13 @@ Status Device::WaitFlag(const std::atomic<uint64_t>* flag, uint64_t value, int p
   for (;;) {
     backoff.Pause();
     if (flag->load(std::memory_order_acquire) >= value) return Status::Ok();
-    if ((backoff.count() & 255) == 0 || backoff.count() > 2000) {
+    if (backoff.Due()) {
       Status st = Health(peer);
       // The peer may have set the flag just before it went away.
       if (!st.ok()) return flag->load(std::memory_order_acquire) >= value ? Status::Ok() : st;
       if (deadline.expired())
-        return Error(ZC_ERR_TIMEOUT, "waited %.0f s for %s from peer %d (ZC_TIMEOUT)", config_.timeout_s,
-                     what, peer);
+        return Error(ZC_ERR_TIMEOUT, "waited %.1f s for %s from peer %d (ZC_TIMEOUT=%g s)",
+                     deadline.elapsed_s(), what, peer, config_.timeout_s);
     }
   }
 }
