@@ -47,6 +47,10 @@ class Device : public TransportHost {
   bool RegionRetired(uint64_t id) const override;
   std::shared_mutex& region_use() override { return region_use_mu_; }
   Status LocalRegionFor(const void* ptr, size_t bytes, MemRegion** out) override;
+  // A wait that finds `peer` lost fails, and so does every other pending and
+  // later wait of this job: this rank aborts with the loss as the cause and
+  // alerts every live peer (ranks waiting on a survivor that has failed
+  // learn it at once; nobody waits for the dead until ZC_TIMEOUT).
   Status Health(int peer) const override;
   // Health without the liveness probe of local peers (no clock read): an
   // abort, a peer's alert, or a peer already known lost. For the write side
@@ -93,8 +97,9 @@ class Device : public TransportHost {
   ControlPlane* control();
 
   // Fails every pending and later wait with ZC_ERR_ABORTED (cause kept) and
-  // tells the peers (best effort).
-  void Abort(const Status& why);
+  // tells the peers (best effort). `lost`: the peer whose loss is the cause
+  // (the peers' errors name it), or -1.
+  void Abort(const Status& why, int lost = -1);
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
   double timeout_s() const { return config_.timeout_s; }
   Deadline NewDeadline() const { return Deadline(config_.timeout_s); }
@@ -105,6 +110,10 @@ class Device : public TransportHost {
   const std::string& job_tag() const { return job_tag_; }
 
  private:
+  // Writes the alert word `value` into every live peer.
+  void AlertPeers(uint64_t value);
+  // At teardown of a failed job: repeats the alert to every live peer.
+  void Farewell();
   Device() = default;
   Status Init(Bootstrap* bootstrap, const Config& config);
   Status CreateTransports();
@@ -130,6 +139,8 @@ class Device : public TransportHost {
   std::shared_mutex region_use_mu_;  // see TransportHost::region_use
 
   std::atomic<bool> aborted_{false};
+  // The alert word this rank's Abort wrote into its peers (0: none).
+  std::atomic<uint64_t> own_alert_{0};
   mutable std::mutex health_mu_;
   Status abort_status_;
   std::vector<Status> lost_;  // per peer; ok() = alive
