@@ -483,14 +483,28 @@ Status Device::Health(int peer) const {
     }
   }
   if (!lost) return Status::Ok();
-  Status st;
+  std::lock_guard<std::mutex> lock(health_mu_);
+  return lost_[peer];
+}
+
+int Device::LostPeer() const {
+  for (int p = 0; p < size_; ++p)
+    if (lost_flag_[p].load(std::memory_order_acquire)) return p;
+  return -1;
+}
+
+Status Device::OperationFailed(const Status& st) {
+  if (st.code() != ZC_ERR_PEER_LOST || aborted()) return st;
+  // Lost peers are known locally; a loss that came as a peer's alert is
+  // already known to every rank.
+  int lost = LostPeer();
+  if (lost < 0) return st;
+  Status why;
   {
     std::lock_guard<std::mutex> lock(health_mu_);
-    st = lost_[peer];
+    why = lost_[lost];
   }
-  // Callers may hold transport locks of the lost peer's connections only:
-  // Abort writes to the live peers.
-  const_cast<Device*>(this)->Abort(st, peer);
+  Abort(why, lost);
   return st;
 }
 

@@ -47,10 +47,6 @@ class Device : public TransportHost {
   bool RegionRetired(uint64_t id) const override;
   std::shared_mutex& region_use() override { return region_use_mu_; }
   Status LocalRegionFor(const void* ptr, size_t bytes, MemRegion** out) override;
-  // A wait that finds `peer` lost fails, and so does every other pending and
-  // later wait of this job: this rank aborts with the loss as the cause and
-  // alerts every live peer (ranks waiting on a survivor that has failed
-  // learn it at once; nobody waits for the dead until ZC_TIMEOUT).
   Status Health(int peer) const override;
   // Health without the liveness probe of local peers (no clock read): an
   // abort, a peer's alert, or a peer already known lost. For the write side
@@ -100,6 +96,15 @@ class Device : public TransportHost {
   // tells the peers (best effort). `lost`: the peer whose loss is the cause
   // (the peers' errors name it), or -1.
   void Abort(const Status& why, int lost = -1);
+  // An operation (send, receive, collective) failed with st; returns st.
+  // When a lost peer is the cause, every other pending and later operation
+  // of the job fails too: this rank aborts with the loss as the cause and
+  // alerts every live peer (ranks waiting on a survivor that has failed
+  // learn it at once; nobody waits for the dead until ZC_TIMEOUT). A mere
+  // query of health (zc_comm_get_async_error) aborts nothing.
+  Status OperationFailed(const Status& st);
+  // The lowest-numbered peer known lost, or -1.
+  int LostPeer() const;
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
   double timeout_s() const { return config_.timeout_s; }
   Deadline NewDeadline() const { return Deadline(config_.timeout_s); }

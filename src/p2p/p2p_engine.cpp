@@ -204,7 +204,7 @@ void P2pEngine::Complete(Op& op, const Status& st) {
     op.staged = nullptr;
   }
   pending_.fetch_sub(1, std::memory_order_relaxed);
-  op.req->Complete(st);
+  op.req->Complete(st.ok() ? st : dev_->OperationFailed(st));
 }
 
 void P2pEngine::Loop() {

@@ -73,9 +73,7 @@ class ShmTransport : public Transport {
       Status st = Segment::Open(name, &seg);
       if (!st.ok()) {
         // The owner unlinks its segments when it exits: a missing segment
-        // usually means the peer is gone. (Unlocked: a loss makes Health
-        // alert the live peers, through this transport.)
-        lock.unlock();
+        // usually means the peer is gone.
         Status health = host_->Health(r.owner);
         return health.ok() ? st.with_context(Format("peer %d", r.owner)) : health;
       }
