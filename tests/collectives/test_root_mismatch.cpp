@@ -6,6 +6,10 @@
 #include <gtest/gtest.h>
 #include <zcomm/zcomm.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -58,11 +62,20 @@ class RootMismatch : public ::testing::TestWithParam<Case> {};
 
 TEST_P(RootMismatch, FailsAtOnceNamingBothRoots) {
   const Case k = GetParam();
+  void* mem = mmap(nullptr, 64, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  auto* ready = new (mem) std::atomic<int>(0);
   auto res = RunRanks(3, [&](int rank) -> int {
     zc_comm* comm;
     CHILD_CHECK(zc_init(&comm) == ZC_OK, "init: %s", zc_last_error(nullptr));
-    // Every rank is ready: an alert must not find a rank still in zc_init.
+    // Every rank has left zc_init and the barrier (observed through shared
+    // memory): an alert must not find a rank still in either.
     CHILD_OK(zc_barrier(comm));
+    ready->fetch_add(1);
+    for (int i = 0; ready->load() < 3; ++i) {
+      CHILD_CHECK(i < 10000, "the other ranks never left the barrier");
+      usleep(1000);
+    }
     int root = k.own_root ? rank : (rank == 1 ? 1 : 0);
     auto t0 = std::chrono::steady_clock::now();
     zc_status s = Call(comm, k.op, root);
@@ -91,6 +104,7 @@ TEST_P(RootMismatch, FailsAtOnceNamingBothRoots) {
   // At least one rank's call failed at once, naming both roots.
   EXPECT_GE(named, 1) << Describe(res);
   printf("%d of 3 ranks' own calls reported the mismatch\n", named);
+  munmap(mem, 64);
 }
 
 std::vector<Case> Cases() {
