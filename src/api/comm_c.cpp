@@ -315,6 +315,9 @@ zc_status zc_finalize(zc_comm* comm) {
   }
   comm->work_cv.notify_all();
   if (comm->worker.joinable()) comm->worker.join();
+  // From here on every entry point refuses the handle (the queued
+  // nonblocking calls, which go through them, have run).
+  comm->magic = zc_comm::kDead;
   zc_status result = ZC_OK;
   // Nobody may still be reading our memory when it goes away, and no late
   // credit may land in it once it is reused by another communicator. After
