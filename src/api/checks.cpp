@@ -38,8 +38,11 @@ zc_status BadArg(const zc_comm* comm, const char* op, const char* fmt, ...) {
 }
 
 zc_status CheckComm(const zc_comm* comm, const char* op) {
-  if (comm) return ZC_OK;
-  t_last_error = std::string(op) + ": invalid argument: comm is NULL";
+  if (comm && comm->magic == zc_comm::kLive) return ZC_OK;
+  t_last_error = comm ? Format("%s: invalid argument: comm %p is not a live communicator (already "
+                               "finalized, or not made by zcomm)",
+                               op, static_cast<const void*>(comm))
+                      : std::string(op) + ": invalid argument: comm is NULL";
   return ZC_ERR_INVALID_ARG;
 }
 

@@ -65,6 +65,14 @@ struct zc_request {
 };
 
 struct zc_comm {
+  // Every entry point checks this word first: a handle already finalized
+  // (zc_finalize writes kDead before freeing it; the allocator then reuses
+  // the first words) is refused with a clear error instead of a crash or a
+  // double free. Best effort: memory reused for a new communicator at the
+  // same address cannot be told apart (docs/concepts.md).
+  static constexpr uint64_t kLive = 0x5a43434f4d4d4c56;  // "ZCCOMMLV"
+  static constexpr uint64_t kDead = 0x5a43434f4d4d4444;  // "ZCCOMMDD"
+  volatile uint64_t magic = kLive;
   zc::Config config;
   std::shared_ptr<zc::World> world;
   // world->device, sharing world's lifetime.

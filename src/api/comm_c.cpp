@@ -318,10 +318,20 @@ zc_status zc_finalize(zc_comm* comm) {
   }
   comm->work_cv.notify_all();
   if (comm->worker.joinable()) comm->worker.join();
+  // From here on every entry point refuses the handle (the queued
+  // nonblocking calls, which go through them, have run).
+  comm->magic = zc_comm::kDead;
   zc_status result = ZC_OK;
   // Nobody may still be reading our memory when it goes away, and no late
-  // credit may land in it once it is reused by another communicator.
-  if (comm->coll && comm->size > 1 && !comm->device->aborted()) {
+  // credit may land in it once it is reused by another communicator. After
+  // a failure (an abort here or a peer's alert, which a lost peer causes)
+  // there is no barrier: the dead would never come, nor the ranks that
+  // learnt of it; a lost peer is reported.
+  Status health = comm->device->KnownHealth(-1);
+  if (!health.ok()) {
+    if (health.code() == ZC_ERR_PEER_LOST)
+      result = Fail(health.with_context(zc::Format("rank %d: zc_finalize", comm->rank)));
+  } else if (comm->coll && comm->size > 1) {
     std::lock_guard<std::mutex> lock(comm->coll_mu);
     Status st = comm->coll->Barrier();
     if (!st.ok()) result = Done(comm, "zc_finalize", 0, st);

@@ -84,10 +84,12 @@ zc_status zc_abort(zc_comm* comm) {
   return ZC_OK;
 }
 
-int zc_rank(const zc_comm* comm) { return comm ? comm->rank : -1; }
-int zc_size(const zc_comm* comm) { return comm ? comm->size : -1; }
-int zc_local_rank(const zc_comm* comm) { return comm ? comm->local_rank : -1; }
-int zc_local_size(const zc_comm* comm) { return comm ? comm->local_size : -1; }
+// -1 for NULL or a finalized handle (best effort, as CheckComm).
+static bool Live(const zc_comm* comm) { return comm && comm->magic == zc_comm::kLive; }
+int zc_rank(const zc_comm* comm) { return Live(comm) ? comm->rank : -1; }
+int zc_size(const zc_comm* comm) { return Live(comm) ? comm->size : -1; }
+int zc_local_rank(const zc_comm* comm) { return Live(comm) ? comm->local_rank : -1; }
+int zc_local_size(const zc_comm* comm) { return Live(comm) ? comm->local_size : -1; }
 
 zc_status zc_mem_alloc(zc_comm* comm, size_t bytes, void** ptr) {
   ZC_CHECK_COMM(comm, "zc_mem_alloc");

@@ -50,6 +50,7 @@ std::vector<int> TreePeers(int rank, int size, int root, bool chain) {
 Status BroadcastTree(OpCtx& c, void* buf, size_t count, int root, bool chain) {
   Tree t = MakeTree(c.rank(), c.size(), root, chain);
   ZC_RETURN_IF_ERROR(c.Ensure(TreePeers(c.rank(), c.size(), root, chain)));
+  ZC_RETURN_IF_ERROR(c.BeginAgreement());
   char* p = static_cast<char*>(buf);
   const size_t es = c.es(), ce = c.chunk_elems();
   for (size_t i = 0, nc = c.Chunks(count); i < nc; ++i) {
@@ -63,13 +64,14 @@ Status BroadcastTree(OpCtx& c, void* buf, size_t count, int root, bool chain) {
     }
     for (int child : t.children) ZC_RETURN_IF_ERROR(c.Send(child, p + off * es, m * es, tag));
   }
-  return Status::Ok();
+  return c.EndAgreement();
 }
 
 Status ReduceTree(OpCtx& c, const void* send, void* recv, size_t count, zc_dtype dtype, zc_op op,
                   int root, bool chain, std::vector<char>* scratch) {
   Tree t = MakeTree(c.rank(), c.size(), root, chain);
   ZC_RETURN_IF_ERROR(c.Ensure(TreePeers(c.rank(), c.size(), root, chain)));
+  ZC_RETURN_IF_ERROR(c.BeginAgreement());
   const bool is_root = c.rank() == root;
   const char* in = static_cast<const char*>(send);
   const size_t es = c.es(), ce = c.chunk_elems();
@@ -98,7 +100,7 @@ Status ReduceTree(OpCtx& c, const void* send, void* recv, size_t count, zc_dtype
       if (op == ZC_AVG) ScaleDiv(dtype, acc, m, c.size());
     }
   }
-  return Status::Ok();
+  return c.EndAgreement();
 }
 
 }  // namespace zc::coll

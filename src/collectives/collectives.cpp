@@ -87,7 +87,8 @@ Status Collectives::Fail(const Status& st) {
   // is a peer's alert, which the peers already have.
   ControlPlane* cp = dev_->control();
   bool alerted = cp && cp->alert_word()->load(std::memory_order_acquire) != 0;
-  if (!dev_->aborted() && !alerted) dev_->Abort(st);
+  if (!dev_->aborted() && !alerted)
+    dev_->Abort(st, st.code() == ZC_ERR_PEER_LOST ? dev_->LostPeer() : -1);
   return st;
 }
 

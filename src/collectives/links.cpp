@@ -1,5 +1,8 @@
 #include "collectives/links.h"
 
+#include "collectives/collectives.h"
+#include "common/deadline.h"
+
 #include "common/log.h"
 
 namespace zc::coll {
@@ -101,8 +104,45 @@ Status OpCtx::Send(int peer, const void* src, size_t bytes, uint64_t tag, const 
   return links_->at(peer).writer.Put(src, bytes, aux, naux, dl_);
 }
 
+Status OpCtx::BeginAgreement() {
+  if (size_ < 2) return Status::Ok();
+  ZC_RETURN_IF_ERROR(Ensure(RingPeers(rank_, size_)));
+  ZC_RETURN_IF_ERROR(Send((rank_ + 1) % size_, nullptr, 0, MessageTag(kAgreeStep, 0)));
+  agree_from_ = (rank_ + size_ - 1) % size_;
+  return Status::Ok();
+}
+
+Status OpCtx::EndAgreement() { return agree_from_ >= 0 ? TakeAgreement() : Status::Ok(); }
+
+Status OpCtx::TakeAgreement() {
+  const int from = agree_from_;
+  agree_from_ = -1;
+  const void* payload = nullptr;
+  ZC_RETURN_IF_ERROR(Recv(from, 0, MessageTag(kAgreeStep, 0), &payload));
+  return Release(from);
+}
+
+Status OpCtx::AwaitWatchingAgreement(int peer) {
+  // A link delivers in order: the neighbour's agreement precedes its data.
+  if (peer == agree_from_) return TakeAgreement();
+  const SlotReader& data = links_->at(peer).reader;
+  const SlotReader& agree = links_->at(agree_from_).reader;
+  Backoff backoff;
+  while (!data.Ready()) {
+    if (agree.Ready()) return TakeAgreement();
+    backoff.Pause();
+    if (backoff.Due()) {
+      ZC_RETURN_IF_ERROR(dev_->Health(peer));
+      ZC_RETURN_IF_ERROR(dev_->Health(agree_from_));
+      if (dl_.expired()) break;  // Recv reports the timeout, naming what it waited for
+    }
+  }
+  return Status::Ok();
+}
+
 Status OpCtx::Recv(int peer, size_t expect_bytes, uint64_t tag, const void** payload,
                    const Block* block) {
+  if (agree_from_ >= 0) ZC_RETURN_IF_ERROR(AwaitWatchingAgreement(peer));
   const SlotHeader* h = nullptr;
   ZC_RETURN_IF_ERROR(links_->at(peer).reader.Next(&h, payload, dl_));
   ZC_RETURN_IF_ERROR(CheckSignature(sig_, rank_, tag, h->aux, peer));

@@ -94,6 +94,18 @@ class OpCtx {
               const Block* block = nullptr);
   Status Release(int peer);
 
+  // Rooted collectives whose ranks could disagree on the root without any
+  // message showing it (broadcast, reduce: two roots only send, or each
+  // waits for a parent that is not sending to it). BeginAgreement sends an
+  // empty message carrying this rank's signature to its right ring
+  // neighbour; the left neighbour's is checked before EndAgreement returns,
+  // and every Recv in between takes it as soon as it is there, so ranks
+  // that disagree fail at once (ZC_ERR_MISMATCH naming both roots) instead
+  // of waiting for each other. Costs one small message per rank, no extra
+  // round of latency.
+  Status BeginAgreement();
+  Status EndAgreement();
+
   // Sends send_n elements from src to `to` and receives recv_n elements
   // from `from`, chunk by chunk in lockstep (send chunk i, then receive chunk
   // i), so two ranks exchanging with each other never deadlock whatever the
@@ -135,6 +147,12 @@ class OpCtx {
   size_t es_, chunk_elems_;
   Deadline dl_;
   int rank_, size_;
+  int agree_from_ = -1;  // left neighbour whose agreement is not yet checked
+
+  static constexpr uint32_t kAgreeStep = 0xffffffffu;
+  Status TakeAgreement();
+  // Waits until `peer`'s next message is there, taking the agreement on the way.
+  Status AwaitWatchingAgreement(int peer);
 };
 
 // For acknowledgements (credits, "done" flags) that only matter to a peer's

@@ -202,6 +202,10 @@ Status Config::FromEnv(Config* out) {
                      .c_str());
     }
   }
+  // Set but empty is a mistake (a script's unset variable), not a request
+  // for the default: which transport runs matters too much to guess.
+  if (const char* t = getenv("ZC_TRANSPORT"); t && !*t)
+    return Bad("ZC_TRANSPORT", t, "auto, shm, tcp or verbs (unset it for the default, auto)");
   if ((v = get("ZC_TRANSPORT"))) {
     if (!OneOf(v, {"auto", "shm", "tcp", "verbs"}))
       return Bad("ZC_TRANSPORT", v, "auto, shm, tcp or verbs");

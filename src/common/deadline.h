@@ -19,8 +19,8 @@ class Deadline {
  public:
   // seconds <= 0 or infinite means "never": only for tests.
   explicit Deadline(double seconds)
-      : at_(Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                               std::chrono::duration<double>(seconds))) {}
+      : start_(Clock::now()),
+        at_(start_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds))) {}
   static Deadline Never() { return Deadline(1e9); }
   bool expired() const { return Clock::now() >= at_; }
   double remaining_s() const {
@@ -33,8 +33,12 @@ class Deadline {
     return static_cast<int>(r) + 1;
   }
   Clock::time_point at() const { return at_; }
+  // Seconds since the deadline was set: what a timeout message reports (the
+  // time actually waited, not the configured limit).
+  double elapsed_s() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
 
  private:
+  Clock::time_point start_;
   Clock::time_point at_;
 };
 
@@ -49,18 +53,26 @@ class Deadline {
 // phase: that thread needs the core); the sleeps end as soon as such a flag
 // is set, so they may be long (up to 10 ms, which only bounds how late a
 // deadline is noticed).
+//
+// Due() tells the loop when to look at its slow conditions (deadline, peers'
+// health, alerts): by elapsed time, not by a count of pauses, whose length
+// varies from nanoseconds to milliseconds. While spinning: every 256 pauses
+// (no clock read on the fast path); once yielding or sleeping: after every
+// pause, so a peer loss or an abort (which notify) is seen at once and a
+// deadline within one sleep (at most 10 ms).
 // The epoch is read before the caller's next check, so a Notify between the
 // check and the sleep is never lost.
 class Backoff {
  public:
-  explicit Backoff(bool notified = false) : notified_(notified) {
+  explicit Backoff(bool notified = false)
+      : notified_(notified), spins_(notified ? kNotifiedSpins : g_spins.load(std::memory_order_relaxed)) {
     if (notified_) epoch_ = Wakeup::Epoch();
   }
   void Pause() {
     ++n_;
     // Notified: the flag's setter is a thread of this process, usually
     // bound to the same core, so spinning or yielding only delays it.
-    if (n_ < (notified_ ? kNotifiedSpins : g_spins.load(std::memory_order_relaxed))) {
+    if (n_ < spins_) {
 #if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();
 #elif defined(__aarch64__)
@@ -94,9 +106,10 @@ class Backoff {
     yielding_ = true;
     yield_start_ = Clock::time_point();
   }
-  // How many iterations so far (callers check expensive conditions, such as
-  // the deadline or peer liveness, only every so often).
+  // How many iterations so far.
   uint64_t count() const { return n_; }
+  // Whether to check the deadline and peers' health now (see above).
+  bool Due() const { return n_ >= spins_ || (n_ & (kCheckSpins - 1)) == 0; }
   // Oversubscribed (more ranks than cores on this host): spin only briefly
   // before yielding. Process-wide; set once by the Device.
   static void SetOversubscribed(bool on) { g_spins.store(on ? 16 : kSpins, std::memory_order_relaxed); }
@@ -104,9 +117,11 @@ class Backoff {
  private:
   static constexpr uint64_t kSpins = 2000;
   static constexpr uint64_t kNotifiedSpins = 64;
+  static constexpr uint64_t kCheckSpins = 256;  // a power of two
   static inline std::atomic<uint64_t> g_spins{kSpins};
   static constexpr int kYieldUs = 1000;
   bool notified_;
+  uint64_t spins_;
   bool yielding_ = true;
   Clock::time_point yield_start_{};
   uint32_t epoch_ = 0;

@@ -174,11 +174,11 @@ Status ControlPlane::RecvWith(int peer, uint64_t tag, Consumer consume, void* ct
     }
     // Nothing yet: wait outside the lock so other tags' receivers progress;
     // spin, then yield, then sleep.
-    if ((backoff.count() & 63) == 0) {
+    if (backoff.Due()) {
       ZC_RETURN_IF_ERROR(dev_->Health(peer));
       if (dl.expired())
-        return Error(ZC_ERR_TIMEOUT, "no message from peer %d before the deadline (%.0f s)", peer,
-                     dev_->timeout_s());
+        return Error(ZC_ERR_TIMEOUT, "waited %.1f s for a message from peer %d (ZC_TIMEOUT=%g s)",
+                     dl.elapsed_s(), peer, dev_->timeout_s());
     }
     backoff.Pause();
   }

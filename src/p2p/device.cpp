@@ -275,6 +275,7 @@ Status Device::Init(Bootstrap* bootstrap, const Config& config) {
 }
 
 Device::~Device() {
+  Farewell();
   for (auto& [k, t] : transports_) t->Shutdown();
   control_.reset();
   {
@@ -437,6 +438,16 @@ Status Device::KnownHealth(int peer) const {
   return Health(peer);
 }
 
+namespace {
+// The alert word a failing rank writes into every peer: the cause's code,
+// who reports it and whose failure it is (the lost peer, or the reporter).
+constexpr int kAlertRankBits = 24;
+uint64_t AlertValue(zc_status code, int reporter, int subject) {
+  return (static_cast<uint64_t>(code) << (2 * kAlertRankBits)) |
+         (static_cast<uint64_t>(reporter + 1) << kAlertRankBits) | static_cast<uint64_t>(subject + 1);
+}
+}  // namespace
+
 Status Device::Health(int peer) const {
   if (aborted_.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(health_mu_);
@@ -445,18 +456,19 @@ Status Device::Health(int peer) const {
   if (control_) {
     uint64_t alert = control_->alert_word()->load(std::memory_order_acquire);
     if (alert) {
-      int who = static_cast<int>(alert & 0xffffffff) - 1;
-      zc_status code = static_cast<zc_status>(alert >> 32);
+      const uint64_t mask = (uint64_t{1} << kAlertRankBits) - 1;
+      int subject = static_cast<int>(alert & mask) - 1;
+      int reporter = static_cast<int>((alert >> kAlertRankBits) & mask) - 1;
+      zc_status code = static_cast<zc_status>(alert >> (2 * kAlertRankBits));
+      if (code == ZC_ERR_PEER_LOST && subject != reporter)
+        return Status(code, Format("peer %d lost (rank %d saw it go and alerted the job)", subject, reporter));
       return Status(code == ZC_OK ? ZC_ERR_ABORTED : code,
-                    Format("rank %d failed or aborted the job (%s)", who, zc_status_string(code)));
+                    Format("rank %d failed or aborted the job (%s)", reporter, zc_status_string(code)));
     }
   }
   if (peer < 0 || peer >= size_) return Status::Ok();
-  if (lost_flag_[peer].load(std::memory_order_acquire)) {
-    std::lock_guard<std::mutex> lock(health_mu_);
-    return lost_[peer];
-  }
-  if (local_[peer] && peer_pid_[peer] > 0) {
+  bool lost = lost_flag_[peer].load(std::memory_order_acquire);
+  if (!lost && local_[peer] && peer_pid_[peer] > 0) {
     // Same host: a dead process has no connection to break, so look at it
     // (at most every 20 ms per peer; kill(pid, 0) costs a syscall).
     int64_t now = NowNs();
@@ -466,12 +478,34 @@ Status Device::Health(int peer) const {
       if (ProcessGone(peer_pid_[peer])) {
         const_cast<Device*>(this)->OnPeerLost(
             peer, Error(ZC_ERR_PEER_LOST, "process %d exited", peer_pid_[peer]));
-        std::lock_guard<std::mutex> lock(health_mu_);
-        return lost_[peer];
+        lost = true;
       }
     }
   }
-  return Status::Ok();
+  if (!lost) return Status::Ok();
+  std::lock_guard<std::mutex> lock(health_mu_);
+  return lost_[peer];
+}
+
+int Device::LostPeer() const {
+  for (int p = 0; p < size_; ++p)
+    if (lost_flag_[p].load(std::memory_order_acquire)) return p;
+  return -1;
+}
+
+Status Device::OperationFailed(const Status& st) {
+  if (st.code() != ZC_ERR_PEER_LOST || aborted()) return st;
+  // Lost peers are known locally; a loss that came as a peer's alert is
+  // already known to every rank.
+  int lost = LostPeer();
+  if (lost < 0) return st;
+  Status why;
+  {
+    std::lock_guard<std::mutex> lock(health_mu_);
+    why = lost_[lost];
+  }
+  Abort(why, lost);
+  return st;
 }
 
 Status Device::WaitFlag(const std::atomic<uint64_t>* flag, uint64_t value, int peer,
@@ -481,13 +515,13 @@ Status Device::WaitFlag(const std::atomic<uint64_t>* flag, uint64_t value, int p
   for (;;) {
     backoff.Pause();
     if (flag->load(std::memory_order_acquire) >= value) return Status::Ok();
-    if ((backoff.count() & 255) == 0 || backoff.count() > 2000) {
+    if (backoff.Due()) {
       Status st = Health(peer);
       // The peer may have set the flag just before it went away.
       if (!st.ok()) return flag->load(std::memory_order_acquire) >= value ? Status::Ok() : st;
       if (deadline.expired())
-        return Error(ZC_ERR_TIMEOUT, "waited %.0f s for %s from peer %d (ZC_TIMEOUT)", config_.timeout_s,
-                     what, peer);
+        return Error(ZC_ERR_TIMEOUT, "waited %.1f s for %s from peer %d (ZC_TIMEOUT=%g s)",
+                     deadline.elapsed_s(), what, peer, config_.timeout_s);
     }
   }
 }
@@ -502,7 +536,7 @@ Status Device::RecvControl(int peer, uint64_t tag, std::string* msg, const Deadl
 
 ControlPlane* Device::control() { return control_.get(); }
 
-void Device::Abort(const Status& why) {
+void Device::Abort(const Status& why, int lost) {
   {
     std::lock_guard<std::mutex> lock(health_mu_);
     if (aborted_.load()) return;
@@ -512,9 +546,16 @@ void Device::Abort(const Status& why) {
   }
   Wakeup::Notify();
   if (!control_) return;
-  // Tell every peer (best effort, short deadline): their waits see the alert.
-  uint64_t value = (static_cast<uint64_t>(why.ok() ? ZC_ERR_ABORTED : why.code()) << 32) |
-                   static_cast<uint64_t>(rank_ + 1);
+  // A peer's alert is already known to every rank: no need to echo it now
+  // (Farewell repeats it for those who might have missed it).
+  if (control_->alert_word()->load(std::memory_order_acquire)) return;
+  uint64_t value = AlertValue(why.ok() ? ZC_ERR_ABORTED : why.code(), rank_, lost >= 0 ? lost : rank_);
+  own_alert_.store(value, std::memory_order_release);
+  AlertPeers(value);
+}
+
+void Device::AlertPeers(uint64_t value) {
+  // Every live peer (best effort, short deadline): their waits see the alert.
   for (int p = 0; p < size_; ++p) {
     if (p == rank_ || lost_flag_[p].load()) continue;
     Transport* t = transports_.count(peer_kind_[p]) ? transports_.at(peer_kind_[p]).get() : nullptr;
@@ -522,6 +563,16 @@ void Device::Abort(const Status& why) {
     FlagWrite f{&control_->peer_alert(p), 0, value};
     t->connection(p, 0)->Write(nullptr, 0, control_->peer_alert(p), 0, &f, Deadline(1.0));
   }
+}
+
+void Device::Farewell() {
+  // Leaving a failed job: a peer waiting on this rank must learn the cause
+  // before it sees us go (a tcp goodbye or our exit would otherwise read as
+  // a loss of this rank). On tcp and verbs the alert precedes the goodbye on
+  // the same connection; on shm the store precedes our exit.
+  uint64_t value = own_alert_.load(std::memory_order_acquire);
+  if (!value && control_) value = control_->alert_word()->load(std::memory_order_acquire);
+  if (value) AlertPeers(value);
 }
 
 }  // namespace zc

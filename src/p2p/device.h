@@ -94,8 +94,18 @@ class Device : public TransportHost {
   ControlPlane* control();
 
   // Fails every pending and later wait with ZC_ERR_ABORTED (cause kept) and
-  // tells the peers (best effort).
-  void Abort(const Status& why);
+  // tells the peers (best effort). `lost`: the peer whose loss is the cause
+  // (the peers' errors name it), or -1.
+  void Abort(const Status& why, int lost = -1);
+  // An operation (send, receive, collective) failed with st; returns st.
+  // When a lost peer is the cause, every other pending and later operation
+  // of the job fails too: this rank aborts with the loss as the cause and
+  // alerts every live peer (ranks waiting on a survivor that has failed
+  // learn it at once; nobody waits for the dead until ZC_TIMEOUT). A mere
+  // query of health (zc_comm_get_async_error) aborts nothing.
+  Status OperationFailed(const Status& st);
+  // The lowest-numbered peer known lost, or -1.
+  int LostPeer() const;
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
   double timeout_s() const { return config_.timeout_s; }
   Deadline NewDeadline() const { return Deadline(config_.timeout_s); }
@@ -106,6 +116,10 @@ class Device : public TransportHost {
   const std::string& job_tag() const { return job_tag_; }
 
  private:
+  // Writes the alert word `value` into every live peer.
+  void AlertPeers(uint64_t value);
+  // At teardown of a failed job: repeats the alert to every live peer.
+  void Farewell();
   Device() = default;
   Status Init(Bootstrap* bootstrap, const Config& config);
   Status CreateTransports();
@@ -131,6 +145,8 @@ class Device : public TransportHost {
   std::shared_mutex region_use_mu_;  // see TransportHost::region_use
 
   std::atomic<bool> aborted_{false};
+  // The alert word this rank's Abort wrote into its peers (0: none).
+  std::atomic<uint64_t> own_alert_{0};
   mutable std::mutex health_mu_;
   Status abort_status_;
   std::vector<Status> lost_;  // per peer; ok() = alive

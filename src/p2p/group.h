@@ -61,7 +61,9 @@ class Group {
   Deadline NewDeadline() const { return dev_->NewDeadline(); }
   Status Allocate(size_t bytes, MemRegion** out) { return dev_->Allocate(bytes, out); }
   Status Free(void* ptr) { return dev_->Free(ptr); }
-  void Abort(const Status& why) { dev_->Abort(why); }
+  // Device ranks: `lost` is the job's lost peer that caused it (Device::LostPeer).
+  void Abort(const Status& why, int lost = -1) { dev_->Abort(why, lost); }
+  int LostPeer() const { return dev_->LostPeer(); }
   bool aborted() const { return dev_->aborted(); }
   ControlPlane* control() { return dev_->control(); }
 

@@ -204,7 +204,7 @@ void P2pEngine::Complete(Op& op, const Status& st) {
     op.staged = nullptr;
   }
   pending_.fetch_sub(1, std::memory_order_relaxed);
-  op.req->Complete(st);
+  op.req->Complete(st.ok() ? st : dev_->OperationFailed(st));
 }
 
 void P2pEngine::Loop() {
@@ -353,8 +353,8 @@ bool P2pEngine::Pass() {
         case Op::kAwaitRestage: why = "no staged copy"; break;
         case Op::kDone: break;
       }
-      Complete(op, Error(ZC_ERR_TIMEOUT, "%s: %s within %.0f s (ZC_TIMEOUT)", op.What().c_str(), why,
-                         dev_->timeout_s()));
+      Complete(op, Error(ZC_ERR_TIMEOUT, "%s: %s: waited %.1f s (ZC_TIMEOUT=%g s)", op.What().c_str(),
+                         why, op.dl.elapsed_s(), dev_->timeout_s()));
     }
   }
   ops_.remove_if([](const std::unique_ptr<Op>& op) { return op->state == Op::kDone; });

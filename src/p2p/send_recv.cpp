@@ -23,9 +23,7 @@ Status SendMeta(Device* dev, int peer, int tag, uint32_t context, const Meta& m,
   return dev->control()->Send2(peer, MetaTag(context, tag), &m, sizeof(m), rest, rest_bytes, dl);
 }
 
-}  // namespace
-
-Status Send(Device* dev, const void* buf, size_t bytes, int peer, int tag, uint32_t context) {
+Status SendOnce(Device* dev, const void* buf, size_t bytes, int peer, int tag, uint32_t context) {
   Deadline dl = dev->NewDeadline();
   Meta m{bytes, kEager, 0, 0};
   const size_t eager =
@@ -78,7 +76,7 @@ Status Send(Device* dev, const void* buf, size_t bytes, int peer, int tag, uint3
   return st;
 }
 
-Status Recv(Device* dev, void* buf, size_t bytes, int peer, int tag, uint32_t context) {
+Status RecvOnce(Device* dev, void* buf, size_t bytes, int peer, int tag, uint32_t context) {
   Deadline dl = dev->NewDeadline();
   Arrival in{buf, bytes};
   Status got = dev->control()->RecvWith(peer, MetaTag(context, tag), &TakeMeta, &in, dl);
@@ -122,6 +120,17 @@ Status Recv(Device* dev, void* buf, size_t bytes, int peer, int tag, uint32_t co
     }
     return ack(kAckOk);
   }
+}
+
+}  // namespace
+
+// A lost peer fails the whole job (Device::OperationFailed).
+Status Send(Device* dev, const void* buf, size_t bytes, int peer, int tag, uint32_t context) {
+  return dev->OperationFailed(SendOnce(dev, buf, bytes, peer, tag, context));
+}
+
+Status Recv(Device* dev, void* buf, size_t bytes, int peer, int tag, uint32_t context) {
+  return dev->OperationFailed(RecvOnce(dev, buf, bytes, peer, tag, context));
 }
 
 }  // namespace zc

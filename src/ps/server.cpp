@@ -47,8 +47,8 @@ Status Server::Finish(const Deadline& dl) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!failed_.ok()) return failed_;
   if (!done_.load())
-    return Error(ZC_ERR_TIMEOUT, "waited %.0f s for every worker to free its zc_ps (ZC_TIMEOUT)",
-                 sh_->group->config().timeout_s);
+    return Error(ZC_ERR_TIMEOUT, "waited %.1f s for every worker to free its zc_ps (ZC_TIMEOUT=%g s)",
+                 dl.elapsed_s(), sh_->group->config().timeout_s);
   return Status::Ok();
 }
 

@@ -51,7 +51,7 @@ Status Worker::Wait(const std::atomic<uint64_t>* word, uint64_t value, int serve
     bo.Pause();
     if (word->load(std::memory_order_acquire) >= value) return Status::Ok();
     ZC_RETURN_IF_ERROR(Alert());
-    if ((bo.count() & 63) == 0 || bo.count() > 2000) {
+    if (bo.Due()) {
       // The server we wait for, then every other member (a lost worker
       // stalls the round; its server tells us through the alert, but a
       // lost server of another chunk should fail us too).
@@ -67,8 +67,8 @@ Status Worker::Wait(const std::atomic<uint64_t>* word, uint64_t value, int serve
         }
       }
       if (dl.expired())
-        return Error(ZC_ERR_TIMEOUT, "waited %.0f s for %s from server rank %d (ZC_TIMEOUT)",
-                     g->config().timeout_s, what, sr);
+        return Error(ZC_ERR_TIMEOUT, "waited %.1f s for %s from server rank %d (ZC_TIMEOUT=%g s)",
+                     dl.elapsed_s(), what, sr, g->config().timeout_s);
     }
   }
 }
@@ -130,14 +130,14 @@ Status Worker::Declare(uint64_t key, size_t count, zc_dtype dtype, const void* i
         break;
       }
       bo.Pause();
-      if ((bo.count() & 63) == 0) {
+      if (bo.Due()) {
         st = Alert();
         for (int r = 0; st.ok() && r < g->size(); ++r)
           if (r != g->rank()) st = g->Health(r).ok() ? Status::Ok() : g->Health(r).with_context(Format("rank %d lost", r));
         if (st.ok() && dl.expired())
-          st = Error(ZC_ERR_TIMEOUT, "waited %.0f s for server rank %d to accept key %llu: does every "
-                     "worker declare it? (ZC_TIMEOUT)", g->config().timeout_s, sh_->servers[s],
-                     static_cast<unsigned long long>(key));
+          st = Error(ZC_ERR_TIMEOUT, "waited %.1f s for server rank %d to accept key %llu: does every "
+                     "worker declare it? (ZC_TIMEOUT=%g s)", dl.elapsed_s(), sh_->servers[s],
+                     static_cast<unsigned long long>(key), g->config().timeout_s);
         if (!st.ok()) break;
       }
     }

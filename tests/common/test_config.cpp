@@ -68,6 +68,17 @@ TEST(Config, BadValuesNameTheVariable) {
   }
 }
 
+// Set but empty: refused, listing the valid values (not silently "auto").
+TEST(Config, EmptyTransportRefused) {
+  EnvGuard g("ZC_TRANSPORT", "");
+  zc::Config c;
+  zc::Status st = Load(&c);
+  EXPECT_EQ(st.code(), ZC_ERR_INVALID_ARG);
+  EXPECT_NE(st.message().find("ZC_TRANSPORT=\"\""), std::string::npos) << st.message();
+  for (const char* valid : {"auto", "shm", "tcp", "verbs"})
+    EXPECT_NE(st.message().find(valid), std::string::npos) << st.message();
+}
+
 TEST(Config, RankMustBeBelowSize) {
   EnvGuard a("ZC_RANK", "3"), b("ZC_SIZE", "3");
   zc::Config c;

@@ -684,8 +684,8 @@ Status TcpConnection::Read(void* dst, size_t bytes, const RemoteRegion& src, uin
     }
     st = t_->host()->Health(s_->peer);
     if (st.ok() && deadline.expired())
-      st = Error(ZC_ERR_TIMEOUT, "tcp read of %zu bytes from peer %d: no reply before the deadline",
-                 bytes, s_->peer);
+      st = Error(ZC_ERR_TIMEOUT, "tcp read of %zu bytes from peer %d: no reply: waited %.1f s",
+                 bytes, s_->peer, deadline.elapsed_s());
     backoff.Pause();
   }
   t_->RemovePending(token);

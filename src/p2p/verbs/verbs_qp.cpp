@@ -70,8 +70,8 @@ Status VerbsConnection::WaitSeq(uint64_t seq, const Deadline& dl, const char* wh
     Status h = t_->host()->Health(peer_);
     if (!h.ok()) return h;
     if (dl.expired())
-      return Error(ZC_ERR_TIMEOUT, "verbs: %s: %s did not complete before the deadline (ZC_TIMEOUT)",
-                   Describe().c_str(), what);
+      return Error(ZC_ERR_TIMEOUT, "verbs: %s: %s did not complete: waited %.1f s (ZC_TIMEOUT)",
+                   Describe().c_str(), what, dl.elapsed_s());
     if (slice < std::chrono::milliseconds(5)) slice *= 2;
   }
 }
