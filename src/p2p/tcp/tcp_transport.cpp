@@ -15,25 +15,17 @@
 #include "common/log.h"
 #include "common/socket.h"
 #include "common/wakeup.h"
+#include "p2p/tcp/tcp_wire.h"
 
 namespace zc {
 namespace {
 
-constexpr uint32_t kMagic = 0x5a435450;  // "ZCTP"
-enum MsgType : uint16_t { kWrite = 1, kReadReq = 2, kReadResp = 3, kBye = 4 };
-
-struct MsgHeader {
-  uint32_t magic;
-  uint16_t type;
-  uint16_t status;  // kReadResp: 0 ok, else zc_status of a refused read
-  uint64_t region_id;
-  uint64_t offset;
-  uint64_t bytes;
-  uint64_t flag_region_id;  // 0: no flag
-  uint64_t flag_offset;
-  uint64_t flag_value;
-  uint64_t token;
-};
+using tcp_wire::kBye;
+using tcp_wire::kMagic;
+using tcp_wire::kReadReq;
+using tcp_wire::kReadResp;
+using tcp_wire::kWrite;
+using tcp_wire::MsgHeader;
 
 class TcpTransport;
 
@@ -162,13 +154,9 @@ Status TcpTransport::Handshake(int fd, bool client, int index, const Deadline& d
     return net::SendAll(fd, hello, sizeof(hello), dl);
   }
   ZC_RETURN_IF_ERROR(net::AuthServer(fd, key_, dl));
-  uint32_t hello[2];
+  uint8_t hello[tcp_wire::kHelloBytes];
   ZC_RETURN_IF_ERROR(net::RecvAll(fd, hello, sizeof(hello), dl));
-  if (hello[0] >= static_cast<uint32_t>(host_->size()) || static_cast<int>(hello[1]) >= per_peer_)
-    return Error(ZC_ERR_SYSTEM, "tcp: bad hello (rank %u, socket %u)", hello[0], hello[1]);
-  *peer = static_cast<int>(hello[0]);
-  *idx = static_cast<int>(hello[1]);
-  return Status::Ok();
+  return tcp_wire::ParseHello(hello, host_->size(), per_peer_, peer, idx);
 }
 
 void TcpTransport::AcceptLoop(int expected, Deadline dl) {
@@ -293,14 +281,13 @@ Status TcpTransport::HandleMessage(Socket* s) {
   MsgHeader h;
   Deadline dl(host_->config().timeout_s);
   ZC_RETURN_IF_ERROR(net::RecvAll(s->fd, &h, sizeof(h), dl));
-  if (h.magic != kMagic)
-    return Error(ZC_ERR_PEER_LOST, "tcp: corrupt message from peer %d (magic %#x)", s->peer, h.magic);
+  ZC_RETURN_IF_ERROR(tcp_wire::CheckHeader(h, s->peer));
   switch (h.type) {
     case kWrite: {
       std::shared_lock<std::shared_mutex> use(host_->region_use());
       if (h.bytes) {
         MemRegion* r = host_->FindLocalRegion(h.region_id);
-        if (!r || h.offset > r->size() || h.bytes > r->size() - h.offset) {
+        if (!r || !tcp_wire::RangeInside(h.offset, h.bytes, r->size())) {
           if (!r && host_->RegionRetired(h.region_id))
             ZC_TRACE(kTcp, "peer %d wrote %llu bytes to freed region %llu: dropped", s->peer,
                      static_cast<unsigned long long>(h.bytes),
@@ -322,7 +309,7 @@ Status TcpTransport::HandleMessage(Socket* s) {
           // last credit at shutdown): nobody waits on it any more.
           ZC_TRACE(kTcp, "peer %d set a flag in freed region %llu: dropped", s->peer,
                    static_cast<unsigned long long>(h.flag_region_id));
-        } else if (!f || (h.flag_offset & 7) || h.flag_offset + 8 > f->size()) {
+        } else if (!f || !tcp_wire::FlagInside(h.flag_offset, f->size())) {
           ZC_WARN(kTcp, "peer %d set a flag in unknown region %llu: dropped", s->peer,
                   static_cast<unsigned long long>(h.flag_region_id));
         } else {
@@ -341,7 +328,7 @@ Status TcpTransport::HandleMessage(Socket* s) {
       resp.type = kReadResp;
       resp.token = h.token;
       const void* src = nullptr;
-      if (!r || h.offset > r->size() || h.bytes > r->size() - h.offset) {
+      if (!r || !tcp_wire::RangeInside(h.offset, h.bytes, r->size())) {
         resp.status = ZC_ERR_INVALID_ARG;
       } else {
         resp.bytes = h.bytes;
@@ -356,13 +343,12 @@ Status TcpTransport::HandleMessage(Socket* s) {
         auto it = pending_.find(h.token);
         if (it != pending_.end()) p = it->second;
       }
-      if (!p || h.bytes != (h.status ? 0 : p->bytes)) {
+      if (!p || !tcp_wire::ReadRespFits(h, p->bytes)) {
         // The reader gave up (deadline): throw the data away.
         return Drain(s->fd, h.bytes);
       }
       if (h.status) {
-        p->status = Error(static_cast<zc_status>(h.status),
-                          "tcp read from peer %d: range outside the peer's region", s->peer);
+        p->status = tcp_wire::RefusedRead(h, s->peer);
         p->state.store(2, std::memory_order_release);
         Wakeup::Notify();
         return Status::Ok();
