@@ -3,10 +3,19 @@
 #   scripts/setup.sh            build + test dependencies
 #   scripts/setup.sh --perf     also the peers the benchmarks compare with
 #                               (Open MPI, Gloo, gRPC, torch, matplotlib)
+#   scripts/setup.sh --fuzz     also clang and libFuzzer, for scripts/fuzz.sh
+#                               (the default build and tests need neither)
 # Idempotent: when everything is present it only runs dpkg-query (< 1 s).
 set -eu
 perf=0
-[ "${1:-}" = "--perf" ] && perf=1
+fuzz=0
+for a in "$@"; do
+  case "$a" in
+    --perf) perf=1 ;;
+    --fuzz) fuzz=1 ;;
+    *) echo "setup: unknown option $a" >&2; exit 2 ;;
+  esac
+done
 
 pkgs="meson ninja-build g++ gcc pkg-config iproute2 procps
 libibverbs-dev librdmacm-dev ibverbs-providers libhwloc-dev hwloc libpmix-dev
@@ -16,6 +25,11 @@ python3 python3-numpy python3-pybind11 pybind11-dev python3-torch libtorch-dev p
 if [ "$perf" = 1 ]; then
   pkgs="$pkgs libgloo-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev
 protobuf-compiler python3-matplotlib python3-torchvision"
+fi
+if [ "$fuzz" = 1 ]; then
+  # libclang-rt-dev: libFuzzer and the sanitizer runtimes (a recommends of
+  # clang, which --no-install-recommends would skip).
+  pkgs="$pkgs clang libclang-rt-dev"
 fi
 
 missing=""

@@ -112,12 +112,9 @@ Status StoreClient::Call(uint32_t op, const std::string& key,
   store::Header r;
   if (st.ok()) {
     r = store::DecodeHeader(rb);
-    if (r.id != h.id || r.key_len != 0 ||
-        r.value_len > store::kMaxValueBytes + 65536u ||
-        r.op_or_status > static_cast<uint32_t>(ZC_ERR_INTERNAL))
-      st = Error(ZC_ERR_INTERNAL, "malformed reply (id %u for request %u, "
-                 "status %u, %u value bytes)", r.id, h.id, r.op_or_status,
-                 r.value_len);
+    std::string bad =
+        store::CheckReplyHeader(r, h.id, static_cast<uint32_t>(ZC_ERR_INTERNAL));
+    if (!bad.empty()) st = Error(ZC_ERR_INTERNAL, "%s", bad.c_str());
   }
   if (st.ok()) {
     reply->value.resize(r.value_len);

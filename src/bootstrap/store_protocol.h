@@ -12,7 +12,9 @@
 // On failure the response's value is the error message.
 #pragma once
 
+#include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -114,6 +116,89 @@ inline std::string QuoteKey(const std::string& key) {
   if (n < key.size()) out += "...";
   out += "'";
   return out;
+}
+
+// ---- Parsing what arrives from the other end (pure: the server's and the
+// client's socket code call these, and so do the fuzz targets) -------------
+
+// Server: a request header, before its body is read. "" when it is within
+// the limits, else why the connection is closed.
+inline std::string CheckRequestHeader(const Header& h) {
+  bool bad_op = h.op_or_status < kSet || h.op_or_status > kCheck;
+  if (!bad_op && h.key_len <= kMaxKeyBytes && h.value_len <= kMaxValueBytes) return {};
+  return "malformed request (op " + std::to_string(h.op_or_status) + ", key " +
+         std::to_string(h.key_len) + " bytes, value " + std::to_string(h.value_len) +
+         " bytes; limits " + std::to_string(kMaxKeyBytes) + " and " +
+         std::to_string(kMaxValueBytes) + ")";
+}
+
+// A request whose header passed CheckRequestHeader, with its body.
+struct Request {
+  uint32_t op = 0;
+  uint32_t id = 0;
+  uint64_t arg = 0;
+  std::string key;                 // all but WAIT
+  std::vector<std::string> keys;   // WAIT: the key list (may repeat keys)
+  const uint8_t* value = nullptr;  // SET: the value (points into the body)
+  uint32_t value_len = 0;
+};
+
+enum class RequestVerdict {
+  kOk,
+  kRefuse,  // answer with ZC_ERR_INVALID_ARG and *why, keep the connection
+  kClose,   // the stream cannot be trusted: close the connection (*why)
+};
+
+// Server: the body (key_len + value_len bytes after the header).
+inline RequestVerdict ParseRequest(const Header& h, const uint8_t* body, Request* out,
+                                   std::string* why) {
+  out->op = h.op_or_status;
+  out->id = h.id;
+  out->arg = h.arg;
+  out->key.assign(reinterpret_cast<const char*>(body), h.key_len);
+  out->keys.clear();
+  out->value = body + h.key_len;
+  out->value_len = h.value_len;
+  if (out->op != kWait && out->key.empty()) {
+    *why = "empty key";
+    return RequestVerdict::kRefuse;
+  }
+  if (out->op == kGet && h.value_len != 0) {
+    *why = "malformed GET (carries a value)";
+    return RequestVerdict::kClose;
+  }
+  if (out->op == kWait &&
+      (!out->key.empty() || !DecodeKeyList(out->value, h.value_len, &out->keys))) {
+    *why = "malformed WAIT key list";
+    return RequestVerdict::kClose;
+  }
+  return RequestVerdict::kOk;
+}
+
+// Strict decimal int64 (counters are stored as text).
+inline bool ParseCounter(const std::string& s, int64_t* out) {
+  if (s.empty() || s.size() > 20) return false;
+  size_t i = (s[0] == '-') ? 1 : 0;
+  if (i == s.size()) return false;
+  for (size_t j = i; j < s.size(); ++j)
+    if (s[j] < '0' || s[j] > '9') return false;
+  errno = 0;
+  char* end = nullptr;
+  long long v = strtoll(s.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0') return false;
+  *out = v;
+  return true;
+}
+
+// Client: a reply header to request `id`. "" when well-formed, else what is
+// wrong (the stream is then out of step and must be dropped).
+inline std::string CheckReplyHeader(const Header& r, uint32_t id, uint32_t max_status) {
+  if (r.id == id && r.key_len == 0 && r.value_len <= kMaxValueBytes + 65536u &&
+      r.op_or_status <= max_status)
+    return {};
+  return "malformed reply (id " + std::to_string(r.id) + " for request " + std::to_string(id) +
+         ", status " + std::to_string(r.op_or_status) + ", " + std::to_string(r.value_len) +
+         " value bytes)";
 }
 
 }  // namespace zc::store

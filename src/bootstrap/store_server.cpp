@@ -29,24 +29,6 @@ namespace zc {
 
 using store::Header;
 
-namespace {
-
-// Strict decimal int64 (counters are stored as text).
-bool ParseCounter(const std::string& s, int64_t* out) {
-  if (s.empty() || s.size() > 20) return false;
-  size_t i = (s[0] == '-') ? 1 : 0;
-  if (i == s.size()) return false;
-  for (size_t j = i; j < s.size(); ++j)
-    if (s[j] < '0' || s[j] > '9') return false;
-  errno = 0;
-  char* end = nullptr;
-  long long v = strtoll(s.c_str(), &end, 10);
-  if (errno != 0 || *end != '\0') return false;
-  *out = v;
-  return true;
-}
-
-}  // namespace
 
 struct StoreServer::Impl {
   struct Client {
@@ -409,14 +391,9 @@ void StoreServer::Impl::OnReadable(Client* c) {
     if (!c->have_header) {
       if (!ReadMessage(c, store::kHeaderBytes)) return;
       c->hdr = store::DecodeHeader(c->in.data());
-      const Header& h = c->hdr;
-      bool bad_op = h.op_or_status < store::kSet || h.op_or_status > store::kCheck;
-      if (bad_op || h.key_len > store::kMaxKeyBytes ||
-          h.value_len > store::kMaxValueBytes) {
-        Close(c, Format("malformed request (op %u, key %u bytes, value %u "
-                        "bytes; limits %u and %u)", h.op_or_status, h.key_len,
-                        h.value_len, store::kMaxKeyBytes,
-                        store::kMaxValueBytes).c_str());
+      std::string bad = store::CheckRequestHeader(c->hdr);
+      if (!bad.empty()) {
+        Close(c, bad.c_str());
         return;
       }
       c->have_header = true;
@@ -456,14 +433,20 @@ void StoreServer::Impl::HandleAuth(Client* c) {
 
 void StoreServer::Impl::HandleRequest(Client* c) {
   const Header& h = c->hdr;
-  const uint8_t* kp = c->in.data() + store::kHeaderBytes;
-  std::string key(reinterpret_cast<const char*>(kp), h.key_len);
-  const uint8_t* vp = kp + h.key_len;
-  uint32_t op = h.op_or_status;
-  if (op != store::kWait && key.empty()) {
-    RespondError(c, h.id, Error(ZC_ERR_INVALID_ARG, "empty key"));
-    return;
+  store::Request req;
+  std::string why;
+  switch (store::ParseRequest(h, c->in.data() + store::kHeaderBytes, &req, &why)) {
+    case store::RequestVerdict::kOk: break;
+    case store::RequestVerdict::kRefuse:
+      RespondError(c, h.id, Error(ZC_ERR_INVALID_ARG, "%s", why.c_str()));
+      return;
+    case store::RequestVerdict::kClose:
+      Close(c, why.c_str());
+      return;
   }
+  const std::string& key = req.key;
+  const uint8_t* vp = req.value;
+  uint32_t op = req.op;
   switch (op) {
     case store::kSet: {
       auto it = data.find(key);
@@ -487,7 +470,7 @@ void StoreServer::Impl::HandleRequest(Client* c) {
     case store::kAdd: {
       int64_t cur = 0;
       auto it = data.find(key);
-      if (it != data.end() && !ParseCounter(it->second, &cur)) {
+      if (it != data.end() && !store::ParseCounter(it->second, &cur)) {
         RespondError(c, h.id, Error(ZC_ERR_INVALID_ARG,
                                     "add %s: the key holds a value that is "
                                     "not a decimal integer",
@@ -515,10 +498,6 @@ void StoreServer::Impl::HandleRequest(Client* c) {
     case store::kWait: {
       Waiter w;
       if (op == store::kGet) {
-        if (h.value_len != 0) {
-          Close(c, "malformed GET (carries a value)");
-          return;
-        }
         auto it = data.find(key);
         if (it != data.end()) {
           Respond(c, h.id, ZC_OK, 0, it->second);
@@ -526,13 +505,8 @@ void StoreServer::Impl::HandleRequest(Client* c) {
         }
         w.keys.push_back(key);
       } else {
-        std::vector<std::string> keys;
-        if (!key.empty() || !store::DecodeKeyList(vp, h.value_len, &keys)) {
-          Close(c, "malformed WAIT key list");
-          return;
-        }
         std::unordered_set<std::string> seen;
-        for (auto& k : keys)
+        for (auto& k : req.keys)
           if (seen.insert(k).second) w.keys.push_back(std::move(k));
       }
       for (const auto& k : w.keys)

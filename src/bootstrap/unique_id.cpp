@@ -17,7 +17,31 @@
 #include "common/socket.h"
 
 namespace zc {
+
+namespace rendezvous {
+
+bool ParseClaim(const std::string& s, Claim* c) {
+  char host[256] = {0};
+  if (sscanf(s.c_str(), "%d %d %ld %255s", &c->rank, &c->nranks, &c->pid, host) != 4) return false;
+  c->host = host;
+  return true;
+}
+
+Status ParseVerdict(const std::string& v, int* nranks) {
+  if (sscanf(v.c_str(), "ok %d", nranks) == 1) return Status::Ok();
+  int code = 0, used = 0;
+  if (sscanf(v.c_str(), "%d %n", &code, &used) < 1 || code <= 0)
+    return Error(ZC_ERR_INTERNAL, "malformed rendezvous verdict");
+  return StatusFromPeer(code, v.substr(static_cast<size_t>(used)));
+}
+
+}  // namespace rendezvous
+
 namespace {
+
+using rendezvous::Claim;
+using rendezvous::ParseClaim;
+using rendezvous::ParseVerdict;
 
 constexpr char kMagic[4] = {'Z', 'C', 'I', 'D'};
 constexpr uint8_t kVersion = 1;
@@ -45,19 +69,6 @@ std::map<uint64_t, ServedId>& Served() {
   return *served;
 }
 
-struct Claim {
-  int rank = -1, nranks = -1;
-  long pid = 0;
-  std::string host;
-  std::string Who() const { return Format("pid %ld on %s", pid, host.c_str()); }
-};
-
-bool ParseClaim(const std::string& s, Claim* c) {
-  char host[256] = {0};
-  if (sscanf(s.c_str(), "%d %d %ld %255s", &c->rank, &c->nranks, &c->pid, host) != 4) return false;
-  c->host = host;
-  return true;
-}
 
 std::string RankList(const std::vector<int>& ranks) {
   std::string s;
@@ -66,14 +77,6 @@ std::string RankList(const std::vector<int>& ranks) {
   return s;
 }
 
-// A verdict in the store: "ok <nranks>", or "<code> <message>".
-Status ParseVerdict(const std::string& v, int* nranks) {
-  if (sscanf(v.c_str(), "ok %d", nranks) == 1) return Status::Ok();
-  int code = 0, used = 0;
-  if (sscanf(v.c_str(), "%d %n", &code, &used) < 1 || code <= 0)
-    return Error(ZC_ERR_INTERNAL, "malformed rendezvous verdict");
-  return Status(static_cast<zc_status>(code), v.substr(static_cast<size_t>(used)));
-}
 
 std::string VerdictOf(const Status& st, int nranks) {
   return st.ok() ? Format("ok %d", nranks) : Format("%d %s", static_cast<int>(st.code()), st.message().c_str());

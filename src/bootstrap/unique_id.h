@@ -52,6 +52,20 @@ std::unique_ptr<StoreServer> TakeServed(uint64_t nonce);
 
 class StoreClient;
 
+// What ranks write into the rendezvous store (read back by the others).
+namespace rendezvous {
+// A rank's claim: "<rank> <nranks> <pid> <host>".
+struct Claim {
+  int rank = -1, nranks = -1;
+  long pid = 0;
+  std::string host;
+  std::string Who() const { return Format("pid %ld on %s", pid, host.c_str()); }
+};
+bool ParseClaim(const std::string& s, Claim* c);
+// The coordinator's verdict: "ok <nranks>", or "<code> <message>".
+Status ParseVerdict(const std::string& v, int* nranks);
+}  // namespace rendezvous
+
 // Every rank's first step with an id: proves it holds the id's key, claims
 // its rank and waits until all nranks ranks have claimed theirs. The rank
 // that serves the id (coordinator) checks every claim as it arrives: the

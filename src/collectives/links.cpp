@@ -145,20 +145,7 @@ Status OpCtx::Recv(int peer, size_t expect_bytes, uint64_t tag, const void** pay
   if (agree_from_ >= 0) ZC_RETURN_IF_ERROR(AwaitWatchingAgreement(peer));
   const SlotHeader* h = nullptr;
   ZC_RETURN_IF_ERROR(links_->at(peer).reader.Next(&h, payload, dl_));
-  ZC_RETURN_IF_ERROR(CheckSignature(sig_, rank_, tag, h->aux, peer));
-  if (block && (h->aux[kSigWords] != static_cast<uint64_t>(block->owner) ||
-                h->aux[kSigWords + 1] != block->elems))
-    return Error(ZC_ERR_MISMATCH,
-                 "%s: rank %d sends %llu elements as rank %d's block, but rank %d expects %llu "
-                 "elements of rank %d's block (counts differ between ranks)",
-                 sig_.Describe().c_str(), peer, static_cast<unsigned long long>(h->aux[kSigWords + 1]),
-                 static_cast<int>(h->aux[kSigWords]), rank_,
-                 static_cast<unsigned long long>(block->elems), block->owner);
-  if (h->bytes != expect_bytes)
-    return Error(ZC_ERR_INTERNAL, "%s: message of %llu bytes from rank %d, expected %zu",
-                 sig_.Describe().c_str(), static_cast<unsigned long long>(h->bytes), peer,
-                 expect_bytes);
-  return Status::Ok();
+  return CheckSlotMessage(sig_, rank_, tag, expect_bytes, block, h->aux, h->bytes, peer);
 }
 
 Status OpCtx::Release(int peer) {

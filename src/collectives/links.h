@@ -81,10 +81,7 @@ class OpCtx {
   // elements that whole block has (aux[5], aux[6]). Ranks that disagree on
   // counts fail on the first chunk with ZC_ERR_MISMATCH naming both counts,
   // before the chunk sizes or chunk numbers go out of step.
-  struct Block {
-    int owner;
-    uint64_t elems;
-  };
+  using Block = MessageBlock;
 
   // One slot message of `bytes` (<= chunk bytes) to `peer`.
   Status Send(int peer, const void* src, size_t bytes, uint64_t tag, const Block* block = nullptr);

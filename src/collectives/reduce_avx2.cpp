@@ -14,7 +14,13 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #define ZC_HAVE_AVX2_KERNELS 1
+#if defined(__clang__)
+// clang ignores GCC's pragma; this one gives every function up to the pop
+// at the end of the file the same target (scripts/fuzz.sh builds with clang).
+#pragma clang attribute push(__attribute__((target("avx2,f16c"))), apply_to = function)
+#else
 #pragma GCC target("avx2,f16c")
+#endif
 
 namespace zc::kernels::avx2 {
 namespace {
@@ -97,6 +103,9 @@ void StoreBf16(unsigned char* dst, const float* __restrict src, size_t n) {
 
 #define ZC_KERNEL_NS avx2
 #include "collectives/reduce_impl.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 
 #else
 // Not x86: the dispatcher never asks for this table; keep the symbol.

@@ -48,16 +48,21 @@ void Signature::Pack(uint64_t* aux, uint64_t tag, int sender) const {
   aux[4] = static_cast<uint64_t>(sender);
 }
 
-Signature Signature::Unpack(const uint64_t* aux) {
+bool Signature::Unpack(const uint64_t* aux, Signature* out) {
+  const uint64_t dtype = (aux[0] >> 8) & 0xff, op = (aux[0] >> 16) & 0xff;
+  if (dtype > ZC_FLOAT64 || op > ZC_BXOR) return false;
   Signature s;
   s.kind = static_cast<Kind>(aux[0] & 0xff);
-  s.dtype = static_cast<zc_dtype>((aux[0] >> 8) & 0xff);
-  s.op = static_cast<zc_op>((aux[0] >> 16) & 0xff);
+  s.dtype = static_cast<zc_dtype>(dtype);
+  s.op = static_cast<zc_op>(op);
   s.algo = static_cast<Algo>((aux[0] >> 24) & 0xff);
-  s.root = static_cast<int>(static_cast<uint32_t>(aux[0] >> 32)) - 1;
+  // root + 1 on the wire: subtract in unsigned (a wire value of 2^31 must not
+  // overflow an int).
+  s.root = static_cast<int>(static_cast<uint32_t>(aux[0] >> 32) - 1u);
   s.count = aux[1];
   s.seq = aux[2];
-  return s;
+  *out = s;
+  return true;
 }
 
 std::string Signature::Describe(bool with_algo, bool with_seq) const {
@@ -87,7 +92,12 @@ bool Signature::SameCall(const Signature& o) const {
 
 Status CheckSignature(const Signature& mine, int my_rank, uint64_t expect_tag, const uint64_t* aux,
                       int peer) {
-  Signature theirs = Signature::Unpack(aux);
+  Signature theirs;
+  if (!Signature::Unpack(aux, &theirs))
+    return Error(ZC_ERR_INTERNAL,
+                 "%s: rank %d sent a corrupt operation signature (dtype %u, op %u)",
+                 mine.Describe().c_str(), peer, static_cast<unsigned>((aux[0] >> 8) & 0xff),
+                 static_cast<unsigned>((aux[0] >> 16) & 0xff));
   if (!theirs.SameCall(mine)) {
     // Name what differs; the algorithm and sequence number only when the
     // visible arguments agree (ZC_ALGO set differently, or calls skipped).
@@ -104,6 +114,25 @@ Status CheckSignature(const Signature& mine, int my_rank, uint64_t expect_tag, c
                  mine.Describe().c_str(), peer, static_cast<unsigned>(aux[3] >> 32),
                  static_cast<unsigned>(aux[3]), static_cast<unsigned>(expect_tag >> 32),
                  static_cast<unsigned>(expect_tag));
+  return Status::Ok();
+}
+
+Status CheckSlotMessage(const Signature& mine, int my_rank, uint64_t expect_tag,
+                        uint64_t expect_bytes, const MessageBlock* block, const uint64_t* aux,
+                        uint64_t bytes, int peer) {
+  ZC_RETURN_IF_ERROR(CheckSignature(mine, my_rank, expect_tag, aux, peer));
+  if (block && (aux[kSigWords] != static_cast<uint64_t>(block->owner) ||
+                aux[kSigWords + 1] != block->elems))
+    return Error(ZC_ERR_MISMATCH,
+                 "%s: rank %d sends %llu elements as rank %d's block, but rank %d expects %llu "
+                 "elements of rank %d's block (counts differ between ranks)",
+                 mine.Describe().c_str(), peer, static_cast<unsigned long long>(aux[kSigWords + 1]),
+                 static_cast<int>(aux[kSigWords]), my_rank,
+                 static_cast<unsigned long long>(block->elems), block->owner);
+  if (bytes != expect_bytes)
+    return Error(ZC_ERR_INTERNAL, "%s: message of %llu bytes from rank %d, expected %llu",
+                 mine.Describe().c_str(), static_cast<unsigned long long>(bytes), peer,
+                 static_cast<unsigned long long>(expect_bytes));
   return Status::Ok();
 }
 

@@ -72,7 +72,10 @@ struct Signature {
 
   // Fills aux[0..4] (tag and sender included).
   void Pack(uint64_t* aux, uint64_t tag, int sender) const;
-  static Signature Unpack(const uint64_t* aux);
+  // false when aux names a dtype or op that does not exist (a corrupt or
+  // foreign message): *out is then left alone, as no zc_dtype/zc_op can
+  // hold the value.
+  static bool Unpack(const uint64_t* aux, Signature* out);
   // "allreduce(count=100, float32, sum)", "broadcast(count=7, int32, root=2)";
   // allgatherv's count is the total of recvcounts; alltoallv has none.
   // with_algo/with_seq add ", algo=ring" / " as collective #5".
@@ -90,5 +93,18 @@ inline uint64_t MessageTag(uint32_t step, uint64_t chunk) {
 // the calls agree but the messages are out of step).
 Status CheckSignature(const Signature& mine, int my_rank, uint64_t expect_tag, const uint64_t* aux,
                       int peer);
+
+// Vector collectives: which block a message is part of (aux[5], aux[6]).
+struct MessageBlock {
+  int owner;
+  uint64_t elems;
+};
+
+// Everything a reader checks on a peer's slot message before it touches the
+// payload: the signature and tag (CheckSignature), the block when `block` is
+// given, then the size. aux: the slot header's 7 words; bytes: its size.
+Status CheckSlotMessage(const Signature& mine, int my_rank, uint64_t expect_tag,
+                        uint64_t expect_bytes, const MessageBlock* block, const uint64_t* aux,
+                        uint64_t bytes, int peer);
 
 }  // namespace zc::coll

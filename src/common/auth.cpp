@@ -50,6 +50,12 @@ AuthHandshake::AuthHandshake(AuthRole role, const std::string& key)
   }
 }
 
+AuthHandshake::AuthHandshake(AuthRole role, const std::string& key, const uint8_t nonce[32])
+    : role_(role), key_(key) {
+  memset(peer_nonce_, 0, sizeof(peer_nonce_));
+  memcpy(nonce_, nonce, sizeof(nonce_));
+}
+
 std::string AuthHandshake::Start() {
   std::string h(kHelloBytes, '\0');
   memcpy(h.data(), kMagic, 4);

@@ -32,6 +32,9 @@ class AuthHandshake {
   static constexpr uint16_t kVersion = 1;
 
   AuthHandshake(AuthRole role, const std::string& key);
+  // With a given challenge instead of a random one: for tests and the fuzz
+  // targets, which replay recorded handshakes (never for real connections).
+  AuthHandshake(AuthRole role, const std::string& key, const uint8_t nonce[32]);
 
   // The hello to send first.
   std::string Start();

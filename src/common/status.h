@@ -43,6 +43,15 @@ Status SystemError(int err, const char* fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// A failure a peer reported as a number (a store reply, a tcp read refusal,
+// a rendezvous verdict, a PS answer). A number that is no zc_status error
+// (0 included) must not be cast to zc_status: it becomes ZC_ERR_INTERNAL,
+// with the number in the message.
+inline Status StatusFromPeer(long long code, const std::string& message) {
+  if (code > ZC_OK && code <= ZC_ERR_INTERNAL) return Status(static_cast<zc_status>(code), message);
+  return Status(ZC_ERR_INTERNAL, message + " (unknown status code " + std::to_string(code) + ")");
+}
 std::string VFormat(const char* fmt, va_list ap);
 
 }  // namespace zc

@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/wakeup.h"
 #include "p2p/control_plane.h"
+#include "p2p/peer_record.h"
 #include "p2p/shm/segment.h"
 #include "p2p/shm/shm_transport.h"
 #include "p2p/tcp/tcp_transport.h"
@@ -118,30 +119,27 @@ Status Device::Init(Bootstrap* bootstrap, const Config& config) {
   // Each rank publishes why verbs is not viable for it, so that every rank's
   // error names the cause: zcrun may kill the rank that found it before it
   // prints. '|' separates the fields.
-  for (char& ch : verbs_why)
-    if (ch == '|') ch = '/';
-  std::string mine = Format("%s|%d|%d|%s|%s", bootstrap->host_id().c_str(),
-                            static_cast<int>(getpid()), verbs_ok ? 1 : 0,
-                            rank_ == 0 && key.empty() ? HexKey(32).c_str() : "",
-                            verbs_ok ? "" : verbs_why.c_str());
+  PeerRecord me;
+  me.host = bootstrap->host_id();
+  me.pid = static_cast<int>(getpid());
+  me.verbs = verbs_ok;
+  if (rank_ == 0 && key.empty()) me.key = HexKey(32);
+  if (!verbs_ok) me.why = verbs_why;
   std::vector<std::string> all;
-  ZC_RETURN_IF_ERROR(AllGather("zc.peers", mine, &all));
+  ZC_RETURN_IF_ERROR(AllGather("zc.peers", FormatPeerRecord(me), &all));
   std::vector<std::string> host(size_), why(size_);
   std::vector<bool> verbs(size_);
   peer_pid_.assign(size_, 0);
   for (int r = 0; r < size_; ++r) {
-    size_t w = all[r].rfind('|');
-    size_t a = w == 0 || w == std::string::npos ? std::string::npos : all[r].rfind('|', w - 1);
-    size_t b = a == 0 || a == std::string::npos ? std::string::npos : all[r].rfind('|', a - 1);
-    size_t c = b == 0 || b == std::string::npos ? std::string::npos : all[r].rfind('|', b - 1);
-    if (c == std::string::npos)
+    PeerRecord rec;
+    if (!ParsePeerRecord(all[r], &rec))
       return Error(ZC_ERR_INTERNAL, "rank %d: bootstrap: malformed peer record from rank %d",
                    rank_, r);
-    host[r] = all[r].substr(0, c);
-    peer_pid_[r] = atoi(all[r].substr(c + 1, b - c - 1).c_str());
-    verbs[r] = all[r].substr(b + 1, a - b - 1) == "1";
-    if (r == 0 && key.empty()) key = all[r].substr(a + 1, w - a - 1);
-    why[r] = all[r].substr(w + 1);
+    host[r] = rec.host;
+    peer_pid_[r] = rec.pid;
+    verbs[r] = rec.verbs;
+    if (r == 0 && key.empty()) key = rec.key;
+    why[r] = rec.why;
   }
   job_tag_ = key.substr(0, 16);
   for (char& ch : job_tag_)

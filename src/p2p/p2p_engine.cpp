@@ -420,22 +420,20 @@ void P2pEngine::StartRead(Op& op) {
 
 void P2pEngine::Dispatch(int dpeer, int tag, const std::string& msg) {
   Ack a{};
-  if (msg.size() < sizeof(a)) {
+  if (!ParseAck(msg.data(), msg.size(), &a)) {
     ZC_WARN(kP2p, "p2p: short acknowledgement (%zu bytes) from rank %d", msg.size(), dpeer);
     return;
   }
-  memcpy(&a, msg.data(), sizeof(a));
   const bool restage = a.code == kAckRestaged;
   for (auto& ptr : ops_) {
     Op& op = *ptr;
     if (op.dpeer != dpeer || op.tag != tag || op.meta.seq != a.seq) continue;
     if (restage && !op.send && op.state == Op::kAwaitRestage) {
-      if (msg.size() < sizeof(Ack) + sizeof(Meta)) {
+      Ack head{};
+      if (!ParseRestaged(msg, &head, &op.meta, &op.desc)) {
         Complete(op, Error(ZC_ERR_INTERNAL, "%s: truncated staged meta data", op.What().c_str()));
         return;
       }
-      memcpy(&op.meta, msg.data() + sizeof(Ack), sizeof(Meta));
-      op.desc = msg.substr(sizeof(Ack) + sizeof(Meta));
       StartRead(op);
       return;
     }

@@ -81,4 +81,22 @@ inline Status TakeMeta(void* ctx, const char* data, size_t n) {
   return Status::Ok();
 }
 
+// An ack-class message's head; false when it is shorter than an Ack.
+inline bool ParseAck(const char* data, size_t n, Ack* out) {
+  if (n < sizeof(Ack)) return false;
+  memcpy(out, data, sizeof(Ack));
+  return true;
+}
+
+// kAckRestaged: [Ack][Meta][descriptor of the pool copy]. false when the
+// message is too short or is not a restaged meta.
+inline bool ParseRestaged(const std::string& msg, Ack* head, Meta* meta, std::string* desc) {
+  if (!ParseAck(msg.data(), msg.size(), head) || head->code != kAckRestaged ||
+      msg.size() < sizeof(Ack) + sizeof(Meta))
+    return false;
+  memcpy(meta, msg.data() + sizeof(Ack), sizeof(Meta));
+  desc->assign(msg, sizeof(Ack) + sizeof(Meta));
+  return true;
+}
+
 }  // namespace zc::p2p_wire

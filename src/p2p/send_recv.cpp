@@ -43,7 +43,11 @@ Status SendOnce(Device* dev, const void* buf, size_t bytes, int peer, int tag, u
     st = dev->RecvControl(peer, AckTag(context, tag), &reply, dl);
     if (!st.ok()) break;
     Ack ack{};
-    memcpy(&ack, reply.data(), std::min(reply.size(), sizeof(ack)));
+    if (!ParseAck(reply.data(), reply.size(), &ack)) {
+      st = Error(ZC_ERR_INTERNAL, "send of %zu bytes to peer %d (tag %d): truncated acknowledgement "
+                 "(%zu bytes)", bytes, peer, tag, reply.size());
+      break;
+    }
     if (ack.code == kAckOk) break;
     if (ack.code == kAckMismatch) {
       st = Error(ZC_ERR_MISMATCH, "send of %zu bytes to peer %d (tag %d): the receiver expects %llu bytes",
@@ -106,12 +110,9 @@ Status RecvOnce(Device* dev, void* buf, size_t bytes, int peer, int tag, uint32_
       Status r = dev->RecvControl(peer, AckTag(context, tag), &msg, dl);
       if (!r.ok()) return r.with_context(Format("recv of %zu bytes from peer %d (tag %d)", bytes, peer, tag));
       Ack head{};
-      if (msg.size() < sizeof(Ack) + sizeof(Meta) ||
-          (memcpy(&head, msg.data(), sizeof(head)), head.code != kAckRestaged))
+      if (!ParseRestaged(msg, &head, &m, &desc))
         return Error(ZC_ERR_INTERNAL, "recv of %zu bytes from peer %d (tag %d): bad staged meta data",
                      bytes, peer, tag);
-      memcpy(&m, msg.data() + sizeof(Ack), sizeof(Meta));
-      desc = msg.substr(sizeof(Ack) + sizeof(Meta));
       continue;
     }
     if (!st.ok()) {

@@ -18,6 +18,8 @@
 #include <cstring>
 #include <string>
 
+#include <zcomm/zcomm.h>
+
 #include "p2p/control_tag.h"
 
 namespace zc::ps {
@@ -50,6 +52,42 @@ bool Unpack(const std::string& s, size_t* pos, T* v) {
   if (s.size() < *pos + sizeof(T)) return false;
   memcpy(v, s.data() + *pos, sizeof(T));
   *pos += sizeof(T);
+  return true;
+}
+
+// A worker's declaration as a server reads it: the head, then (when the
+// server holds chunks of the key) two descriptors of equal length, the
+// worker's reply slots and push credits. false when shorter than the head
+// or naming a dtype that does not exist (the server would size chunks by it).
+struct Declaration {
+  DeclareHead head{};
+  std::string reply_slots, push_credits;  // serialized RemoteRegions, or ""
+};
+inline bool ParseDeclaration(const std::string& msg, Declaration* out) {
+  size_t pos = 0;
+  if (!Unpack(msg, &pos, &out->head) || out->head.dtype > ZC_FLOAT64) return false;
+  size_t half = (msg.size() - pos) / 2;
+  out->reply_slots = msg.substr(pos, half);
+  out->push_credits = msg.substr(pos + half);
+  return true;
+}
+
+// A server's answer as a worker reads it: the head, code's error text, and
+// (when the server holds chunks of the key) the descriptors of the worker's
+// push slots and the server's reply credits. false when truncated.
+struct Answer {
+  AckHead head{};
+  std::string text;
+  std::string push_slots, reply_credits;
+};
+inline bool ParseAnswer(const std::string& msg, Answer* out) {
+  size_t pos = 0;
+  if (!Unpack(msg, &pos, &out->head) || msg.size() < pos + out->head.text_len) return false;
+  out->text = msg.substr(pos, out->head.text_len);
+  pos += out->head.text_len;
+  size_t half = (msg.size() - pos) / 2;
+  out->push_slots = msg.substr(pos, half);
+  out->reply_credits = msg.substr(pos + half);
   return true;
 }
 

@@ -83,13 +83,14 @@ void Server::ControlLoop() {
         std::string msg;
         Status st;
         while (sh_->mailbox.TryRecv(sh_->workers[wi], kDeclareTag, &msg, &st)) {
-          DeclareHead h{};
-          size_t pos = 0;
-          if (!Unpack(msg, &pos, &h)) {
-            Fail(Error(ZC_ERR_INTERNAL, "short declaration from rank %d", sh_->workers[wi]), sh_->workers[wi]);
+          Declaration d;
+          if (!ParseDeclaration(msg, &d)) {
+            Fail(Error(ZC_ERR_INTERNAL, "malformed declaration from rank %d (%zu bytes)",
+                       sh_->workers[wi], msg.size()),
+                 sh_->workers[wi]);
             break;
           }
-          auto& v = pending_[h.index];
+          auto& v = pending_[d.head.index];
           v.resize(static_cast<size_t>(W_));
           v[wi] = std::move(msg);
           progress = true;
@@ -172,14 +173,12 @@ Status Server::CompleteDeclarations() {
 Status Server::Declare(uint64_t index, const std::vector<std::string>& msgs, std::string* text,
                        zc_status* code, std::unique_ptr<Key>* out,
                        std::vector<std::unique_ptr<Chunk>>* chunks) {
-  std::vector<DeclareHead> heads(static_cast<size_t>(W_));
-  for (int wi = 0; wi < W_; ++wi) {
-    size_t pos = 0;
-    Unpack(msgs[wi], &pos, &heads[wi]);
-  }
-  const DeclareHead& h0 = heads[0];
+  // Every message was parsed once already (ControlLoop): it is whole.
+  std::vector<Declaration> decls(static_cast<size_t>(W_));
+  for (int wi = 0; wi < W_; ++wi) ParseDeclaration(msgs[wi], &decls[wi]);
+  const DeclareHead& h0 = decls[0].head;
   for (int wi = 1; wi < W_; ++wi) {
-    const DeclareHead& h = heads[wi];
+    const DeclareHead& h = decls[wi].head;
     if (h.key != h0.key || h.count != h0.count || h.dtype != h0.dtype) {
       *code = ZC_ERR_MISMATCH;
       *text = Format("workers disagree on declaration #%llu: worker rank %d declares key %llu "
@@ -218,12 +217,9 @@ Status Server::Declare(uint64_t index, const std::vector<std::string>& msgs, std
     memset(pw.push_slots->data(), 0, key->layout.reader_bytes());
     memset(pw.reply_credits->data(), 0, key->layout.writer_bytes());
     // The worker's reply slots and push credits, from its declaration.
-    size_t pos = sizeof(DeclareHead);
-    const std::string& m = msgs[wi];
-    size_t half = (m.size() - pos) / 2;
     RemoteRegion reply_slots, push_credits;
-    st = RemoteRegion::Parse(m.substr(pos, half), &reply_slots);
-    if (st.ok()) st = RemoteRegion::Parse(m.substr(pos + half), &push_credits);
+    st = RemoteRegion::Parse(decls[wi].reply_slots, &reply_slots);
+    if (st.ok()) st = RemoteRegion::Parse(decls[wi].push_credits, &push_credits);
     if (!st.ok()) break;
     int peer = g->device_rank(sh_->workers[wi]);
     pw.push.Init(dev, peer, key->layout, pw.push_slots, push_credits);

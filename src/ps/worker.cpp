@@ -117,8 +117,7 @@ Status Worker::Declare(uint64_t key, size_t count, zc_dtype dtype, const void* i
     if (!st.ok()) st = st.with_context(Format("declaration to server rank %d", sh_->servers[s]));
   }
   // Every server answers once every worker has declared this key.
-  zc_status verdict = ZC_OK;
-  std::string why;
+  Status verdict;  // the first server's refusal
   for (size_t s = 0; s < S && st.ok(); ++s) {
     std::string msg;
     Backoff bo;
@@ -142,37 +141,31 @@ Status Worker::Declare(uint64_t key, size_t count, zc_dtype dtype, const void* i
       }
     }
     if (!st.ok()) break;
-    AckHead a{};
-    size_t pos = 0;
-    if (!Unpack(msg, &pos, &a) || msg.size() < pos + a.text_len) {
+    Answer a;
+    if (!ParseAnswer(msg, &a)) {
       st = Error(ZC_ERR_INTERNAL, "short declaration answer from server rank %d", sh_->servers[s]);
       break;
     }
-    if (a.code != ZC_OK) {
-      if (verdict == ZC_OK) {
-        verdict = static_cast<zc_status>(a.code);
-        why = msg.substr(pos, a.text_len);
-      }
+    if (a.head.code != ZC_OK) {
+      if (verdict.ok()) verdict = StatusFromPeer(a.head.code, a.text);
       continue;
     }
-    pos += a.text_len;
     PerServer& ps = k->s[s];
     if (!ps.used) continue;
-    size_t half = (msg.size() - pos) / 2;
     RemoteRegion push_slots, reply_credits;
-    st = RemoteRegion::Parse(msg.substr(pos, half), &push_slots);
-    if (st.ok()) st = RemoteRegion::Parse(msg.substr(pos + half), &reply_credits);
+    st = RemoteRegion::Parse(a.push_slots, &push_slots);
+    if (st.ok()) st = RemoteRegion::Parse(a.reply_credits, &reply_credits);
     if (!st.ok()) break;
     int peer = g->device_rank(sh_->servers[s]);
     ps.push.Init(dev, peer, ps.layout, ps.push_credits, push_slots);
     ps.reply.Init(dev, peer, ps.layout, ps.reply_slots, reply_credits);
   }
-  if (st.ok() && verdict != ZC_OK) {
+  if (st.ok() && !verdict.ok()) {
     // Every server saw the same declarations, so none kept this key; the
     // chunk count is not advanced anywhere.
     ++declarations_;
     FreeKey(k.get());
-    return Status(verdict, why);
+    return verdict;
   }
   if (!st.ok()) {
     broken_ = st.with_context("an earlier declaration failed");

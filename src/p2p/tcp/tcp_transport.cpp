@@ -18,6 +18,7 @@
 #include "common/rate_limit.h"
 #include "common/socket.h"
 #include "common/wakeup.h"
+#include "p2p/tcp/tcp_wire.h"
 
 namespace zc {
 namespace {
@@ -31,20 +32,12 @@ constexpr uint32_t kMagic = 0x5a435450;  // "ZCTP"
 constexpr double kHandshakeSeconds = 5;
 constexpr size_t kMaxPendingHandshakes = 64;
 constexpr int kConnectAttempts = 5;  // a handshake the peer cut short is retried
-enum MsgType : uint16_t { kWrite = 1, kReadReq = 2, kReadResp = 3, kBye = 4 };
-
-struct MsgHeader {
-  uint32_t magic;
-  uint16_t type;
-  uint16_t status;  // kReadResp: 0 ok, else zc_status of a refused read
-  uint64_t region_id;
-  uint64_t offset;
-  uint64_t bytes;
-  uint64_t flag_region_id;  // 0: no flag
-  uint64_t flag_offset;
-  uint64_t flag_value;
-  uint64_t token;
-};
+using tcp_wire::kBye;
+using tcp_wire::kMagic;
+using tcp_wire::kReadReq;
+using tcp_wire::kReadResp;
+using tcp_wire::kWrite;
+using tcp_wire::MsgHeader;
 
 class TcpTransport;
 
@@ -249,14 +242,14 @@ bool TcpTransport::Advance(Incoming* in, short revents) {
       if (!in->out.empty()) return Advance(in, 0);  // send, then read on
       continue;
     }
-    uint32_t hello[2];
-    memcpy(hello, in->in, sizeof(hello));
-    if (hello[0] >= static_cast<uint32_t>(host_->size()) || static_cast<int>(hello[1]) >= per_peer_ ||
-        by_peer_[hello[0]].empty()) {
-      RefuseIncoming(in, Format("tcp: bad hello (rank %u, socket %u)", hello[0], hello[1]));
+    int peer = -1, idx = -1;
+    Status hello = tcp_wire::ParseHello(in->in, host_->size(), per_peer_, &peer, &idx);
+    if (hello.ok() && by_peer_[peer].empty())
+      hello = Error(ZC_ERR_SYSTEM, "tcp: hello from rank %d, which is not a tcp peer of this rank", peer);
+    if (!hello.ok()) {
+      RefuseIncoming(in, hello.message());
       return true;
     }
-    int peer = static_cast<int>(hello[0]), idx = static_cast<int>(hello[1]);
     std::lock_guard<std::mutex> lock(accept_mu_);
     Socket* sock = by_peer_[peer][idx];
     if (sock->fd >= 0) {
@@ -481,14 +474,13 @@ Status TcpTransport::HandleMessage(Socket* s) {
   MsgHeader h;
   Deadline dl(host_->config().timeout_s);
   ZC_RETURN_IF_ERROR(net::RecvAll(s->fd, &h, sizeof(h), dl));
-  if (h.magic != kMagic)
-    return Error(ZC_ERR_PEER_LOST, "tcp: corrupt message from peer %d (magic %#x)", s->peer, h.magic);
+  ZC_RETURN_IF_ERROR(tcp_wire::CheckHeader(h, s->peer));
   switch (h.type) {
     case kWrite: {
       std::shared_lock<std::shared_mutex> use(host_->region_use());
       if (h.bytes) {
         MemRegion* r = host_->FindLocalRegion(h.region_id);
-        if (!r || h.offset > r->size() || h.bytes > r->size() - h.offset) {
+        if (!r || !tcp_wire::RangeInside(h.offset, h.bytes, r->size())) {
           if (!r && host_->RegionRetired(h.region_id))
             ZC_TRACE(kTcp, "peer %d wrote %llu bytes to freed region %llu: dropped", s->peer,
                      static_cast<unsigned long long>(h.bytes),
@@ -510,7 +502,7 @@ Status TcpTransport::HandleMessage(Socket* s) {
           // last credit at shutdown): nobody waits on it any more.
           ZC_TRACE(kTcp, "peer %d set a flag in freed region %llu: dropped", s->peer,
                    static_cast<unsigned long long>(h.flag_region_id));
-        } else if (!f || (h.flag_offset & 7) || h.flag_offset + 8 > f->size()) {
+        } else if (!f || !tcp_wire::FlagInside(h.flag_offset, f->size())) {
           ZC_WARN(kTcp, "peer %d set a flag in unknown region %llu: dropped", s->peer,
                   static_cast<unsigned long long>(h.flag_region_id));
         } else {
@@ -529,7 +521,7 @@ Status TcpTransport::HandleMessage(Socket* s) {
       resp.type = kReadResp;
       resp.token = h.token;
       const void* src = nullptr;
-      if (!r || h.offset > r->size() || h.bytes > r->size() - h.offset) {
+      if (!r || !tcp_wire::RangeInside(h.offset, h.bytes, r->size())) {
         resp.status = ZC_ERR_INVALID_ARG;
       } else {
         resp.bytes = h.bytes;
@@ -544,13 +536,12 @@ Status TcpTransport::HandleMessage(Socket* s) {
         auto it = pending_.find(h.token);
         if (it != pending_.end()) p = it->second;
       }
-      if (!p || h.bytes != (h.status ? 0 : p->bytes)) {
+      if (!p || !tcp_wire::ReadRespFits(h, p->bytes)) {
         // The reader gave up (deadline): throw the data away.
         return Drain(s->fd, h.bytes);
       }
       if (h.status) {
-        p->status = Error(static_cast<zc_status>(h.status),
-                          "tcp read from peer %d: range outside the peer's region", s->peer);
+        p->status = tcp_wire::RefusedRead(h, s->peer);
         p->state.store(2, std::memory_order_release);
         Wakeup::Notify();
         return Status::Ok();
