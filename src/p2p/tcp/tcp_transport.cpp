@@ -23,7 +23,6 @@
 namespace zc {
 namespace {
 
-constexpr uint32_t kMagic = 0x5a435450;  // "ZCTP"
 // The accept side runs every handshake at once; a connection that has not
 // authenticated and said who it is by then is closed, and beyond
 // kMaxPendingHandshakes the oldest pending one is dropped for a newcomer.
