@@ -58,18 +58,18 @@ class ChunkRegion : public MemRegion {
   bool anon_ = false;
 };
 
-std::string HexKey(size_t bytes) {
+// A job key from the kernel's CSPRNG; there is no weaker fallback: a
+// predictable key would let anyone who can reach the ports join the job.
+Status HexKey(size_t bytes, std::string* out) {
   std::string raw(bytes, '\0');
-  if (!net::RandomBytes(raw.data(), bytes).ok()) {
-    for (size_t i = 0; i < bytes; ++i) raw[i] = static_cast<char>(rand());
-  }
+  ZC_RETURN_IF_ERROR(net::RandomBytes(raw.data(), bytes).with_context("making the job key"));
   static const char* hex = "0123456789abcdef";
-  std::string out;
+  out->clear();
   for (unsigned char c : raw) {
-    out += hex[c >> 4];
-    out += hex[c & 15];
+    *out += hex[c >> 4];
+    *out += hex[c & 15];
   }
-  return out;
+  return Status::Ok();
 }
 
 int64_t NowNs() {
@@ -123,7 +123,8 @@ Status Device::Init(Bootstrap* bootstrap, const Config& config) {
   me.host = bootstrap->host_id();
   me.pid = static_cast<int>(getpid());
   me.verbs = verbs_ok;
-  if (rank_ == 0 && key.empty()) me.key = HexKey(32);
+  if (rank_ == 0 && key.empty())
+    ZC_RETURN_IF_ERROR(HexKey(32, &me.key).with_context(Format("rank %d", rank_)));
   if (!verbs_ok) me.why = verbs_why;
   std::vector<std::string> all;
   ZC_RETURN_IF_ERROR(AllGather("zc.peers", FormatPeerRecord(me), &all));
