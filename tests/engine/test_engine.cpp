@@ -19,6 +19,7 @@
 
 #include "collectives/coll_check.h"
 #include "harness/multiproc.h"
+#include "harness/shared_counter.h"
 
 namespace {
 
@@ -451,7 +452,11 @@ TEST(BadArgs, LocalAndRecoverable) {
 
 // ---- stall report: rank 0 names the missing ranks ----
 
-int StallBody(int rank, bool cached) {
+// Rank 0 prints the stall report; the late rank submits only once rank 0
+// has made it (`reported`), since each rank judges the stall by its own
+// clock and a late rank that went on as soon as its own engine saw the
+// stall could end it before rank 0 got there.
+int StallBody(int rank, bool cached, zc::test::SharedCounter* reported) {
   zc_comm* comm = nullptr;
   CHILD_OK(zc_init(&comm));
   const int n = zc_size(comm);
@@ -468,15 +473,19 @@ int StallBody(int rank, bool cached) {
   }
   if (rank != n - 1) {
     CHILD_OK(zc_engine_allreduce(eng, "late.tensor", x, x, 1, shape, ZC_FLOAT32, ZC_SUM, 1, 1, &h));
-  } else {
-    // The late rank waits until its engine has seen the stall reported.
-    zc_engine_stats st{};
-    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (st.stall_warnings == 0 && std::chrono::steady_clock::now() < until) {
-      CHILD_OK(zc_engine_get_stats(eng, &st, sizeof st));
-      usleep(2000);  // polling an observable counter, not a guess
+    if (rank == 0) {
+      // Rank 0 reports the stall while its allreduce waits for the late rank.
+      zc_engine_stats st{};
+      auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (st.stall_warnings == 0 && std::chrono::steady_clock::now() < until) {
+        CHILD_OK(zc_engine_get_stats(eng, &st, sizeof st));
+        usleep(2000);  // polling an observable counter, not a guess
+      }
+      CHILD_CHECK(st.stall_warnings > 0, "no stall report within 30 s");
+      reported->Add();
     }
-    CHILD_CHECK(st.stall_warnings > 0, "no stall report within 30 s");
+  } else {
+    CHILD_CHECK(reported->WaitAtLeast(1, 30), "rank 0 made no stall report within 30 s");
     CHILD_OK(zc_engine_allreduce(eng, "late.tensor", x, x, 1, shape, ZC_FLOAT32, ZC_SUM, 1, 1, &h));
   }
   WAIT_OK(h);
@@ -489,7 +498,8 @@ int StallBody(int rank, bool cached) {
 class Stall : public ::testing::TestWithParam<bool> {};
 TEST_P(Stall, NamesMissingRanks) {
   const int n = 3;
-  auto res = RunRanks(n, [](int r) { return StallBody(r, GetParam()); },
+  zc::test::SharedCounter reported;
+  auto res = RunRanks(n, [&](int r) { return StallBody(r, GetParam(), &reported); },
                       MakeEnv("shm", {{"ZC_STALL_WARNING", "0.3"}}), 90);
   ASSERT_TRUE(AllOk(res)) << Describe(res);
   const std::string& out = res[0].output;
