@@ -80,17 +80,17 @@ const Env kShort = {{"ZC_TIMEOUT", "4"}, {"ZC_SOCKET_IFNAME", "lo"}};
 
 // Use after zc_finalize: a second finalize, a collective and the queries on
 // the freed handle are refused with a clear error, not a double free. (The
-// check reads the freed handle: AddressSanitizer rightly reports that, so
-// there the test has nothing to show.)
-#if defined(__SANITIZE_ADDRESS__)
-#define ZC_TEST_ASAN 1
+// check reads the freed handle: AddressSanitizer and ThreadSanitizer rightly
+// report that, so there the test has nothing to show.)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define ZC_TEST_SANITIZED 1
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define ZC_TEST_ASAN 1
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define ZC_TEST_SANITIZED 1
 #endif
 #endif
 TEST(Lifetime, UseAfterFinalizeRefused) {
-#ifdef ZC_TEST_ASAN
+#ifdef ZC_TEST_SANITIZED
   GTEST_SKIP() << "reads a freed handle on purpose";
 #endif
   auto res = RunRanks(2, [&](int rank) {
