@@ -130,9 +130,9 @@ Status SpawnRank(const SpawnRequest& req, SpawnedRank* out) {
   // Standard input: /dev/null, or a pipe already holding all of
   // req.stdin_data (a few bytes, far below the pipe's capacity) and closed
   // behind it, so the rank reads it and then end of file.
-  int devnull = -1;
+  int in_fd = -1;
   if (req.stdin_data.empty()) {
-    devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    in_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   } else {
     int in_pipe[2];
     if (req.stdin_data.size() > 4096 || pipe2(in_pipe, O_CLOEXEC) != 0)
@@ -143,13 +143,13 @@ Status SpawnRank(const SpawnRequest& req, SpawnedRank* out) {
       close(in_pipe[0]);
       return Error(ZC_ERR_SYSTEM, "rank %d: cannot write the rank's input", req.rank);
     }
-    devnull = in_pipe[0];
+    in_fd = in_pipe[0];
   }
-  if (devnull < 0)
+  if (in_fd < 0)
     return SystemError(errno, "rank %d: cannot open /dev/null", req.rank);
   if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
     int err = errno;
-    close(devnull);
+    close(in_fd);
     for (int* fd : {&out_pipe[0], &out_pipe[1], &err_pipe[0], &err_pipe[1]})
       CloseIfOpen(fd);
     return SystemError(err, "rank %d: cannot create output pipes", req.rank);
@@ -158,7 +158,7 @@ Status SpawnRank(const SpawnRequest& req, SpawnedRank* out) {
   pid_t pid = fork();
   if (pid < 0) {
     int err = errno;
-    close(devnull);
+    close(in_fd);
     for (int* fd : {&out_pipe[0], &out_pipe[1], &err_pipe[0], &err_pipe[1]})
       CloseIfOpen(fd);
     return SystemError(err, "rank %d: fork failed", req.rank);
@@ -185,7 +185,7 @@ Status SpawnRank(const SpawnRequest& req, SpawnedRank* out) {
       ChildWrite(orphaned.c_str());
       _exit(127);
     }
-    if (dup2(devnull, 0) < 0 || dup2(out_pipe[1], 1) < 0 ||
+    if (dup2(in_fd, 0) < 0 || dup2(out_pipe[1], 1) < 0 ||
         dup2(err_pipe[1], 2) < 0)
       _exit(127);
     if (req.binder) {
@@ -207,7 +207,7 @@ Status SpawnRank(const SpawnRequest& req, SpawnedRank* out) {
   // Parent. Also set the group here: whichever runs first, a kill sent
   // right after fork() reaches the group.
   setpgid(pid, pid);
-  close(devnull);
+  close(in_fd);
   close(out_pipe[1]);
   close(err_pipe[1]);
   fcntl(out_pipe[0], F_SETFL, fcntl(out_pipe[0], F_GETFL) | O_NONBLOCK);

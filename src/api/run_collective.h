@@ -50,13 +50,6 @@ zc_status RunCollective(zc_comm* comm, const char* op, Fn&& fn) {
     return Done(comm, op, seq, Error(ZC_ERR_INTERNAL, "collectives are not initialised"));
   Status st = fn(comm->coll.get());
   SetLastAlgorithm(comm->coll->last_algorithm());
-  // A collective that ran out of time leaves its peers somewhere inside it
-  // (or in the next one): fail the job now, naming the cause, so they
-  // return at once instead of waiting out their own deadline or mistaking
-  // this rank's next call (zc_finalize's barrier) for a mismatch.
-  if (st.code() == ZC_ERR_TIMEOUT && comm->device)
-    comm->device->Abort(st.with_context(Format("rank %d: %s #%llu", comm->rank, op,
-                                               static_cast<unsigned long long>(seq))));
   return Done(comm, op, seq, st);
 }
 
