@@ -12,16 +12,7 @@
 #include <unistd.h>
 #include <zcomm/zcomm.h>
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return x < y ? -1 : x > y;
-}
+#include "common/bench_util.h"
 
 #define OK(call)                                                                      \
   do {                                                                                \
@@ -47,13 +38,13 @@ static int rank_main(int rank, int n, int reps, int (*pipes)[2], int result_fd) 
       return 1;
     }
     zc_comm *comm, *half, *dup;
-    double t0 = now_ms();
+    double t0 = bu_now_ms();
     OK(zc_comm_init_rank(&comm, n, &id, rank));
-    double t1 = now_ms();
+    double t1 = bu_now_ms();
     OK(zc_comm_split(comm, rank % 2, rank, &half));
-    double t2 = now_ms();
+    double t2 = bu_now_ms();
     OK(zc_comm_dup(comm, &dup));
-    double t3 = now_ms();
+    double t3 = bu_now_ms();
     double mine[kOps] = {t1 - t0, t2 - t1, t3 - t2}, worst[kOps];
     OK(zc_allreduce(comm, mine, worst, kOps, ZC_FLOAT64, ZC_MAX));
     memcpy(t + (size_t)i * kOps, worst, sizeof(worst));
@@ -92,7 +83,7 @@ static int run(int n, int reps) {
   for (int op = 0; op < kOps; ++op) {
     double* v = calloc((size_t)reps, sizeof(double));
     for (int i = 0; i < reps; ++i) v[i] = t[(size_t)i * kOps + op];
-    qsort(v, (size_t)reps, sizeof(double), cmp_double);
+    qsort(v, (size_t)reps, sizeof(double), bu_cmp_double);
     printf("%5d  %-10s %9.3f %9.3f %9.3f\n", n, kNames[op], v[0], v[reps / 2], v[reps - 1]);
     free(v);
   }

@@ -14,15 +14,8 @@
 #include <zcomm/zcomm.h>
 #include <zcomm/zcomm_engine.h>
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-static int cmp_double(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return x < y ? -1 : x > y;
-}
+#include "common/bench_util.h"
+
 #define OK(call)                                                                              \
   do {                                                                                        \
     zc_status s_ = (call);                                                                    \
@@ -35,7 +28,7 @@ static int cmp_double(const void* a, const void* b) {
 /* Median over steps of the slowest rank's step time. */
 static double median_max(zc_comm* comm, double* t, int steps) {
   OK(zc_allreduce(comm, t, t, (size_t)steps, ZC_FLOAT64, ZC_MAX));
-  qsort(t, (size_t)steps, sizeof(double), cmp_double);
+  qsort(t, (size_t)steps, sizeof(double), bu_cmp_double);
   return t[steps / 2];
 }
 
@@ -64,9 +57,9 @@ int main(int argc, char** argv) {
 
   /* Baseline: one blocking allreduce per tensor. */
   for (int s = 0; s < warm + steps; ++s) {
-    double t0 = now_ms();
+    double t0 = bu_now_ms();
     for (int k = 0; k < tensors; ++k) OK(zc_allreduce(comm, in[k], out[k], (size_t)elems, ZC_FLOAT32, ZC_SUM));
-    if (s >= warm) t[s - warm] = now_ms() - t0;
+    if (s >= warm) t[s - warm] = bu_now_ms() - t0;
   }
   double base = median_max(comm, t, steps);
   if (rank == 0) printf("%-34s step %8.3f ms\n", "baseline (zc_allreduce per tensor)", base);
@@ -85,7 +78,7 @@ int main(int argc, char** argv) {
         do OK(zc_engine_get_stats(eng, &a, sizeof a));
         while (a.operations_done < (uint64_t)warm * (uint64_t)tensors);
       }
-      double t0 = now_ms();
+      double t0 = bu_now_ms();
       for (int j = 0; j < tensors; ++j) {
         int k = (j * 7 + rank * 13) % tensors;
         char name[32];
@@ -97,7 +90,7 @@ int main(int argc, char** argv) {
         OK(zc_engine_wait(h[k]));
         zc_engine_handle_free(h[k]);
       }
-      if (s >= warm) t[s - warm] = now_ms() - t0;
+      if (s >= warm) t[s - warm] = bu_now_ms() - t0;
     }
     /* The last cycle's counters are published at its end: a barrier op
      * completes in a later cycle than every measured tensor. */

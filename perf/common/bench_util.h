@@ -36,6 +36,14 @@ BU_INLINE double bu_now_us(void) {
   return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
 }
 
+BU_INLINE double bu_now_ms(void) { return bu_now_us() * 1e-3; }
+
+/* qsort comparator for doubles (ascending). */
+BU_INLINE int bu_cmp_double(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return x < y ? -1 : x > y;
+}
+
 /* ---- sizes --------------------------------------------------------------- */
 
 /* "4", "4K", "256M", "1G" (binary multiples, case-insensitive, optional B)
