@@ -329,17 +329,20 @@ zc_status zc_finalize(zc_comm* comm) {
   // learnt of it; a lost peer is reported.
   Status health = comm->device->KnownHealth(-1);
   // A rank whose point-to-point call failed after reaching its peer (a
-  // timeout, a size mismatch) may be out of step with the others: it leaves
-  // without the barrier, which a peer still inside a collective would read
-  // as a collective of its own (a mismatch). Peers that still need this
-  // rank see it go (PEER_LOST); the others are not disturbed.
-  Status p2p_failed = comm->p2p ? comm->p2p->first_failure() : Status::Ok();
+  // timeout, a size mismatch) is out of step with the others: tell them why
+  // it leaves rather than meet them in a barrier they would read as a
+  // collective of their own (a mismatch) or wait on until their deadline.
+  if (health.ok() && comm->p2p) {
+    Status failed = comm->p2p->first_failure();
+    if (!failed.ok()) {
+      comm->device->Abort(failed.with_context(
+          zc::Format("rank %d left the job (zc_finalize) after its own failed call", comm->rank)));
+      health = comm->device->KnownHealth(-1);
+    }
+  }
   if (!health.ok()) {
     if (health.code() == ZC_ERR_PEER_LOST)
       result = Fail(health.with_context(zc::Format("rank %d: zc_finalize", comm->rank)));
-  } else if (!p2p_failed.ok()) {
-    ZC_INFO(kColl, "rank %d: zc_finalize without its barrier after a failed send/recv: %s", comm->rank,
-            p2p_failed.message().c_str());
   } else if (comm->coll && comm->size > 1) {
     std::lock_guard<std::mutex> lock(comm->coll_mu);
     Status st = comm->coll->Barrier();
