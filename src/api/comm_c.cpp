@@ -328,18 +328,6 @@ zc_status zc_finalize(zc_comm* comm) {
   // there is no barrier: the dead would never come, nor the ranks that
   // learnt of it; a lost peer is reported.
   Status health = comm->device->KnownHealth(-1);
-  // A rank whose point-to-point call failed after reaching its peer (a
-  // timeout, a size mismatch) is out of step with the others: tell them why
-  // it leaves rather than meet them in a barrier they would read as a
-  // collective of their own (a mismatch) or wait on until their deadline.
-  if (health.ok() && comm->p2p) {
-    Status failed = comm->p2p->first_failure();
-    if (!failed.ok()) {
-      comm->device->Abort(failed.with_context(
-          zc::Format("rank %d left the job (zc_finalize) after its own failed call", comm->rank)));
-      health = comm->device->KnownHealth(-1);
-    }
-  }
   if (!health.ok()) {
     if (health.code() == ZC_ERR_PEER_LOST)
       result = Fail(health.with_context(zc::Format("rank %d: zc_finalize", comm->rank)));

@@ -164,7 +164,7 @@ Status P2pEngine::Irecv(void* buf, size_t bytes, int peer, int tag,
 Status P2pEngine::Send(const void* buf, size_t bytes, int peer, int tag) {
   if (pending() == 0) {
     ZC_RETURN_IF_ERROR(Check(buf, bytes, peer, "send"));
-    return Record(zc::Send(dev_, buf, bytes, members_[peer], tag, context_));
+    return zc::Send(dev_, buf, bytes, members_[peer], tag, context_);
   }
   std::shared_ptr<P2pRequest> req;
   ZC_RETURN_IF_ERROR(Isend(buf, bytes, peer, tag, &req));
@@ -174,7 +174,7 @@ Status P2pEngine::Send(const void* buf, size_t bytes, int peer, int tag) {
 Status P2pEngine::Recv(void* buf, size_t bytes, int peer, int tag) {
   if (pending() == 0) {
     ZC_RETURN_IF_ERROR(Check(buf, bytes, peer, "recv"));
-    return Record(zc::Recv(dev_, buf, bytes, members_[peer], tag, context_));
+    return zc::Recv(dev_, buf, bytes, members_[peer], tag, context_);
   }
   std::shared_ptr<P2pRequest> req;
   ZC_RETURN_IF_ERROR(Irecv(buf, bytes, peer, tag, &req));
@@ -204,25 +204,7 @@ void P2pEngine::Complete(Op& op, const Status& st) {
     op.staged = nullptr;
   }
   pending_.fetch_sub(1, std::memory_order_relaxed);
-  op.req->Complete(st.ok() ? st : Record(dev_->OperationFailed(st)));
-}
-
-Status P2pEngine::Record(const Status& st) {
-  // Statuses after which the communicator stays in step: nothing was
-  // exchanged (bad argument, no memory, unsupported) or the engine is
-  // going away.
-  const zc_status c = st.code();
-  if (st.ok() || c == ZC_ERR_INVALID_ARG || c == ZC_ERR_NO_MEMORY || c == ZC_ERR_UNSUPPORTED ||
-      c == ZC_ERR_ABORTED)
-    return st;
-  std::lock_guard<std::mutex> lock(failure_mu_);
-  if (first_failure_.ok()) first_failure_ = st;
-  return st;
-}
-
-Status P2pEngine::first_failure() const {
-  std::lock_guard<std::mutex> lock(failure_mu_);
-  return first_failure_;
+  op.req->Complete(st.ok() ? st : dev_->OperationFailed(st));
 }
 
 void P2pEngine::Loop() {

@@ -90,11 +90,6 @@ class P2pEngine {
   uint32_t context() const { return context_; }
   // Requests posted and not yet complete.
   size_t pending() const { return pending_.load(std::memory_order_relaxed); }
-  // The first operation of this engine that failed after it reached the
-  // peer (a timeout, a size mismatch, a lost peer), or OK. Argument errors
-  // do not count. zc_finalize reads it: a rank that failed such a call is
-  // out of step with its peers and must not meet them in a barrier.
-  Status first_failure() const;
 
  private:
   struct Op;
@@ -106,7 +101,6 @@ class P2pEngine {
   void StartRead(Op& op);
   void Dispatch(int dpeer, int tag, const std::string& msg);
   void Complete(Op& op, const Status& st);
-  Status Record(const Status& st);  // notes the first failure; returns st
 
   Device* dev_;
   const std::vector<int> members_;
@@ -114,8 +108,6 @@ class P2pEngine {
   const uint32_t context_;
   std::atomic<uint32_t> next_seq_{1};
   std::atomic<size_t> pending_{0};
-  mutable std::mutex failure_mu_;
-  Status first_failure_;
 
   std::mutex mu_;
   std::condition_variable cv_;
