@@ -82,6 +82,11 @@ class Rank {
     }
     me_.phase.store(kRunning);
     int rc = Loop();
+    // After a failed call, abort the communicator before finalizing, as a
+    // framework does (NCCL's ncclCommAbort): a send/recv failure leaves the
+    // communicator usable, and a rank that met its peers' collective in
+    // zc_finalize's barrier would be reported to them as a mismatch.
+    if (rc != kExitClean) zc_abort(comm_);
     zc_status fst = zc_finalize(comm_);
     me_.finalized_ns.store(MonotonicNs());
     if (rc == kExitClean && fst != ZC_OK) {
