@@ -31,9 +31,10 @@ Status SendOnce(Device* dev, const void* buf, size_t bytes, int peer, int tag, u
   if (bytes <= eager) return SendMeta(dev, peer, tag, context, m, buf, bytes, dl);
 
   // Rendezvous: expose the source where it lies (pool memory: zero copy).
-  MemRegion* region = nullptr;
+  // Held until the peer has read it (this call's end).
+  RegionHold region;
   MemRegion* staged = nullptr;
-  ZC_RETURN_IF_ERROR(dev->LocalRegionFor(buf, bytes, &region));
+  ZC_RETURN_IF_ERROR(dev->HoldLocalRegion(buf, bytes, &region));
   m.mode = kRendezvous;
   m.offset = region->offset_of(buf);
   std::string desc = region->remote().Serialize();
