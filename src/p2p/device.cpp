@@ -585,7 +585,8 @@ void Device::AlertPeers(uint64_t value) {
     Transport* t = transports_.count(peer_kind_[p]) ? transports_.at(peer_kind_[p]).get() : nullptr;
     if (!t) continue;
     FlagWrite f{&control_->peer_alert(p), 0, value};
-    t->connection(p, 0)->Write(nullptr, 0, control_->peer_alert(p), 0, &f, Deadline(1.0));
+    IgnoreError(t->connection(p, 0)->Write(nullptr, 0, control_->peer_alert(p), 0, &f, Deadline(1.0)),
+                "alert: best effort (a dead peer cannot be told)");
   }
 }
 

@@ -200,7 +200,8 @@ void P2pEngine::Post(std::unique_ptr<Op> op) {
 void P2pEngine::Complete(Op& op, const Status& st) {
   op.state = Op::kDone;
   if (op.staged) {
-    dev_->Free(op.staged->data());
+    // The op's result is st; the pool copy's free cannot change it.
+    IgnoreError(dev_->Free(op.staged->data()), "freeing the staged copy of a finished op");
     op.staged = nullptr;
   }
   pending_.fetch_sub(1, std::memory_order_relaxed);

@@ -93,7 +93,8 @@ Status VerbsConnection::PostOne(ibv_send_wr* wr, WrKind kind, bool last, const D
     int err = rc > 0 ? rc : errno;
     return Status(err == ENOMEM ? ZC_ERR_INTERNAL : ZC_ERR_SYSTEM,
                   Format("verbs: %s: ibv_post_send(%s) failed: %s", Describe().c_str(),
-                         WrKindName(kind), strerror(err)));
+                         WrKindName(kind), strerror(err)),
+                  ErrorOrigin::kErrno, err);
   }
   posted_ = s;
   unsignaled_ = signal ? 0 : unsignaled_ + 1;
