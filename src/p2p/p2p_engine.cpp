@@ -65,7 +65,7 @@ struct P2pEngine::Op {
   Deadline dl{0};
   Meta meta{};
   std::string desc;         // rendezvous: the source's descriptor
-  RegionHold source;        // send, rendezvous: the source, held until the op is gone
+  RegionHold source;        // send, rendezvous: the source, held until the op completes
   MemRegion* staged = nullptr;  // send: the pool copy after kAckNeedStaged
   bool restaged = false;    // the pool copy was sent (send) or asked for (recv)
   uint32_t ack_code = 0;    // recv, kSendAck: what to send
@@ -204,6 +204,9 @@ void P2pEngine::Complete(Op& op, const Status& st) {
     IgnoreError(dev_->Free(op.staged->data()), "freeing the staged copy of a finished op");
     op.staged = nullptr;
   }
+  // The peer is done with the source: give it back before the caller
+  // learns of completion (it may deregister or free the memory next).
+  op.source.reset();
   pending_.fetch_sub(1, std::memory_order_relaxed);
   op.req->Complete(st.ok() ? st : Record(dev_->OperationFailed(st)));
 }

@@ -278,6 +278,44 @@ TEST_P(P2p, OverlappingSendsRegisterOnce) {
   ASSERT_TRUE(AllOk(res)) << Describe(res);
 }
 
+// A region that a pending send holds survives its replacement: rank 0's
+// isend of [10,20) (64 KiB units) is still pending when the send of
+// [0,100) registers the union; the peer still reads [10,20) through the
+// old descriptor, and the old region is dropped once the isend is done
+// (one registration left to deregister).
+TEST_P(P2p, HeldRegionSurvivesReplacement) {
+  auto res = RunRanks(2, [&](int rank) -> int {
+    zc_comm* comm;
+    CHILD_CHECK(zc_init(&comm) == ZC_OK, "init: %s", zc_last_error(nullptr));
+    const size_t unit = 64 << 10;
+    std::vector<uint8_t> buf(100 * unit);
+    uint8_t* inner = buf.data() + 10 * unit;
+    const size_t inner_bytes = 10 * unit;
+    if (rank == 0) {
+      Fill(inner, inner_bytes, 0, 1, 1);
+      zc_request* req = nullptr;
+      CHILD_CHECK(zc_isend(comm, inner, inner_bytes, 1, 6, &req) == ZC_OK, "isend: %s",
+                  zc_last_error(comm));
+      CHILD_CHECK(zc_send(comm, buf.data(), buf.size(), 1, 7) == ZC_OK, "send: %s", zc_last_error(comm));
+      CHILD_CHECK(zc_wait(req) == ZC_OK, "wait: %s", zc_last_error(comm));
+      size_t dropped = comm->device->Deregister(buf.data(), buf.size());
+      CHILD_CHECK(dropped == 1, "%zu registrations left to drop; want 1 (the union)", dropped);
+    } else {
+      std::vector<uint8_t> big(buf.size());
+      // The big one first: the isend's source is replaced before it is read.
+      CHILD_CHECK(zc_recv(comm, big.data(), big.size(), 0, 7) == ZC_OK, "recv big: %s",
+                  zc_last_error(comm));
+      CHILD_CHECK(zc_recv(comm, inner, inner_bytes, 0, 6) == ZC_OK, "recv inner: %s",
+                  zc_last_error(comm));
+      size_t bad = Check(inner, inner_bytes, 0, 1, 1);
+      CHILD_CHECK(bad == 0, "%zu wrong bytes in the held region's data", bad);
+    }
+    CHILD_CHECK(zc_finalize(comm) == ZC_OK, "finalize: %s", zc_last_error(nullptr));
+    return 0;
+  }, {{"ZC_TRANSPORT", GetParam()}});
+  ASSERT_TRUE(AllOk(res)) << Describe(res);
+}
+
 TEST_P(P2p, BadArgumentsFailLocally) {
   auto res = RunRanks(2, [&](int rank) -> int {
     zc_comm* comm;
