@@ -217,7 +217,7 @@ std::unique_ptr<StoreServer> TakeServed(uint64_t nonce) {
   return std::move(served.server);
 }
 
-Status JoinRendezvous(StoreClient* store, const UniqueId& id, int nranks, int rank,
+Status JoinRendezvous(StoreClient* store, const UniqueId& /*id: store is its store*/, int nranks, int rank,
                       bool coordinator, double timeout_s) {
   char host[256] = {0};
   if (gethostname(host, sizeof(host) - 1) != 0 || !host[0]) snprintf(host, sizeof(host), "unknown");
@@ -251,8 +251,9 @@ Status JoinRendezvous(StoreClient* store, const UniqueId& id, int nranks, int ra
         // Everyone expected has read why; after a timeout nobody else is coming.
         if (arrived >= nranks || verdict.code() == ZC_ERR_TIMEOUT) break;
         // Ranks still starting: wait (within the linger) for the next one.
-        store->Get(Format("join/arrival/%lld", static_cast<long long>(arrived + 1)), &ignored,
-                   std::max(0.0, linger.remaining_s()));
+        IgnoreError(store->Get(Format("join/arrival/%lld", static_cast<long long>(arrived + 1)),
+                               &ignored, std::max(0.0, linger.remaining_s())),
+                    "linger for late ranks: a timeout or a failure just ends it");
       }
     }
     return verdict;
@@ -274,7 +275,8 @@ Status JoinRendezvous(StoreClient* store, const UniqueId& id, int nranks, int ra
   ZC_RETURN_IF_ERROR(st);
   int64_t readers = 0;
   if (store->Add("join/read", 1, &readers).ok())
-    store->Set(Format("join/read/%lld", static_cast<long long>(readers)), "");
+    IgnoreError(store->Set(Format("join/read/%lld", static_cast<long long>(readers)), ""),
+                "read receipt: only shortens the coordinator's linger");
   int job_nranks = 0;
   ZC_RETURN_IF_ERROR(ParseVerdict(v, &job_nranks));
   if (job_nranks != nranks)

@@ -13,7 +13,7 @@ ShmDirect::ShmDirect(Group* dev, size_t shard_bytes)
       shard_bytes_((std::max<size_t>(shard_bytes, 64) + 63) & ~size_t{63}) {}
 
 ShmDirect::~ShmDirect() {
-  if (ws_) dev_->Free(ws_->data());
+  if (ws_) IgnoreError(dev_->Free(ws_->data()), "destructor: best effort");
 }
 
 Status ShmDirect::Create(Group* dev, size_t shard_bytes, const Deadline& dl,

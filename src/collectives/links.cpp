@@ -18,8 +18,8 @@ Links::Links(Group* dev, size_t chunk_bytes) : dev_(dev) {
 
 Links::~Links() {
   for (auto& [peer, l] : links_) {
-    if (l->slots) dev_->Free(l->slots->data());
-    if (l->credit) dev_->Free(l->credit->data());
+    if (l->slots) IgnoreError(dev_->Free(l->slots->data()), "destructor: best effort");
+    if (l->credit) IgnoreError(dev_->Free(l->credit->data()), "destructor: best effort");
   }
 }
 
@@ -39,7 +39,7 @@ Status Links::Ensure(const std::vector<int>& peers, const Deadline& dl) {
     st = dev_->Allocate(layout_.reader_bytes(), &l->slots);
     if (st.ok()) st = dev_->Allocate(SlotLayout::kWriterBytes, &l->credit);
     if (!st.ok()) {
-      if (l->slots) dev_->Free(l->slots->data());
+      if (l->slots) IgnoreError(dev_->Free(l->slots->data()), "cleanup after a failed allocation");
       break;
     }
     // Only the flags: a slot's header and payload are read after its flag
@@ -81,8 +81,9 @@ Status Links::Ensure(const std::vector<int>& peers, const Deadline& dl) {
   if (!st.ok()) {
     for (auto& [p, l] : fresh) {
       if (!l) continue;  // moved into links_
-      if (l->slots) dev_->Free(l->slots->data());
-      if (l->credit) dev_->Free(l->credit->data());
+      // Cleanup: st (the first failure) is what the caller needs to see.
+      if (l->slots) IgnoreError(dev_->Free(l->slots->data()), "cleanup after a failed link setup");
+      if (l->credit) IgnoreError(dev_->Free(l->credit->data()), "cleanup after a failed link setup");
     }
   }
   return st;

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "common/log.h"
+
 namespace zc {
 
 std::string VFormat(const char* fmt, va_list ap) {
@@ -40,7 +42,21 @@ Status SystemError(int err, const char* fmt, ...) {
   va_end(ap);
   s += ": ";
   s += strerror(err);
-  return Status(ZC_ERR_SYSTEM, std::move(s));
+  return Status(ZC_ERR_SYSTEM, std::move(s), ErrorOrigin::kErrno, err);
+}
+
+const char* ErrorOriginName(ErrorOrigin o) {
+  switch (o) {
+    case ErrorOrigin::kNone: return "none";
+    case ErrorOrigin::kErrno: return "errno";
+    case ErrorOrigin::kCuda: return "CUresult";
+    case ErrorOrigin::kVerbs: return "ibv_wc_status";
+  }
+  return "unknown";
+}
+
+void IgnoreError(const Status& st, const char* why) {
+  if (!st.ok()) ZC_TRACE(kCommon, "ignored (%s): %s", why, st.message().c_str());
 }
 
 }  // namespace zc

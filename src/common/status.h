@@ -1,44 +1,74 @@
 // Status: the error value every internal call returns (no exceptions on the
 // data path). It carries a zc_status code and a message that names rank,
 // peer, operation and cause, e.g. "rank 2: allreduce #41: peer 3 lost: ...".
+// [[nodiscard]]: a status is handled, or dropped explicitly with
+// IgnoreError() and the reason. Like MSCCL++'s errors.hpp, a failure keeps
+// the number it came from (errno, CUresult, ibv_wc_status) beside the
+// message: origin() / origin_code().
 #pragma once
 
 #include <zcomm/zcomm.h>
 
 #include <cstdarg>
+#include <cstdint>
 #include <string>
 #include <utility>
 
 namespace zc {
 
-class Status {
+// Where a failure's number comes from.
+enum class ErrorOrigin : uint8_t {
+  kNone = 0,
+  kErrno,   // an errno value (system calls, verbs calls that set errno)
+  kCuda,    // a CUresult of the CUDA driver API
+  kVerbs,   // an ibv_wc_status of a failed work completion
+};
+const char* ErrorOriginName(ErrorOrigin o);
+
+class [[nodiscard]] Status {
  public:
   Status() = default;
   Status(zc_status code, std::string message)
       : code_(code), message_(std::move(message)) {}
+  Status(zc_status code, std::string message, ErrorOrigin origin, int origin_code)
+      : code_(code), message_(std::move(message)), origin_(origin), origin_code_(origin_code) {}
 
   static Status Ok() { return Status(); }
 
   bool ok() const { return code_ == ZC_OK; }
   zc_status code() const { return code_; }
   const std::string& message() const { return message_; }
+  // The number the failure came from (kNone / 0 when it came from none).
+  ErrorOrigin origin() const { return origin_; }
+  int origin_code() const { return origin_code_; }
 
-  // Returns a copy whose message is "<prefix>: <message>".
+  // Returns a copy whose message is "<prefix>: <message>" (origin kept).
   Status with_context(const std::string& prefix) const {
     if (ok()) return *this;
-    return Status(code_, prefix + ": " + message_);
+    return Status(code_, prefix + ": " + message_, origin_, origin_code_);
+  }
+  // Returns a copy with the origin set (the message is unchanged).
+  Status with_origin(ErrorOrigin origin, int origin_code) const {
+    return Status(code_, message_, origin, origin_code);
   }
 
  private:
   zc_status code_ = ZC_OK;
   std::string message_;
+  ErrorOrigin origin_ = ErrorOrigin::kNone;
+  int origin_code_ = 0;
 };
+
+// Drops a status on purpose (best effort, e.g. on a shutdown path); `why`
+// documents the reason at the call site. Failures are logged at TRACE level.
+void IgnoreError(const Status& st, const char* why);
 
 // printf-style constructor: Error(ZC_ERR_TIMEOUT, "peer %d: no flag after %ds", p, s)
 Status Error(zc_status code, const char* fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-// "errno text" helper for system-call failures: "<what>: <strerror(err)>".
+// "errno text" helper for system-call failures: "<what>: <strerror(err)>";
+// origin kErrno, err.
 Status SystemError(int err, const char* fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

@@ -50,7 +50,8 @@ Status Engine::Create(Collectives* coll, Group* group, const Config& config, std
   return Status::Ok();
 }
 
-Engine::~Engine() { Shutdown(); }
+// A destructor cannot report: callers that care call Shutdown() first.
+Engine::~Engine() { IgnoreError(Shutdown(), "engine destructor"); }
 
 Status Engine::Shutdown() {
   {

@@ -44,14 +44,14 @@ void ScaledCopy(zc_dtype dtype, const void* src, void* dst, size_t count, double
 }
 
 FusionBuffer::~FusionBuffer() {
-  if (data_) group_->Free(data_);
+  if (data_) IgnoreError(group_->Free(data_), "destructor: best effort");
 }
 
 Status FusionBuffer::Reserve(size_t bytes, char** out) {
   if (bytes > bytes_) {
     size_t want = std::max<size_t>(bytes_ ? bytes_ : 64 << 10, 64 << 10);
     while (want < bytes) want *= 2;
-    if (data_) group_->Free(data_);
+    if (data_) ZC_RETURN_IF_ERROR(group_->Free(data_));
     data_ = nullptr;
     bytes_ = 0;
     MemRegion* r;

@@ -213,8 +213,8 @@ std::string CuErrorText(const DriverTable* drv, CuResult r) {
 
 Status CuCheck(const DriverTable* drv, CuResult r, const char* what) {
   if (r == cu::kSuccess) return Status::Ok();
-  return Status(ZC_ERR_SYSTEM,
-                Format("%s: %s", what, CuErrorText(drv, r).c_str()));
+  return Status(ZC_ERR_SYSTEM, Format("%s: %s", what, CuErrorText(drv, r).c_str()),
+                ErrorOrigin::kCuda, r);
 }
 
 Status EnsureContext(const DriverTable* drv, int device) {

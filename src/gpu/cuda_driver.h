@@ -124,7 +124,7 @@ Status LoadDriver(const DriverTable** out);
 // cuGetErrorName/String where present.
 std::string CuErrorText(const DriverTable* drv, CuResult r);
 
-// OK for kSuccess; else ZC_ERR_SYSTEM "<what>: <CuErrorText>".
+// OK for kSuccess; else ZC_ERR_SYSTEM "<what>: <CuErrorText>", origin kCuda, r.
 Status CuCheck(const DriverTable* drv, CuResult r, const char* what);
 
 // Makes a context of `device` current on the calling thread: keeps the

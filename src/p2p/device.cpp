@@ -279,9 +279,7 @@ Device::~Device() {
   control_.reset();
   {
     std::lock_guard<std::mutex> lock(regions_mu_);
-    for (auto& [base, r] : registered_)
-      for (auto& [k, t] : transports_) t->Unexpose(r.get());
-    registered_.clear();
+    for (auto& r : reg_cache_.TakeAll()) DropRegistration(r.get());
   }
   pool_.reset();
   channels_.clear();
@@ -325,19 +323,23 @@ Status Device::Free(void* ptr) {
 MemRegion* Device::FindAllocation(const void* ptr) { return pool_->Find(ptr); }
 
 Status Device::Register(void* ptr, size_t bytes, MemRegion** out) {
+  return RegisterCached(ptr, bytes, false, out);
+}
+
+Status Device::RegisterCached(const void* ptr, size_t bytes, bool hold, MemRegion** out) {
   if (!ptr || bytes == 0) return Error(ZC_ERR_INVALID_ARG, "registration of an empty range");
   std::unique_lock<std::mutex> lock(regions_mu_);
-  auto it = registered_.upper_bound(reinterpret_cast<uintptr_t>(ptr));
-  if (it != registered_.begin()) {
-    MemRegion* r = std::prev(it)->second.get();
-    if (r->contains(ptr, bytes)) {
-      *out = r;
-      return Status::Ok();
-    }
+  if (MemRegion* r = reg_cache_.Find(ptr, bytes, hold)) {
+    *out = r;
+    return Status::Ok();
   }
-  auto r = std::make_unique<MemRegion>(ptr, bytes, NewRegionId());
+  // One region over the page range joined with every cached region it
+  // overlaps or touches; those are retired (dropped once unheld).
+  const RegCache::Range span = reg_cache_.Cover(ptr, bytes);
+  auto r = std::make_unique<MemRegion>(reinterpret_cast<void*>(span.lo), span.size(), NewRegionId());
   r->mutable_remote().owner = rank_;
   r->mutable_remote().owner_pid = static_cast<int32_t>(getpid());
+  r->cached = true;
   for (auto& [k, t] : transports_) {
     Status st = t->Expose(r.get());
     if (!st.ok()) {
@@ -345,64 +347,87 @@ Status Device::Register(void* ptr, size_t bytes, MemRegion** out) {
         if (k2 == k) break;
         t2->Unexpose(r.get());
       }
-      return st.with_context(Format("registering %zu bytes at %p", bytes, ptr));
+      return st.with_context(Format("rank %d: registering %zu bytes at %p (as %zu bytes at %p)", rank_,
+                                    bytes, ptr, span.size(), reinterpret_cast<void*>(span.lo)));
     }
-  }
-  // A larger registration at the same base replaces the old one.
-  auto old = registered_.find(reinterpret_cast<uintptr_t>(ptr));
-  if (old != registered_.end()) {
-    // No progress thread may be using the old region (lock order: region
-    // use, then regions_mu_; so drop regions_mu_ first).
-    lock.unlock();
-    std::unique_lock<std::shared_mutex> use(region_use_mu_);
-    lock.lock();
-    old = registered_.find(reinterpret_cast<uintptr_t>(ptr));
-  }
-  if (old != registered_.end()) {
-    regions_by_id_.erase(old->second->id());
-    for (auto& [k, t] : transports_) t->Unexpose(old->second.get());
-    registered_.erase(old);
   }
   *out = r.get();
   regions_by_id_[r->id()] = r.get();
-  registered_[reinterpret_cast<uintptr_t>(ptr)] = std::move(r);
+  const size_t replaced = reg_cache_.Insert(std::move(r), hold);
+  registrations_.fetch_add(1, std::memory_order_relaxed);
+  lock.unlock();
+  if (replaced) DropUnusedRegistrations();
   return Status::Ok();
 }
 
-size_t Device::Deregister(const void* ptr, size_t bytes) {
-  const uintptr_t lo = reinterpret_cast<uintptr_t>(ptr), hi = lo + std::max<size_t>(bytes, 1);
+void Device::DropUnusedRegistrations() {
+  // No progress thread may be using a region we drop (lock order: region
+  // use, then regions_mu_).
   std::unique_lock<std::shared_mutex> use(region_use_mu_);
   std::lock_guard<std::mutex> lock(regions_mu_);
-  size_t dropped = 0;
-  for (auto it = registered_.begin(); it != registered_.end();) {
-    const uintptr_t b = it->first, e = b + it->second->size();
-    if (b < hi && lo < e) {
-      regions_by_id_.erase(it->second->id());
-      for (auto& [k, t] : transports_) t->Unexpose(it->second.get());
-      it = registered_.erase(it);
-      ++dropped;
-    } else {
-      ++it;
-    }
-  }
-  return dropped;
+  for (auto& r : reg_cache_.TakeUnused()) DropRegistration(r.get());
 }
 
-Status Device::LocalRegionFor(const void* ptr, size_t bytes, MemRegion** out) {
+void Device::DropRegistration(MemRegion* r) {
+  regions_by_id_.erase(r->id());
+  for (auto& [k, t] : transports_) t->Unexpose(r);
+}
+
+void Device::ReleaseRegion(uint64_t id) {
+  bool drop;
   {
     std::lock_guard<std::mutex> lock(regions_mu_);
-    // Pool slices and chunks are in regions_by_id_; chunks cover slices.
+    drop = reg_cache_.Release(id);
+  }
+  if (drop) DropUnusedRegistrations();
+}
+
+size_t Device::Deregister(const void* ptr, size_t bytes) {
+  std::unique_lock<std::shared_mutex> use(region_use_mu_);
+  std::lock_guard<std::mutex> lock(regions_mu_);
+  auto dropped = reg_cache_.TakeOverlapping(ptr, bytes);
+  for (auto& r : dropped) DropRegistration(r.get());
+  return dropped.size();
+}
+
+Status Device::FindOrRegister(const void* ptr, size_t bytes, bool hold, MemRegion** out, bool* held) {
+  *held = false;
+  {
+    std::lock_guard<std::mutex> lock(regions_mu_);
+    // Pool chunks are in regions_by_id_ (and cover their slices); so are
+    // cached registrations, which only the cache may hand out (it knows
+    // which are retired).
     for (auto& [id, r] : regions_by_id_) {
-      if (!r->parent && r->contains(ptr, bytes)) {
+      if (!r->parent && !r->cached && r->contains(ptr, bytes)) {
         *out = r;
         return Status::Ok();
       }
+    }
+    if (MemRegion* r = reg_cache_.Find(ptr, bytes, hold)) {
+      *out = r;
+      *held = hold;
+      return Status::Ok();
     }
   }
   // User memory going to a peer: if a traced allocation site made it, that
   // site's later allocations come from the pool.
   alloc_sites_.NoteExposed(ptr, bytes);
-  return Register(const_cast<void*>(ptr), bytes, out);
+  ZC_RETURN_IF_ERROR(RegisterCached(ptr, bytes, hold, out));
+  *held = hold;
+  return Status::Ok();
+}
+
+Status Device::LocalRegionFor(const void* ptr, size_t bytes, MemRegion** out) {
+  bool held = false;
+  return FindOrRegister(ptr, bytes, false, out, &held);
+}
+
+Status Device::HoldLocalRegion(const void* ptr, size_t bytes, RegionHold* out) {
+  MemRegion* r = nullptr;
+  bool held = false;
+  ZC_RETURN_IF_ERROR(FindOrRegister(ptr, bytes, true, &r, &held));
+  *out = RegionHold(held ? this : nullptr, r, held ? r->id() : 0);
+  return Status::Ok();
 }
 
 Transport* Device::transport(TransportKind k) {
@@ -560,7 +585,8 @@ void Device::AlertPeers(uint64_t value) {
     Transport* t = transports_.count(peer_kind_[p]) ? transports_.at(peer_kind_[p]).get() : nullptr;
     if (!t) continue;
     FlagWrite f{&control_->peer_alert(p), 0, value};
-    t->connection(p, 0)->Write(nullptr, 0, control_->peer_alert(p), 0, &f, Deadline(1.0));
+    IgnoreError(t->connection(p, 0)->Write(nullptr, 0, control_->peer_alert(p), 0, &f, Deadline(1.0)),
+                "alert: best effort (a dead peer cannot be told)");
   }
 }
 

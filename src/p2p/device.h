@@ -21,6 +21,8 @@
 #include "p2p/alloc_sites.h"
 #include "p2p/mem_region.h"
 #include "p2p/pool.h"
+#include "p2p/reg_cache.h"
+#include "p2p/region_hold.h"
 #include "p2p/transport.h"
 
 namespace zc {
@@ -47,6 +49,8 @@ class Device : public TransportHost {
   bool RegionRetired(uint64_t id) const override;
   std::shared_mutex& region_use() override { return region_use_mu_; }
   Status LocalRegionFor(const void* ptr, size_t bytes, MemRegion** out) override;
+  Status HoldLocalRegion(const void* ptr, size_t bytes, RegionHold* out) override;
+  void ReleaseRegion(uint64_t id) override;
   Status Health(int peer) const override;
   bool SameHost(int peer) const override { return local_[peer]; }
   // Health without the liveness probe of local peers (no clock read): an
@@ -62,8 +66,13 @@ class Device : public TransportHost {
   Status Free(void* ptr);
   // The pool region that starts at ptr (what zc_mem_alloc returned), or null.
   MemRegion* FindAllocation(const void* ptr);
-  // Exposes user memory; cached by range until Deregister or shutdown.
+  // Exposes user memory through the registration cache (reg_cache.h): the
+  // page-aligned region returned contains [ptr, ptr+bytes) and stays
+  // exposed until Deregister or shutdown, or until a wider registration
+  // replaces it and no hold remains.
   Status Register(void* ptr, size_t bytes, MemRegion** out);
+  // How many regions the cache has exposed so far (tests, logs).
+  size_t registrations() const { return registrations_.load(std::memory_order_relaxed); }
   // The allocation-site hook (§3.4): see alloc_sites.h.
   AllocSites& alloc_sites() { return alloc_sites_; }
   // Drops every cached registration overlapping [ptr, ptr+bytes) (memory
@@ -125,6 +134,15 @@ class Device : public TransportHost {
   Status CreateTransports();
   void RememberRegion(MemRegion* r);
   void ForgetRegion(uint64_t id);
+  // A pool region or a cached registration holding [ptr, ptr+bytes);
+  // *held: a hold was taken (ReleaseRegion gives it back).
+  Status FindOrRegister(const void* ptr, size_t bytes, bool hold, MemRegion** out, bool* held);
+  Status RegisterCached(const void* ptr, size_t bytes, bool hold, MemRegion** out);
+  // Drops the retired registrations nobody holds (takes region use
+  // exclusively: call without regions_mu_).
+  void DropUnusedRegistrations();
+  // Unexposes r and forgets its id; regions_mu_ held.
+  void DropRegistration(MemRegion* r);
 
   Config config_;
   Bootstrap* bootstrap_ = nullptr;
@@ -140,7 +158,8 @@ class Device : public TransportHost {
 
   mutable std::mutex regions_mu_;
   std::map<uint64_t, MemRegion*> regions_by_id_;           // every local region
-  std::map<uintptr_t, std::unique_ptr<MemRegion>> registered_;  // user memory, by base
+  RegCache reg_cache_;  // user memory; guarded by regions_mu_
+  std::atomic<size_t> registrations_{0};
   AllocSites alloc_sites_;
   std::shared_mutex region_use_mu_;  // see TransportHost::region_use
 

@@ -71,6 +71,8 @@ class MemRegion {
   uint32_t lkey = 0;
   // The region this one is a slice of (pool sub-allocations), or null.
   MemRegion* parent = nullptr;
+  // Owned by the registration cache (user memory), not the pool.
+  bool cached = false;
 
  private:
   void* data_;

@@ -65,6 +65,7 @@ struct P2pEngine::Op {
   Deadline dl{0};
   Meta meta{};
   std::string desc;         // rendezvous: the source's descriptor
+  RegionHold source;        // send, rendezvous: the source, held until the op completes
   MemRegion* staged = nullptr;  // send: the pool copy after kAckNeedStaged
   bool restaged = false;    // the pool copy was sent (send) or asked for (recv)
   uint32_t ack_code = 0;    // recv, kSendAck: what to send
@@ -126,12 +127,11 @@ Status P2pEngine::Isend(const void* buf, size_t bytes, int peer, int tag,
       dev_->transport_to(op->dpeer) == TransportKind::kShm ? kEagerLimit : kNetworkEagerLimit;
   if (bytes > eager) {
     // Rendezvous: expose the source where it lies (pool memory: zero copy).
-    MemRegion* region = nullptr;
-    Status st = dev_->LocalRegionFor(buf, bytes, &region);
+    Status st = dev_->HoldLocalRegion(buf, bytes, &op->source);
     if (!st.ok()) return st.with_context(op->What());
     op->meta.mode = kRendezvous;
-    op->meta.offset = region->offset_of(buf);
-    op->desc = region->remote().Serialize();
+    op->meta.offset = op->source->offset_of(buf);
+    op->desc = op->source->remote().Serialize();
   }
   op->req = std::make_shared<P2pRequest>(true, bytes);
   *req = op->req;
@@ -200,9 +200,13 @@ void P2pEngine::Post(std::unique_ptr<Op> op) {
 void P2pEngine::Complete(Op& op, const Status& st) {
   op.state = Op::kDone;
   if (op.staged) {
-    dev_->Free(op.staged->data());
+    // The op's result is st; the pool copy's free cannot change it.
+    IgnoreError(dev_->Free(op.staged->data()), "freeing the staged copy of a finished op");
     op.staged = nullptr;
   }
+  // The peer is done with the source: give it back before the caller
+  // learns of completion (it may deregister or free the memory next).
+  op.source.reset();
   pending_.fetch_sub(1, std::memory_order_relaxed);
   op.req->Complete(st.ok() ? st : dev_->OperationFailed(st));
 }

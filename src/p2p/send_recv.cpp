@@ -31,9 +31,10 @@ Status SendOnce(Device* dev, const void* buf, size_t bytes, int peer, int tag, u
   if (bytes <= eager) return SendMeta(dev, peer, tag, context, m, buf, bytes, dl);
 
   // Rendezvous: expose the source where it lies (pool memory: zero copy).
-  MemRegion* region = nullptr;
+  // Held until the peer has read it (this call's end).
+  RegionHold region;
   MemRegion* staged = nullptr;
-  ZC_RETURN_IF_ERROR(dev->LocalRegionFor(buf, bytes, &region));
+  ZC_RETURN_IF_ERROR(dev->HoldLocalRegion(buf, bytes, &region));
   m.mode = kRendezvous;
   m.offset = region->offset_of(buf);
   std::string desc = region->remote().Serialize();
@@ -76,7 +77,10 @@ Status SendOnce(Device* dev, const void* buf, size_t bytes, int peer, int tag, u
                bytes, peer, tag);
     break;
   }
-  if (staged) dev->Free(staged->data());
+  if (staged) {
+    Status freed = dev->Free(staged->data());
+    if (st.ok()) st = freed;
+  }
   return st;
 }
 
@@ -92,7 +96,9 @@ Status RecvOnce(Device* dev, void* buf, size_t bytes, int peer, int tag, uint32_
     return dev->SendControl(peer, AckTag(context, tag), std::string(reinterpret_cast<char*>(&a), sizeof(a)), dl);
   };
   if (m.bytes != bytes) {
-    if (m.mode == kRendezvous) ack(kAckMismatch);
+    // Best effort: the mismatch is our result; without the ack the sender
+    // fails at its deadline instead.
+    if (m.mode == kRendezvous) IgnoreError(ack(kAckMismatch), "telling the sender of a size mismatch");
     return Error(ZC_ERR_MISMATCH, "recv of %zu bytes from peer %d (tag %d): the peer sent %llu bytes",
                  bytes, peer, tag, static_cast<unsigned long long>(m.bytes));
   }
@@ -116,7 +122,7 @@ Status RecvOnce(Device* dev, void* buf, size_t bytes, int peer, int tag, uint32_
       continue;
     }
     if (!st.ok()) {
-      ack(kAckFailed);
+      IgnoreError(ack(kAckFailed), "telling the sender our read failed (it times out otherwise)");
       return st.with_context(Format("recv of %zu bytes from peer %d (tag %d)", bytes, peer, tag));
     }
     return ack(kAckOk);

@@ -38,6 +38,7 @@
 #include "common/deadline.h"
 #include "common/status.h"
 #include "p2p/mem_region.h"
+#include "p2p/region_hold.h"
 
 namespace zc {
 
@@ -78,6 +79,17 @@ class TransportHost {
   // registered now through the registration cache (verbs needs an lkey for
   // every source and destination).
   virtual Status LocalRegionFor(const void* ptr, size_t bytes, MemRegion** out) = 0;
+  // LocalRegionFor for a transfer that uses the region after this call
+  // (its descriptor went to a peer, its lkey to the NIC): the hold keeps a
+  // registered region exposed until the transfer gives it back.
+  virtual Status HoldLocalRegion(const void* ptr, size_t bytes, RegionHold* out) {
+    MemRegion* r = nullptr;
+    ZC_RETURN_IF_ERROR(LocalRegionFor(ptr, bytes, &r));
+    *out = RegionHold(nullptr, r, 0);
+    return Status::Ok();
+  }
+  // Gives back a hold taken by HoldLocalRegion (RegionHold calls it).
+  virtual void ReleaseRegion(uint64_t id) { (void)id; }
   // Non-OK once the device is aborted or `peer` is lost: waits poll this.
   virtual Status Health(int peer) const = 0;
   // True when peer runs on this host (the same host id at bootstrap): tcp

@@ -46,7 +46,8 @@ Status Instance::Create(Group* group, Role role, const Options& options, uint64_
   std::string all(rec * static_cast<size_t>(n), '\0');
   Status st = allgather(mine.data(), &all[0], rec);
   auto fail = [&](const Status& s) {
-    if (alerts) group->Free(alerts->data());
+    // Cleanup: s (the first failure) is what the caller needs to see.
+    if (alerts) IgnoreError(group->Free(alerts->data()), "cleanup after a failed setup");
     return s;
   };
   if (!st.ok()) return fail(st);
@@ -113,7 +114,8 @@ Instance::~Instance() {
   if (op_thread_.joinable()) op_thread_.join();
   server_.reset();
   worker_.reset();
-  if (sh_ && sh_->my_alerts) sh_->group->Free(sh_->my_alerts->data());
+  if (sh_ && sh_->my_alerts)
+    IgnoreError(sh_->group->Free(sh_->my_alerts->data()), "destructor: best effort");
 }
 
 void Instance::OpLoop() {

@@ -257,15 +257,16 @@ Status Server::Declare(uint64_t index, const std::vector<std::string>& msgs, std
 
 void Server::FreeKey(Key* k) {
   for (auto& pw : k->w) {
-    if (pw.push_slots) sh_->group->Free(pw.push_slots->data());
-    if (pw.reply_credits) sh_->group->Free(pw.reply_credits->data());
+    if (pw.push_slots) IgnoreError(sh_->group->Free(pw.push_slots->data()), "freeing a key: best effort");
+    if (pw.reply_credits)
+      IgnoreError(sh_->group->Free(pw.reply_credits->data()), "freeing a key: best effort");
     pw.push_slots = pw.reply_credits = nullptr;
   }
 }
 
 void Server::FreeChunk(Chunk* c) {
-  if (c->value) sh_->group->Free(c->value->data());
-  if (c->accum) sh_->group->Free(c->accum->data());
+  if (c->value) IgnoreError(sh_->group->Free(c->value->data()), "freeing a chunk: best effort");
+  if (c->accum) IgnoreError(sh_->group->Free(c->accum->data()), "freeing a chunk: best effort");
   c->value = c->accum = nullptr;
 }
 

@@ -17,8 +17,9 @@ Worker::~Worker() {
 
 void Worker::FreeKey(Key* k) {
   for (auto& ps : k->s) {
-    if (ps.reply_slots) sh_->group->Free(ps.reply_slots->data());
-    if (ps.push_credits) sh_->group->Free(ps.push_credits->data());
+    if (ps.reply_slots) IgnoreError(sh_->group->Free(ps.reply_slots->data()), "freeing a key: best effort");
+    if (ps.push_credits)
+      IgnoreError(sh_->group->Free(ps.push_credits->data()), "freeing a key: best effort");
     ps.reply_slots = ps.push_credits = nullptr;
   }
 }

@@ -237,6 +237,85 @@ TEST_P(P2p, DeregisterDropsCachedRegistrations) {
   ASSERT_TRUE(AllOk(res)) << Describe(res);
 }
 
+// The case for the registration cache: [10,20) then [0,100) (in
+// 64 KiB units) then [50,60). The old cache (keyed by base, looking at the
+// preceding entry only) found [10,20) for [50,60) and registered a third
+// time; the interval cache registers [10,20), then the union [0,100), and
+// finds [50,60) inside it. The replaced [10,20) is dropped once its send is
+// done: one registration is left to deregister.
+TEST_P(P2p, OverlappingSendsRegisterOnce) {
+  auto res = RunRanks(2, [&](int rank) -> int {
+    zc_comm* comm;
+    CHILD_CHECK(zc_init(&comm) == ZC_OK, "init: %s", zc_last_error(nullptr));
+    const size_t unit = 64 << 10;
+    std::vector<uint8_t> buf(100 * unit + 3);
+    uint8_t* p = buf.data() + 3;  // unaligned on purpose
+    const size_t ranges[3][2] = {{10, 20}, {0, 100}, {50, 60}};
+    const size_t before = comm->device->registrations();
+    for (int i = 0; i < 3; ++i) {
+      uint8_t* q = p + ranges[i][0] * unit;
+      const size_t n = (ranges[i][1] - ranges[i][0]) * unit;
+      if (rank == 0) {
+        Fill(q, n, 0, 1, i);
+        CHILD_CHECK(zc_send(comm, q, n, 1, 5) == ZC_OK, "send %d: %s", i, zc_last_error(comm));
+      } else {
+        memset(q, 0, n);
+        CHILD_CHECK(zc_recv(comm, q, n, 0, 5) == ZC_OK, "recv %d: %s", i, zc_last_error(comm));
+        size_t bad = Check(q, n, 0, 1, i);
+        CHILD_CHECK(bad == 0, "range %d: %zu wrong bytes", i, bad);
+      }
+    }
+    if (rank == 0) {
+      const size_t made = comm->device->registrations() - before;
+      fprintf(stderr, "rank 0: %zu registrations for the 3 overlapping sends\n", made);
+      CHILD_CHECK(made == 2, "%zu registrations for [10,20), [0,100), [50,60); want 2", made);
+      size_t dropped = comm->device->Deregister(p, 100 * unit);
+      CHILD_CHECK(dropped == 1, "%zu registrations left to drop; want 1 (the union)", dropped);
+    }
+    CHILD_CHECK(zc_finalize(comm) == ZC_OK, "finalize: %s", zc_last_error(nullptr));
+    return 0;
+  }, {{"ZC_TRANSPORT", GetParam()}});
+  ASSERT_TRUE(AllOk(res)) << Describe(res);
+}
+
+// A region that a pending send holds survives its replacement: rank 0's
+// isend of [10,20) (64 KiB units) is still pending when the send of
+// [0,100) registers the union; the peer still reads [10,20) through the
+// old descriptor, and the old region is dropped once the isend is done
+// (one registration left to deregister).
+TEST_P(P2p, HeldRegionSurvivesReplacement) {
+  auto res = RunRanks(2, [&](int rank) -> int {
+    zc_comm* comm;
+    CHILD_CHECK(zc_init(&comm) == ZC_OK, "init: %s", zc_last_error(nullptr));
+    const size_t unit = 64 << 10;
+    std::vector<uint8_t> buf(100 * unit);
+    uint8_t* inner = buf.data() + 10 * unit;
+    const size_t inner_bytes = 10 * unit;
+    if (rank == 0) {
+      Fill(inner, inner_bytes, 0, 1, 1);
+      zc_request* req = nullptr;
+      CHILD_CHECK(zc_isend(comm, inner, inner_bytes, 1, 6, &req) == ZC_OK, "isend: %s",
+                  zc_last_error(comm));
+      CHILD_CHECK(zc_send(comm, buf.data(), buf.size(), 1, 7) == ZC_OK, "send: %s", zc_last_error(comm));
+      CHILD_CHECK(zc_wait(req) == ZC_OK, "wait: %s", zc_last_error(comm));
+      size_t dropped = comm->device->Deregister(buf.data(), buf.size());
+      CHILD_CHECK(dropped == 1, "%zu registrations left to drop; want 1 (the union)", dropped);
+    } else {
+      std::vector<uint8_t> big(buf.size());
+      // The big one first: the isend's source is replaced before it is read.
+      CHILD_CHECK(zc_recv(comm, big.data(), big.size(), 0, 7) == ZC_OK, "recv big: %s",
+                  zc_last_error(comm));
+      CHILD_CHECK(zc_recv(comm, inner, inner_bytes, 0, 6) == ZC_OK, "recv inner: %s",
+                  zc_last_error(comm));
+      size_t bad = Check(inner, inner_bytes, 0, 1, 1);
+      CHILD_CHECK(bad == 0, "%zu wrong bytes in the held region's data", bad);
+    }
+    CHILD_CHECK(zc_finalize(comm) == ZC_OK, "finalize: %s", zc_last_error(nullptr));
+    return 0;
+  }, {{"ZC_TRANSPORT", GetParam()}});
+  ASSERT_TRUE(AllOk(res)) << Describe(res);
+}
+
 TEST_P(P2p, BadArgumentsFailLocally) {
   auto res = RunRanks(2, [&](int rank) -> int {
     zc_comm* comm;

@@ -528,6 +528,9 @@ TEST(VerbsErrors, OutOfRangeAndWrongKeyRejectedVerbs) {
     st = c.conn(0, 1)->Write(s.data(), 8000, forged, 0, nullptr, Deadline(5));
     EXPECT_EQ(st.code(), ZC_ERR_SYSTEM) << st.message();
     EXPECT_NE(st.message().find("remote access error"), std::string::npos) << st.message();
+    // The completion's status rides beside the message.
+    EXPECT_EQ(st.origin(), ErrorOrigin::kVerbs) << st.message();
+    EXPECT_EQ(st.origin_code(), static_cast<int>(IBV_WC_REM_ACCESS_ERR)) << st.message();
     EXPECT_NE(st.message().find("peer 1"), std::string::npos) << st.message();
   }
   ExpectClean();

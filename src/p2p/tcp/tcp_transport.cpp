@@ -602,7 +602,8 @@ void TcpTransport::Shutdown() {
     bye.magic = kMagic;
     bye.type = kBye;
     std::lock_guard<std::mutex> lock(s->send_mu);
-    net::SendAll(s->fd, &bye, sizeof(bye), Deadline(0.5));
+    IgnoreError(net::SendAll(s->fd, &bye, sizeof(bye), Deadline(0.5)),
+                "goodbye at shutdown: best effort (the peer may be gone)");
   }
   stop_.store(true);
   for (auto& t : threads_) t.join();

@@ -81,7 +81,8 @@ Status VerbsTransport::SetUpLanding(size_t conns) {
     return Status(err == ENOMEM ? ZC_ERR_NO_MEMORY : ZC_ERR_SYSTEM,
                   Format("verbs: registering %zu bytes of landing rings failed: %s%s", landing_bytes_,
                          strerror(err),
-                         err == ENOMEM || err == EPERM ? "; raise ulimit -l / memlock" : ""));
+                         err == ENOMEM || err == EPERM ? "; raise ulimit -l / memlock" : ""),
+                  ErrorOrigin::kErrno, err);
   }
   char* p = static_cast<char*>(landing_mem_);
   for (auto& c : conns_) {

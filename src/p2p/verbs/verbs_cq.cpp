@@ -164,7 +164,8 @@ void VerbsTransport::HandleCompletion(CompletionQueue* q, const ibv_wc& wc) {
     Status st(transport ? ZC_ERR_PEER_LOST : ZC_ERR_SYSTEM,
               Format("verbs: %s: %s failed: %s (status %d, vendor error 0x%x): %s", c->Describe().c_str(),
                      WrKindName(kind), api_->wc_status_str(wc.status), static_cast<int>(wc.status),
-                     wc.vendor_err, Hint(wc.status)));
+                     wc.vendor_err, Hint(wc.status)),
+              ErrorOrigin::kVerbs, static_cast<int>(wc.status));
     ZC_WARN(kVerbs, "%s: %s", Where().c_str(), st.message().c_str());
     ConnectionLost(c, st, transport);
     return;
@@ -218,8 +219,7 @@ Status VerbsTransport::PostRecv(VerbsConnection* c, uint64_t n) {
     ibv_recv_wr* bad = nullptr;
     int rc = api_->post_recv(c->qp, &wr, &bad);
     if (rc)
-      return Error(ZC_ERR_SYSTEM, "verbs: %s: ibv_post_recv failed: %s", c->Describe().c_str(),
-                   strerror(rc > 0 ? rc : errno));
+      return SystemError(rc > 0 ? rc : errno, "verbs: %s: ibv_post_recv failed", c->Describe().c_str());
   }
   return Status::Ok();
 }

@@ -93,7 +93,8 @@ Status VerbsConnection::PostOne(ibv_send_wr* wr, WrKind kind, bool last, const D
     int err = rc > 0 ? rc : errno;
     return Status(err == ENOMEM ? ZC_ERR_INTERNAL : ZC_ERR_SYSTEM,
                   Format("verbs: %s: ibv_post_send(%s) failed: %s", Describe().c_str(),
-                         WrKindName(kind), strerror(err)));
+                         WrKindName(kind), strerror(err)),
+                  ErrorOrigin::kErrno, err);
   }
   posted_ = s;
   unsignaled_ = signal ? 0 : unsignaled_ + 1;
@@ -156,10 +157,10 @@ Status VerbsConnection::Write(const void* src, size_t bytes, const RemoteRegion&
   // flag word directly follows the payload in the same region.
   bool trailing = flag && ordered_flags_trailing(flag, dst, dst_off, bytes);
   uint32_t lkey = 0;
+  RegionHold region;  // the source, until the write completed (this call's end)
   bool inline_payload = bytes + (trailing ? 8 : 0) <= max_inline;
   if (bytes > 0 && !inline_payload) {
-    MemRegion* region = nullptr;
-    ZC_RETURN_IF_ERROR(t_->host()->LocalRegionFor(src, bytes, &region)
+    ZC_RETURN_IF_ERROR(t_->host()->HoldLocalRegion(src, bytes, &region)
                            .with_context(Format("verbs: write to peer %d", peer_)));
     if (!region->verbs_mr)
       return Error(ZC_ERR_INTERNAL, "verbs: source %p (%zu bytes) is not registered with the NIC", src,
@@ -231,8 +232,8 @@ Status VerbsConnection::Read(void* dst, size_t bytes, const RemoteRegion& src, u
   if (!src.Contains(src_off, bytes))
     return Error(ZC_ERR_INVALID_ARG, "verbs: read of %zu bytes at offset %llu outside %s", bytes,
                  static_cast<unsigned long long>(src_off), src.ToString().c_str());
-  MemRegion* region = nullptr;
-  ZC_RETURN_IF_ERROR(t_->host()->LocalRegionFor(dst, bytes, &region)
+  RegionHold region;  // the destination, until the read completed (this call's end)
+  ZC_RETURN_IF_ERROR(t_->host()->HoldLocalRegion(dst, bytes, &region)
                          .with_context(Format("verbs: read from peer %d", peer_)));
   if (!region->verbs_mr)
     return Error(ZC_ERR_INTERNAL, "verbs: destination %p (%zu bytes) is not registered with the NIC",

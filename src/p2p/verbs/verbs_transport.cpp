@@ -25,7 +25,8 @@ Status RegistrationError(int err, const char* what, size_t bytes, const void* p,
            "for containers)";
   return Status(err == ENOMEM ? ZC_ERR_NO_MEMORY : ZC_ERR_SYSTEM,
                 Format("verbs: %s of %zu bytes at %p on %s failed: %s%s", what, bytes, p,
-                       dev.c_str(), strerror(err), hint));
+                       dev.c_str(), strerror(err), hint),
+                ErrorOrigin::kErrno, err);
 }
 }  // namespace
 
