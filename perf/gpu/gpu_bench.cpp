@@ -67,11 +67,17 @@ double NsPerOp(Clock::time_point t0, Clock::time_point t1, uint64_t ops) {
 double ClassifyLatency(PointerCache& cache, const std::vector<const void*>& ptrs,
                        uint64_t iters) {
   PointerInfo info;
-  for (const void* p : ptrs) cache.Classify(p, 64, &info);  // warm
+  for (const void* p : ptrs) {  // warm, and every pointer must classify
+    const zc::Status st = cache.Classify(p, 64, &info);
+    if (!st.ok()) {
+      std::fprintf(stderr, "classify: %s\n", st.message().c_str());
+      return -1.0;
+    }
+  }
   const auto t0 = Clock::now();
   uint64_t sink = 0;
   for (uint64_t i = 0; i < iters; ++i) {
-    cache.Classify(ptrs[i % ptrs.size()], 64, &info);
+    if (!cache.Classify(ptrs[i % ptrs.size()], 64, &info).ok()) return -1.0;
     sink += info.buffer_id;
   }
   const auto t1 = Clock::now();
@@ -222,8 +228,13 @@ int GpuBench(bool quick) {
         continue;
       }
       t0 = Clock::now();
-      for (int i = 0; i < iters; ++i) ReduceInto(pc, pa, pb, n, k.d, k.op, nullptr);
-      st = SynchronizeStream(nullptr, "bench");
+      for (int i = 0; i < iters && st.ok(); ++i) st = ReduceInto(pc, pa, pb, n, k.d, k.op, nullptr);
+      if (st.ok()) st = SynchronizeStream(nullptr, "bench");
+      if (!st.ok()) {
+        std::printf("error: %s\n", st.message().c_str());
+        ++failures;
+        continue;
+      }
       const double s = std::chrono::duration<double>(Clock::now() - t0).count() / iters;
       const double bw = 3.0 * bytes / s / 1e9;
       std::printf("%10zu %-9s %-5s %10.1f %10.1f %10.1f %7.0f%%\n", bytes,

@@ -234,11 +234,13 @@ void AuthSeeds() {
       std::string next_s, next_c;
       if (s.want() && to_s.size() >= s.want()) {
         got_s += to_s.substr(0, s.want());
-        s.OnMessage(reinterpret_cast<const uint8_t*>(to_s.data()), s.want(), &next_c);
+        IgnoreError(s.OnMessage(reinterpret_cast<const uint8_t*>(to_s.data()), s.want(), &next_c),
+                    "corpus: a failed step still records the bytes seen so far");
       }
       if (c.want() && to_c.size() >= c.want()) {
         got_c += to_c.substr(0, c.want());
-        c.OnMessage(reinterpret_cast<const uint8_t*>(to_c.data()), c.want(), &next_s);
+        IgnoreError(c.OnMessage(reinterpret_cast<const uint8_t*>(to_c.data()), c.want(), &next_s),
+                    "corpus: a failed step still records the bytes seen so far");
       }
       to_s = next_s;
       to_c = next_c;
