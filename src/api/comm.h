@@ -21,6 +21,7 @@
 #include "bootstrap/launcher_watch.h"
 #include "bootstrap/store_server.h"
 #include "common/config.h"
+#include "gpu/device_path.h"
 #include "p2p/device.h"
 #include "p2p/group.h"
 #include "p2p/p2p_engine.h"
@@ -87,8 +88,10 @@ struct zc_comm {
   // Nonblocking collectives queued or running, plus plans started and not
   // yet waited for: a blocking collective is refused while any is.
   std::atomic<int> inflight{0};
-  // CUDA builds: same-host IPC allreduce state (peers' mapped buffers).
-  std::shared_ptr<void> gpu_ipc;
+  // Device memory: staging and the same-host CUDA IPC path with its state
+  // (peers' mapped buffers). Every entry point that takes buffers goes
+  // through it; it passes everything through in builds without CUDA.
+  std::unique_ptr<zc::gpu::DevicePath> gpu;
 
   // Nonblocking operations run here, in order.
   std::mutex work_mu;

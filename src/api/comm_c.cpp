@@ -20,6 +20,7 @@
 #include "bootstrap/unique_id.h"
 #include "collectives/collectives.h"
 #include "common/log.h"
+#include "zc_build_config.h"
 
 namespace {
 
@@ -76,6 +77,12 @@ Status MakeComm(const std::shared_ptr<zc::World>& world, std::vector<int> member
     ++comm->local_size;
   }
   ZC_RETURN_IF_ERROR(zc::Collectives::Create(comm->group.get(), &comm->coll).with_context("collectives"));
+  zc::gpu::DevicePathOptions gpu;
+  gpu.enabled = ZC_HAVE_CUDA;
+  gpu.ipc_mode = comm->config.gpu_ipc;
+  gpu.ipc_min_bytes = comm->config.gpu_ipc_min_bytes;
+  gpu.ipc_reachable = comm->size > 1 && comm->local_size == comm->size;
+  comm->gpu = std::make_unique<zc::gpu::DevicePath>(gpu);
   comm->p2p = std::make_unique<zc::P2pEngine>(world->device.get(), comm->group->members(), comm->rank, ctx);
   zc_comm* c = comm.get();
   comm->worker = std::thread([c] { WorkerLoop(c); });
@@ -338,7 +345,7 @@ zc_status zc_finalize(zc_comm* comm) {
     else if (Status q = comm->coll->Quiesce(); !q.ok())
       ZC_TRACE(kColl, "finalize: %s", q.message().c_str());
   }
-  comm->gpu_ipc.reset();  // closes the mappings of peers' buffers
+  if (comm->gpu) comm->gpu->Close();  // closes the mappings of peers' buffers
   comm->p2p.reset();      // requests still pending fail with ZC_ERR_ABORTED
   comm->coll.reset();
   uint32_t ctx = comm->group ? comm->group->context() : 0;

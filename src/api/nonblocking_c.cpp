@@ -13,7 +13,9 @@
 #include "api/checks.h"
 #include "api/comm.h"
 #include "collectives/collectives.h"
+#include "collectives/dtype.h"
 #include "common/deadline.h"
+#include "gpu/device_path.h"
 
 using namespace zc::api;
 
@@ -21,6 +23,8 @@ struct zc_plan {
   zc_comm* comm;
   std::unique_ptr<zc::AllreducePlan> plan;
   bool started = false;
+  // Started on device buffers: their pinned copies, copied out at the wait.
+  std::unique_ptr<zc::gpu::HostStaging> staging;
 };
 
 namespace {
@@ -164,10 +168,20 @@ zc_status zc_plan_start(zc_plan* plan, const void* sendbuf, void* recvbuf) {
   zc_comm* comm = plan->comm;
   if (!sendbuf || !recvbuf) return BadArg(comm, "plan_start", "NULL buffer with count %zu", plan->plan->count());
   if (plan->started) return BadArg(comm, "plan_start", "the plan was started and not waited for");
+  // Device buffers as in every other entry point: refused by builds without
+  // CUDA, staged by the communicator's DevicePath in CUDA builds.
+  const size_t bytes = plan->plan->count() * zc::DtypeSize(plan->plan->dtype());
+  ZC_TRY(CheckBuf(comm, "plan_start", sendbuf, "sendbuf", bytes));
+  ZC_TRY(CheckBuf(comm, "plan_start", recvbuf, "recvbuf", bytes));
   ZC_TRY(CheckNothingInFlight(comm, "plan_start"));
+  const void* hsend = sendbuf;
+  void* hrecv = recvbuf;
+  zc::Status st = comm->gpu->StagePlan(sendbuf, recvbuf, bytes, &plan->staging, &hsend, &hrecv);
+  if (!st.ok()) return Fail(st.with_context(zc::Format("rank %d: plan_start", comm->rank)));
   comm->inflight.fetch_add(1, std::memory_order_acq_rel);
-  zc::Status st = plan->plan->Start(sendbuf, recvbuf);
+  st = plan->plan->Start(hsend, hrecv);
   if (!st.ok()) {
+    plan->staging.reset();
     comm->inflight.fetch_sub(1, std::memory_order_acq_rel);
     return Fail(st.with_context(zc::Format("rank %d: plan_start", comm->rank)));
   }
@@ -179,6 +193,10 @@ zc_status zc_plan_wait(zc_plan* plan) {
   if (!plan) return BadArg(nullptr, "plan_wait", "plan is NULL");
   if (!plan->started) return ZC_OK;
   zc::Status st = plan->plan->Wait();
+  if (plan->staging) {
+    if (st.ok()) st = plan->staging->CopyOut();
+    plan->staging.reset();
+  }
   plan->started = false;
   plan->comm->inflight.fetch_sub(1, std::memory_order_acq_rel);
   if (!st.ok()) return Fail(st.with_context(zc::Format("rank %d: plan_wait", plan->comm->rank)));

@@ -1,9 +1,9 @@
 // C ABI: point to point. zc_send/zc_recv and zc_isend/zc_irecv all go
 // through the communicator's p2p engine (p2p/p2p_engine.h), so blocking and
 // nonblocking calls share one matching order and tags are scoped by the
-// communicator. CUDA builds stage device buffers through pinned host memory:
-// a send's copy is made when it is posted, a receive's copied back when it
-// completes.
+// communicator. The communicator's DevicePath stages device buffers (CUDA
+// builds) through pinned host memory: a send's copy is made when it is
+// posted, a receive's copied back when it completes.
 #include <zcomm/zcomm.h>
 
 #include "api/checks.h"
@@ -40,14 +40,8 @@ zc_status Post(zc_comm* comm, const char* op, bool send, void* buf, size_t bytes
   auto r = std::make_unique<zc_request>();
   r->context = Context(comm, op, send, peer, tag, bytes);
   void* host = buf;
-#if ZC_STAGE_DEVICE_POINTERS
-  auto staging = std::make_shared<zc::gpu::HostStaging>();
-  zc::gpu::StageArg arg{buf, bytes, send, !send, "buf"};
-  zc::Status staged = staging->Stage(&arg, 1, &host);
+  zc::Status staged = comm->gpu->StageRequest(buf, bytes, send, &host, &r->on_complete);
   if (!staged.ok()) return Fail(staged.with_context(r->context));
-  if (staging->active() && !send) r->on_complete = [staging] { return staging->CopyOut(); };
-  else if (staging->active()) r->on_complete = [staging] { return zc::Status::Ok(); };
-#endif
   zc::Status st = send ? comm->p2p->Isend(host, bytes, peer, tag, &r->p2p)
                        : comm->p2p->Irecv(host, bytes, peer, tag, &r->p2p);
   if (!st.ok()) return Fail(st.with_context(r->context));
@@ -116,7 +110,7 @@ zc_status zc_irecv(zc_comm* comm, void* buf, size_t bytes, int peer, int tag, zc
 zc_status zc_send(zc_comm* comm, const void* buf, size_t bytes, int peer, int tag) {
   ZC_CHECK_COMM(comm, "zc_send");
   ZC_TRY(CheckPeerArgs(comm, "zc_send", true, buf, bytes, peer, tag));
-  zc::Status st = Staged({Buf{buf, bytes, true, false, "buf"}}, [&](void** h) {
+  zc::Status st = Staged(comm, {Buf{buf, bytes, true, false, "buf"}}, [&](void** h) {
     return comm->p2p->Send(h[0], bytes, peer, tag);
   });
   return st.ok() ? ZC_OK : Fail(st.with_context(Context(comm, "send", true, peer, tag, bytes)));
@@ -125,7 +119,7 @@ zc_status zc_send(zc_comm* comm, const void* buf, size_t bytes, int peer, int ta
 zc_status zc_recv(zc_comm* comm, void* buf, size_t bytes, int peer, int tag) {
   ZC_CHECK_COMM(comm, "zc_recv");
   ZC_TRY(CheckPeerArgs(comm, "zc_recv", false, buf, bytes, peer, tag));
-  zc::Status st = Staged({Buf{buf, bytes, false, true, "buf"}}, [&](void** h) {
+  zc::Status st = Staged(comm, {Buf{buf, bytes, false, true, "buf"}}, [&](void** h) {
     return comm->p2p->Recv(h[0], bytes, peer, tag);
   });
   return st.ok() ? ZC_OK : Fail(st.with_context(Context(comm, "recv", false, peer, tag, bytes)));

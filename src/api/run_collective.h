@@ -1,8 +1,9 @@
 // What every C ABI collective entry point does around the work: the
 // in-flight check, the communicator's collective lock, the error context
-// ("rank R: OP #SEQ: ..."), the last algorithm, and the staging of device
-// buffers through pinned host memory in CUDA builds. Shared by every file of
-// src/api that implements a collective.
+// ("rank R: OP #SEQ: ..."), the last algorithm, and handing the buffers to
+// the communicator's DevicePath (gpu/device_path.h), which stages device
+// memory in CUDA builds. Shared by every file of src/api that implements a
+// collective.
 #pragma once
 
 #include <zcomm/zcomm.h>
@@ -14,15 +15,7 @@
 #include "api/comm.h"
 #include "collectives/collectives.h"
 #include "common/log.h"
-#include "zc_build_config.h"
-// CUDA builds stage device buffers through pinned host memory; other builds
-// refuse device memory in CheckBuf().
-#if ZC_HAVE_CUDA
-#include "gpu/host_staging.h"
-#define ZC_STAGE_DEVICE_POINTERS 1
-#else
-#define ZC_STAGE_DEVICE_POINTERS 0
-#endif
+#include "gpu/device_path.h"
 
 namespace zc::api {
 
@@ -53,34 +46,16 @@ zc_status RunCollective(zc_comm* comm, const char* op, Fn&& fn) {
   return Done(comm, op, seq, st);
 }
 
-// A buffer of one call, for Staged().
-struct Buf {
-  const void* ptr;
-  size_t bytes;
-  bool in, out;
-  const char* name;
-};
+// A buffer of one call, for Staged(): {ptr, bytes, in, out, name}.
+using Buf = gpu::StageArg;
 
-// Runs fn(host) where host[i] stands for bufs[i]. CUDA builds: device
-// buffers are staged through pinned host memory (gpu/host_staging.h), so the
-// host collectives and p2p see host memory only; host buffers pass through.
-// Other builds: CheckBuf() has already refused device memory.
+// Runs fn(host) where host[i] stands for bufs[i]: the communicator's
+// DevicePath stages device buffers through pinned host memory (CUDA builds),
+// so the host collectives and p2p see host memory only; host buffers pass
+// through. Builds without CUDA: CheckBuf() has already refused device memory.
 template <size_t N, typename Fn>
-Status Staged(const Buf (&bufs)[N], Fn&& fn) {
-  void* host[N];
-#if ZC_STAGE_DEVICE_POINTERS
-  gpu::StageArg args[N];
-  for (size_t i = 0; i < N; ++i)
-    args[i] = gpu::StageArg{bufs[i].ptr, bufs[i].bytes, bufs[i].in, bufs[i].out, bufs[i].name};
-  gpu::HostStaging staging;
-  ZC_RETURN_IF_ERROR(staging.Stage(args, N, host));
-  Status st = fn(host);
-  if (st.ok() && staging.active()) st = staging.CopyOut();
-  return st;
-#else
-  for (size_t i = 0; i < N; ++i) host[i] = const_cast<void*>(bufs[i].ptr);
-  return fn(host);
-#endif
+Status Staged(zc_comm* comm, const Buf (&bufs)[N], Fn&& fn) {
+  return comm->gpu->Run(bufs, std::forward<Fn>(fn));
 }
 
 }  // namespace zc::api

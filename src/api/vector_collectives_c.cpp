@@ -25,7 +25,7 @@ zc_status zc_allgatherv(zc_comm* comm, const void* sendbuf, size_t sendcount, vo
   if (extent == 0) return ZC_OK;
   return RunCollective(comm, "allgatherv", [&](auto* c) {
     const size_t es = zc::DtypeSize(dtype);
-    return Staged({Buf{sendbuf, sendcount * es, true, false, "sendbuf"},
+    return Staged(comm, {Buf{sendbuf, sendcount * es, true, false, "sendbuf"},
                    Buf{recvbuf, extent * es, false, true, "recvbuf"}},
                   [&](void** h) {
                     return c->Allgatherv(h[0], sendcount, h[1], recvcounts, displs, dtype);
@@ -46,7 +46,7 @@ zc_status zc_alltoallv(zc_comm* comm, const void* sendbuf, const size_t* sendcou
   if (comm->size == 1 && send_extent == 0) return ZC_OK;
   return RunCollective(comm, "alltoallv", [&](auto* c) {
     const size_t es = zc::DtypeSize(dtype);
-    return Staged({Buf{sendbuf, send_extent * es, true, false, "sendbuf"},
+    return Staged(comm, {Buf{sendbuf, send_extent * es, true, false, "sendbuf"},
                    Buf{recvbuf, recv_extent * es, false, true, "recvbuf"}},
                   [&](void** h) {
                     return c->Alltoallv(h[0], sendcounts, sdispls, h[1], recvcounts, rdispls,
@@ -63,7 +63,7 @@ zc_status zc_gather(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t co
   return RunCollective(comm, "gather", [&](auto* c) {
     const size_t bytes = count * zc::DtypeSize(dtype);
     const bool is_root = comm->rank == root;
-    return Staged({Buf{sendbuf, bytes, true, false, "sendbuf"},
+    return Staged(comm, {Buf{sendbuf, bytes, true, false, "sendbuf"},
                    Buf{is_root ? recvbuf : nullptr, is_root ? bytes * comm->size : 0, false, true,
                        "recvbuf"}},
                   [&](void** h) {
@@ -80,7 +80,7 @@ zc_status zc_scatter(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t c
   return RunCollective(comm, "scatter", [&](auto* c) {
     const size_t bytes = count * zc::DtypeSize(dtype);
     const bool is_root = comm->rank == root;
-    return Staged({Buf{is_root ? sendbuf : nullptr, is_root ? bytes * comm->size : 0, true, false,
+    return Staged(comm, {Buf{is_root ? sendbuf : nullptr, is_root ? bytes * comm->size : 0, true, false,
                        "sendbuf"},
                    Buf{recvbuf, bytes, false, true, "recvbuf"}},
                   [&](void** h) {

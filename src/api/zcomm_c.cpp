@@ -8,16 +8,10 @@
 #include "api/checks.h"
 #include "api/comm.h"
 #include "api/run_collective.h"
-#include "common/log.h"
-#include "zc_build_config.h"
 #include "collectives/collectives.h"
 #include "collectives/dtype.h"
-// CUDA builds stage device buffers through pinned host memory and run the
-// same-host allreduce through CUDA IPC; other builds refuse device memory in
-// CheckBuf().
-#if ZC_STAGE_DEVICE_POINTERS
-#include "gpu/ipc_allreduce.h"
-#endif
+#include "common/log.h"
+#include "gpu/device_path.h"
 
 namespace zc::api {
 namespace {
@@ -27,34 +21,7 @@ void SetLastAlgorithm(const char* name) { t_last_algorithm = name; }
 const char* LastAlgorithm() { return t_last_algorithm; }
 }  // namespace zc::api
 
-namespace {
-
 using namespace zc::api;
-
-#if ZC_STAGE_DEVICE_POINTERS
-// The CUDA IPC allreduce applies when every rank is on this host, the op has
-// a GPU kernel (not band/bor/bxor), no host allreduce algorithm was asked
-// for (ZC_ALGO), ZC_GPU_IPC and the size allow it, and
-// both buffers are device memory. All but the last are the same on every rank.
-bool UseIpcAllreduce(const zc_comm* comm, const void* send, const void* recv, size_t bytes,
-                     zc_op op, int* device) {
-  return comm->size > 1 && comm->local_size == comm->size && !zc::IsBitwise(op) &&
-         comm->coll->ForcedAlgo(zc::coll::Kind::kAllreduce) == zc::coll::Algo::kNone &&
-         zc::gpu::IpcAllreduceWanted(bytes, comm->config.gpu_ipc, comm->config.gpu_ipc_min_bytes) &&
-         zc::gpu::LoadedDriver() != nullptr &&
-         zc::gpu::IpcAllreduce::Eligible(send, recv, bytes, device);
-}
-
-// The communicator's IPC state (peers' mapped buffers), made on first use
-// under the collective lock and closed when the communicator is finalized.
-zc::gpu::IpcAllreduce* IpcState(zc_comm* comm) {
-  if (!comm->gpu_ipc) comm->gpu_ipc = std::make_shared<zc::gpu::IpcAllreduce>();
-  return static_cast<zc::gpu::IpcAllreduce*>(comm->gpu_ipc.get());
-}
-#endif
-
-}  // namespace
-
 
 extern "C" {
 
@@ -116,30 +83,12 @@ zc_status zc_allreduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t
   ZC_CHECK_COMM(comm, "allreduce");
   ZC_TRY(CheckAllreduceArgs(comm, "allreduce", sendbuf, recvbuf, count, dtype, op));
   if (count == 0) return ZC_OK;
-#if ZC_STAGE_DEVICE_POINTERS
-  int device = -1;
-  if (UseIpcAllreduce(comm, sendbuf, recvbuf, count * zc::DtypeSize(dtype), op, &device)) {
-    zc_status s = RunCollective(comm, "allreduce", [&](auto* c) {
-      zc::gpu::IpcAllreduce* ipc = IpcState(comm);
-      zc::gpu::HostGroup g;
-      g.rank = comm->rank;
-      g.size = comm->size;
-      g.allgather = [c](const void* in, void* out, size_t bytes) {
-        return c->Allgather(in, out, bytes, ZC_UINT8);
-      };
-      g.barrier = [c] { return c->Barrier(); };
-      return ipc->Run(g, sendbuf, recvbuf, count, dtype, op, device);
-    });
-    SetLastAlgorithm("cuda_ipc");
-    return s;
-  }
-#endif
-  return RunCollective(comm, "allreduce", [&](auto* c) {
-    const size_t bytes = count * zc::DtypeSize(dtype);
-    return Staged({Buf{sendbuf, bytes, true, false, "sendbuf"},
-                   Buf{recvbuf, bytes, false, true, "recvbuf"}},
-                  [&](void** h) { return c->Allreduce(h[0], h[1], count, dtype, op); });
+  bool used_ipc = false;
+  zc_status s = RunCollective(comm, "allreduce", [&](auto* c) {
+    return comm->gpu->Allreduce(c, sendbuf, recvbuf, count, dtype, op, &used_ipc);
   });
+  if (used_ipc) SetLastAlgorithm("cuda_ipc");
+  return s;
 }
 
 zc_status zc_broadcast(zc_comm* comm, void* buf, size_t count, zc_dtype dtype, int root) {
@@ -148,7 +97,7 @@ zc_status zc_broadcast(zc_comm* comm, void* buf, size_t count, zc_dtype dtype, i
   if (count == 0) return ZC_OK;
   return RunCollective(comm, "broadcast", [&](auto* c) {
     const bool is_root = comm->rank == root;
-    return Staged({Buf{buf, count * zc::DtypeSize(dtype), is_root, !is_root, "buf"}},
+    return Staged(comm, {Buf{buf, count * zc::DtypeSize(dtype), is_root, !is_root, "buf"}},
                   [&](void** h) { return c->Broadcast(h[0], count, dtype, root); });
   });
 }
@@ -161,7 +110,7 @@ zc_status zc_reduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t co
   return RunCollective(comm, "reduce", [&](auto* c) {
     const size_t bytes = count * zc::DtypeSize(dtype);
     const bool is_root = comm->rank == root;
-    return Staged({Buf{sendbuf, bytes, true, false, "sendbuf"},
+    return Staged(comm, {Buf{sendbuf, bytes, true, false, "sendbuf"},
                    Buf{is_root ? recvbuf : nullptr, is_root ? bytes : 0, false, true, "recvbuf"}},
                   [&](void** h) {
                     return c->Reduce(h[0], is_root ? h[1] : recvbuf, count, dtype, op, root);
@@ -176,7 +125,7 @@ zc_status zc_allgather(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t
   if (sendcount == 0) return ZC_OK;
   return RunCollective(comm, "allgather", [&](auto* c) {
     const size_t bytes = sendcount * zc::DtypeSize(dtype);
-    return Staged({Buf{sendbuf, bytes, true, false, "sendbuf"},
+    return Staged(comm, {Buf{sendbuf, bytes, true, false, "sendbuf"},
                    Buf{recvbuf, bytes * comm->size, false, true, "recvbuf"}},
                   [&](void** h) { return c->Allgather(h[0], h[1], sendcount, dtype); });
   });
@@ -189,7 +138,7 @@ zc_status zc_reduce_scatter(zc_comm* comm, const void* sendbuf, void* recvbuf, s
   if (recvcount == 0) return ZC_OK;
   return RunCollective(comm, "reduce_scatter", [&](auto* c) {
     const size_t bytes = recvcount * zc::DtypeSize(dtype);
-    return Staged({Buf{sendbuf, bytes * comm->size, true, false, "sendbuf"},
+    return Staged(comm, {Buf{sendbuf, bytes * comm->size, true, false, "sendbuf"},
                    Buf{recvbuf, bytes, false, true, "recvbuf"}},
                   [&](void** h) { return c->ReduceScatter(h[0], h[1], recvcount, dtype, op); });
   });
@@ -202,7 +151,7 @@ zc_status zc_alltoall(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t 
   if (count == 0) return ZC_OK;
   return RunCollective(comm, "alltoall", [&](auto* c) {
     const size_t bytes = count * zc::DtypeSize(dtype) * comm->size;
-    return Staged({Buf{sendbuf, bytes, true, false, "sendbuf"},
+    return Staged(comm, {Buf{sendbuf, bytes, true, false, "sendbuf"},
                    Buf{recvbuf, bytes, false, true, "recvbuf"}},
                   [&](void** h) { return c->Alltoall(h[0], h[1], count, dtype); });
   });

@@ -102,10 +102,15 @@ Status Collectives::Run(Kind kind, size_t count, zc_dtype dtype, zc_op op, int r
   sig.root = root;
   sig.algo = algo;
   sig.count = count;
+  return RunAs(sig, kind == Kind::kBarrier ? 1 : DtypeSize(dtype), std::forward<Fn>(fn));
+}
+
+template <typename Fn>
+Status Collectives::RunAs(coll::Signature sig, size_t elem_size, Fn&& fn) {
   sig.seq = ++seq_;
-  last_algo_ = algo;
+  last_algo_ = sig.algo;
   if (dev_->aborted()) return dev_->Health(-1);
-  coll::OpCtx c(dev_, links_.get(), sig, kind == Kind::kBarrier ? 1 : DtypeSize(dtype));
+  coll::OpCtx c(dev_, links_.get(), sig, elem_size);
   return Fail(fn(c));
 }
 
@@ -146,20 +151,44 @@ std::vector<int> Collectives::AllreducePeers(Algo algo) const {
 Status Collectives::AllreduceWith(Algo algo, const void* send, void* recv, size_t count,
                                   zc_dtype dtype, zc_op op) {
   return Run(Kind::kAllreduce, count, dtype, op, -1, algo, [&](coll::OpCtx& c) -> Status {
-    switch (algo) {
-      case Algo::kLocal:
-        if (send != recv) memmove(recv, send, count * DtypeSize(dtype));
-        return Status::Ok();  // avg over one rank: nothing to divide
-      case Algo::kShm:
-        return shm_->Allreduce(c.sig(), send, recv, count, dtype, op);
-      case Algo::kHd:
-        ZC_RETURN_IF_ERROR(c.Ensure(coll::HalvingDoublingPeers(rank_, size_)));
-        return coll::AllreduceHalvingDoubling(c, send, recv, count, dtype, op);
-      case Algo::kRing:
-      default:
-        ZC_RETURN_IF_ERROR(c.Ensure(coll::RingPeers(rank_, size_)));
-        return coll::AllreduceRing(c, send, recv, count, dtype, op);
-    }
+    return AllreduceAlgo(c, algo, send, recv, count, dtype, op);
+  });
+}
+
+Status Collectives::AllreduceAlgo(coll::OpCtx& c, Algo algo, const void* send, void* recv,
+                                  size_t count, zc_dtype dtype, zc_op op) {
+  switch (algo) {
+    case Algo::kLocal:
+      if (send != recv) memmove(recv, send, count * DtypeSize(dtype));
+      return Status::Ok();  // avg over one rank: nothing to divide
+    case Algo::kShm:
+      return shm_->Allreduce(c.sig(), send, recv, count, dtype, op);
+    case Algo::kHd:
+      ZC_RETURN_IF_ERROR(c.Ensure(coll::HalvingDoublingPeers(rank_, size_)));
+      return coll::AllreduceHalvingDoubling(c, send, recv, count, dtype, op);
+    case Algo::kRing:
+    default:
+      ZC_RETURN_IF_ERROR(c.Ensure(coll::RingPeers(rank_, size_)));
+      return coll::AllreduceRing(c, send, recv, count, dtype, op);
+  }
+}
+
+Status Collectives::AllreduceExchange(size_t count, zc_dtype dtype, zc_op op, coll::MemPath mem,
+                                      const void* mine, void* all, size_t bytes) {
+  ZC_RETURN_IF_ERROR(CheckDtypeOp(dtype, op));
+  coll::Signature sig;
+  sig.kind = Kind::kAllreduce;
+  sig.dtype = dtype;
+  sig.op = op;
+  sig.algo = ChooseAllreduce(count, dtype);
+  sig.count = count;
+  sig.mem = mem;
+  // An allgather written as a bitwise-or allreduce of blocks that are zero
+  // but for each rank's own: any allreduce algorithm carries it.
+  std::vector<uint8_t> in(bytes * size_, 0);
+  if (bytes) memcpy(in.data() + static_cast<size_t>(rank_) * bytes, mine, bytes);
+  return RunAs(sig, 1, [&](coll::OpCtx& c) -> Status {
+    return AllreduceAlgo(c, sig.algo, in.data(), all, in.size(), ZC_UINT8, ZC_BOR);
   });
 }
 

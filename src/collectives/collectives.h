@@ -53,6 +53,7 @@ class AllreducePlan {
   Status Wait();
   const char* algorithm() const;
   size_t count() const { return count_; }
+  zc_dtype dtype() const { return dtype_; }
 
  private:
   friend class Collectives;
@@ -83,6 +84,16 @@ class Collectives {
   ~Collectives();
 
   Status Allreduce(const void* send, void* recv, size_t count, zc_dtype dtype, zc_op op);
+
+  // The first step of an allreduce that runs outside the host algorithms
+  // (the CUDA IPC path): an allgather of `bytes` per rank (mine -> all, which
+  // holds size x bytes) that travels as the caller's allreduce(count, dtype,
+  // op) with memory path `mem`, over the algorithm a host allreduce of that
+  // call takes. A rank running the host allreduce and one running this meet
+  // on the same channel, and the signature check fails both with
+  // ZC_ERR_MISMATCH instead of leaving them waiting on different channels.
+  Status AllreduceExchange(size_t count, zc_dtype dtype, zc_op op, coll::MemPath mem,
+                           const void* mine, void* all, size_t bytes);
   Status Broadcast(void* buf, size_t count, zc_dtype dtype, int root);
   Status Reduce(const void* send, void* recv, size_t count, zc_dtype dtype, zc_op op, int root);
   Status Allgather(const void* send, void* recv, size_t sendcount, zc_dtype dtype);
@@ -133,10 +144,18 @@ class Collectives {
   template <typename Fn>
   Status Run(coll::Kind kind, size_t count, zc_dtype dtype, zc_op op, int root, coll::Algo algo,
              Fn&& fn);
+  // Run with the whole signature given (its seq is assigned here) and the
+  // element size the algorithm's data has.
+  template <typename Fn>
+  Status RunAs(coll::Signature sig, size_t elem_size, Fn&& fn);
   Status Fail(const Status& st);
 
   Status AllreduceWith(coll::Algo algo, const void* send, void* recv, size_t count, zc_dtype dtype,
                        zc_op op);
+  // The allreduce algorithm `algo` on data (send, recv, count, dtype, op)
+  // under c's signature.
+  Status AllreduceAlgo(coll::OpCtx& c, coll::Algo algo, const void* send, void* recv, size_t count,
+                       zc_dtype dtype, zc_op op);
   // Broadcast and reduce: forced (ZC_ALGO), or tree / chain by size.
   coll::Algo ChooseTree(coll::Kind kind, size_t bytes) const;
   // Peers each algorithm talks to (links made at Create / plan init).

@@ -38,10 +38,19 @@ const char* AlgoName(Algo a) {
   return "unknown";
 }
 
+const char* MemPathName(MemPath m) {
+  switch (m) {
+    case MemPath::kHost: return "host memory";
+    case MemPath::kCudaIpc: return "device memory over CUDA IPC";
+  }
+  return "unknown memory path";
+}
+
 void Signature::Pack(uint64_t* aux, uint64_t tag, int sender) const {
   aux[0] = static_cast<uint64_t>(kind) | (static_cast<uint64_t>(dtype) & 0xff) << 8 |
            (static_cast<uint64_t>(op) & 0xff) << 16 | static_cast<uint64_t>(algo) << 24 |
-           static_cast<uint64_t>(static_cast<uint32_t>(root + 1)) << 32;
+           (static_cast<uint64_t>(static_cast<uint32_t>(root + 1)) & 0x1ffffff) << 32 |
+           static_cast<uint64_t>(mem) << 57;
   aux[1] = count;
   aux[2] = seq;
   aux[3] = tag;
@@ -49,23 +58,25 @@ void Signature::Pack(uint64_t* aux, uint64_t tag, int sender) const {
 }
 
 bool Signature::Unpack(const uint64_t* aux, Signature* out) {
-  const uint64_t dtype = (aux[0] >> 8) & 0xff, op = (aux[0] >> 16) & 0xff;
-  if (dtype > ZC_FLOAT64 || op > ZC_BXOR) return false;
+  const uint64_t dtype = (aux[0] >> 8) & 0xff, op = (aux[0] >> 16) & 0xff, mem = aux[0] >> 57;
+  if (dtype > ZC_FLOAT64 || op > ZC_BXOR || mem > static_cast<uint64_t>(MemPath::kCudaIpc))
+    return false;
   Signature s;
   s.kind = static_cast<Kind>(aux[0] & 0xff);
   s.dtype = static_cast<zc_dtype>(dtype);
   s.op = static_cast<zc_op>(op);
   s.algo = static_cast<Algo>((aux[0] >> 24) & 0xff);
-  // root + 1 on the wire: subtract in unsigned (a wire value of 2^31 must not
-  // overflow an int).
-  s.root = static_cast<int>(static_cast<uint32_t>(aux[0] >> 32) - 1u);
+  // root + 1 on the wire (25 bits: ZC_SIZE is at most 2^24): 0 is "no root".
+  const uint32_t root1 = static_cast<uint32_t>(aux[0] >> 32) & 0x1ffffff;
+  s.root = static_cast<int>(root1) - 1;
+  s.mem = static_cast<MemPath>(mem);
   s.count = aux[1];
   s.seq = aux[2];
   *out = s;
   return true;
 }
 
-std::string Signature::Describe(bool with_algo, bool with_seq) const {
+std::string Signature::Describe(bool with_algo, bool with_seq, bool with_mem) const {
   std::string s = Format("%s(", KindName(kind));
   bool has_type = kind != Kind::kBarrier;
   bool has_op = kind == Kind::kAllreduce || kind == Kind::kReduce || kind == Kind::kReduceScatter;
@@ -80,6 +91,7 @@ std::string Signature::Describe(bool with_algo, bool with_seq) const {
   if (has_op) s += Format(", %s", OpName(op));
   if (has_root) s += Format(", root=%d", root);
   if (with_algo) s += Format("%salgo=%s", has_type ? ", " : "", AlgoName(algo));
+  if (with_mem) s += Format("%s%s", has_type || with_algo ? ", " : "", MemPathName(mem));
   s += ")";
   if (with_seq) s += Format(" as collective #%llu", static_cast<unsigned long long>(seq));
   return s;
@@ -87,7 +99,7 @@ std::string Signature::Describe(bool with_algo, bool with_seq) const {
 
 bool Signature::SameCall(const Signature& o) const {
   return kind == o.kind && dtype == o.dtype && op == o.op && root == o.root && algo == o.algo &&
-         count == o.count && seq == o.seq;
+         count == o.count && seq == o.seq && mem == o.mem;
 }
 
 Status CheckSignature(const Signature& mine, int my_rank, uint64_t expect_tag, const uint64_t* aux,
@@ -101,12 +113,15 @@ Status CheckSignature(const Signature& mine, int my_rank, uint64_t expect_tag, c
   if (!theirs.SameCall(mine)) {
     // Name what differs; the algorithm and sequence number only when the
     // visible arguments agree (ZC_ALGO set differently, or calls skipped).
+    // The memory path is always named when it differs: the arguments may
+    // differ too, but the path is what the caller has to fix first.
+    bool with_mem = theirs.mem != mine.mem;
     bool args_same = theirs.Describe() == mine.Describe();
-    bool with_algo = args_same && theirs.algo != mine.algo;
-    bool with_seq = args_same && !with_algo;
+    bool with_algo = args_same && !with_mem && theirs.algo != mine.algo;
+    bool with_seq = args_same && !with_mem && !with_algo;
     return Error(ZC_ERR_MISMATCH, "rank %d called %s but rank %d called %s", peer,
-                 theirs.Describe(with_algo, with_seq).c_str(), my_rank,
-                 mine.Describe(with_algo, with_seq).c_str());
+                 theirs.Describe(with_algo, with_seq, with_mem).c_str(), my_rank,
+                 mine.Describe(with_algo, with_seq, with_mem).c_str());
   }
   if (aux[3] != expect_tag || static_cast<int>(aux[4]) != peer)
     return Error(ZC_ERR_INTERNAL,

@@ -9,7 +9,8 @@
 // allreduce(count=99, float32, sum)", and aborts the device so that every
 // other rank's waits fail too.
 //
-//   aux[0]  kind | dtype << 8 | op << 16 | algo << 24 | (root + 1) << 32
+//   aux[0]  kind | dtype << 8 | op << 16 | algo << 24 | (root + 1) << 32 |
+//           mem << 57  (root + 1 in 25 bits: ZC_SIZE is at most 2^24)
 //   aux[1]  count (elements, as the collective's count argument)
 //   aux[2]  sequence number of the collective on this communicator
 //   aux[3]  message tag: step << 32 | chunk (checks the algorithm's lockstep)
@@ -56,7 +57,19 @@ enum class Algo : uint8_t {
   kDirect = 9,    // gather / scatter: the root talks to every rank
 };
 
+// Which memory path a call takes. Host collectives (host memory, or device
+// memory staged through pinned host memory) are kHost; the same-host CUDA
+// IPC allreduce (gpu/ipc_allreduce.h) is kCudaIpc. A rank whose buffers are
+// device memory and one whose are host memory may choose differently; the
+// path in the signature turns that into ZC_ERR_MISMATCH instead of two
+// ranks waiting on different channels.
+enum class MemPath : uint8_t {
+  kHost = 0,
+  kCudaIpc = 1,
+};
+
 const char* KindName(Kind k);
+const char* MemPathName(MemPath m);
 const char* AlgoName(Algo a);
 
 constexpr int kSigWords = 5;
@@ -69,6 +82,7 @@ struct Signature {
   Algo algo = Algo::kNone;
   uint64_t count = 0;
   uint64_t seq = 0;
+  MemPath mem = MemPath::kHost;
 
   // Fills aux[0..4] (tag and sender included).
   void Pack(uint64_t* aux, uint64_t tag, int sender) const;
@@ -78,8 +92,9 @@ struct Signature {
   static bool Unpack(const uint64_t* aux, Signature* out);
   // "allreduce(count=100, float32, sum)", "broadcast(count=7, int32, root=2)";
   // allgatherv's count is the total of recvcounts; alltoallv has none.
-  // with_algo/with_seq add ", algo=ring" / " as collective #5".
-  std::string Describe(bool with_algo = false, bool with_seq = false) const;
+  // with_algo/with_seq add ", algo=ring" / " as collective #5"; with_mem
+  // the memory path (", host memory" / ", device memory over CUDA IPC").
+  std::string Describe(bool with_algo = false, bool with_seq = false, bool with_mem = false) const;
   // Same collective call (everything but tag and sender).
   bool SameCall(const Signature& o) const;
 };

@@ -50,9 +50,12 @@ bool IpcAllreduceWanted(size_t bytes, const std::string& mode, size_t min_bytes)
   return bytes >= min_bytes;
 }
 
+IpcAllreduce::IpcAllreduce(const DriverTable* drv, PointerCache* cache)
+    : drv_(drv), cache_(cache), ipc_(drv, cache) {}
+
 bool IpcAllreduce::Eligible(const void* send, const void* recv, size_t bytes, int* device) {
   PointerInfo a, b;
-  PointerCache& cache = PointerCache::Global();
+  PointerCache& cache = cache_ ? *cache_ : PointerCache::Global();
   if (!cache.Classify(send, bytes, &a).ok() || a.type != MemType::kDevice) return false;
   if (!cache.Classify(recv, bytes, &b).ok() || b.type != MemType::kDevice) return false;
   if (a.device != b.device) return false;
@@ -62,26 +65,30 @@ bool IpcAllreduce::Eligible(const void* send, const void* recv, size_t bytes, in
 
 Status IpcAllreduce::Run(const HostGroup& g, const void* send, void* recv, size_t count,
                          zc_dtype dtype, zc_op op, int device) {
-  const DriverTable* drv = nullptr;
-  ZC_RETURN_IF_ERROR(LoadDriver(&drv));
-  ZC_RETURN_IF_ERROR(EnsureContext(drv, device));
+  if (!g.exchange || !g.allgather || !g.barrier)
+    return Error(ZC_ERR_INTERNAL, "CUDA IPC allreduce: the host group lacks a step");
   const size_t es = GpuDtypeSize(dtype);
   const size_t bytes = count * es;
 
-  // Our inputs must be complete before peers read them: the caller's work
-  // on any stream of this context.
+  // Any failure up to the exchange is carried in it (mine.status): peers
+  // must not wait for a rank that gave up alone. Our inputs must be complete
+  // before peers read them: the caller's work on any stream of this context.
+  const DriverTable* drv = drv_;
+  Status st = drv ? Status::Ok() : LoadDriver(&drv);
+  if (st.ok()) st = EnsureContext(drv, device);
+  if (st.ok()) st = CuCheck(drv, drv->CtxSynchronize(), "cuCtxSynchronize before CUDA IPC allreduce");
   Record mine{};
   mine.device = device;
-  Status st = CuCheck(drv, drv->CtxSynchronize(), "cuCtxSynchronize before CUDA IPC allreduce");
   if (st.ok()) st = ipc_.Export(send, bytes, &mine.send).with_context("export sendbuf");
   if (st.ok()) st = ipc_.Export(recv, bytes, &mine.recv).with_context("export recvbuf");
   mine.status = st.code();
   std::vector<Record> all(g.size);
-  ZC_RETURN_IF_ERROR(g.allgather(&mine, all.data(), sizeof(Record)));
+  ZC_RETURN_IF_ERROR(g.exchange(&mine, all.data(), sizeof(Record)));
   if (!st.ok()) return st;
   for (int r = 0; r < g.size; ++r) {
     if (all[r].status != ZC_OK) {
-      return Error(ZC_ERR_SYSTEM, "CUDA IPC allreduce: rank %d could not export its buffers", r);
+      return Error(ZC_ERR_SYSTEM, "CUDA IPC allreduce: rank %d could not prepare its buffers (%s)",
+                   r, zc_status_string(static_cast<zc_status>(all[r].status)));
     }
   }
 

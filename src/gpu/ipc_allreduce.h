@@ -16,11 +16,14 @@
 //     from reading a recvbuf the caller has got back.
 // Synchronisation is host-side only: flags stay in host memory (§3.5).
 //
-// Every rank must take this path together: the C ABI chooses it when all
-// ranks are on this host and this rank's buffers are device memory, so all
-// ranks must pass device buffers (mixing host and device buffers across
-// ranks fails on every rank, at the deadline: the ranks run different host
-// collectives underneath).
+// Every rank must take this path together: the communicator's DevicePath
+// chooses it when all ranks are on this host and this rank's buffers are
+// device memory, so all ranks must pass device buffers. The first exchange
+// travels as the caller's allreduce marked "device memory over CUDA IPC"
+// (HostGroup::exchange), on the channel a host allreduce of the same call
+// uses: a rank that passed host buffers meets it there and both fail with
+// ZC_ERR_MISMATCH. A failure on one rank before that exchange (no driver,
+// no context, an export) is carried in it, so no peer waits for it.
 // ZC_GPU_IPC=0 forces host staging instead, ZC_GPU_IPC=1 this path at every
 // size.
 #pragma once
@@ -37,9 +40,12 @@
 namespace zc::gpu {
 
 // What the algorithm needs from the communicator: its rank and size, an
-// allgather of `bytes` bytes per rank over host memory, and a barrier.
+// allgather of `bytes` bytes per rank over host memory, the first such
+// allgather carrying the caller's call (Collectives::AllreduceExchange),
+// and a barrier.
 struct HostGroup {
   int rank = 0, size = 1;
+  std::function<Status(const void* send, void* recv, size_t bytes)> exchange;
   std::function<Status(const void* send, void* recv, size_t bytes)> allgather;
   std::function<Status()> barrier;
 };
@@ -53,16 +59,19 @@ bool IpcAllreduceWanted(size_t bytes, const std::string& mode, size_t min_bytes)
 
 class IpcAllreduce {
  public:
-  IpcAllreduce() : ipc_(nullptr, nullptr) {}
+  // nullptr: the process driver and PointerCache::Global() (tests: fakes).
+  explicit IpcAllreduce(const DriverTable* drv = nullptr, PointerCache* cache = nullptr);
 
   // True when both buffers are device memory (not managed) of one device;
   // *device is its ordinal. Host buffers cost one classification each.
-  static bool Eligible(const void* send, const void* recv, size_t bytes, int* device);
+  bool Eligible(const void* send, const void* recv, size_t bytes, int* device);
 
   Status Run(const HostGroup& g, const void* send, void* recv, size_t count, zc_dtype dtype,
              zc_op op, int device);
 
  private:
+  const DriverTable* drv_;
+  PointerCache* cache_;
   IpcCache ipc_;
 };
 

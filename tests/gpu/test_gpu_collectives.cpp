@@ -334,8 +334,9 @@ TEST(GpuCollectives, OtherCollectivesAndSendRecv) {
 }
 
 // Device buffers on rank 0, host buffers on rank 1, CUDA IPC forced: the
-// ranks run different collectives underneath, which must fail on both
-// (mismatch or timeout), never return a wrong result as success.
+// ranks take different memory paths, which the signature turns into
+// ZC_ERR_MISMATCH on both (or ABORTED from the peer's mismatch), never a
+// timeout and never a wrong result as success.
 TEST(GpuCollectives, MixedAcrossRanksFails) {
   SKIP_WITHOUT_GPU();
   Env env = {{"ZC_TIMEOUT", "10"}, {"ZC_GPU_IPC", "1"}};
@@ -352,12 +353,54 @@ TEST(GpuCollectives, MixedAcrossRanksFails) {
     zc_status s = zc_allreduce(comm, buf, buf, count, ZC_FLOAT32, ZC_SUM);
     fprintf(stderr, "mixed across ranks: rank %d: %s: %s\n", rank, zc_status_string(s),
             zc_last_error(comm));
-    CHILD_CHECK(s != ZC_OK, "mixed host/device across ranks returned ok");
+    CHILD_CHECK(s == ZC_ERR_MISMATCH || s == ZC_ERR_ABORTED,
+                "mixed host/device across ranks: %s: %s", zc_status_string(s), zc_last_error(comm));
     zc_finalize(comm);
     return 0;
   }, env, 120);
   EXPECT_TRUE(AllOk(res)) << Describe(res);
   for (const auto& r : res) std::printf("%s", r.output.c_str());
+}
+
+// A persistent allreduce plan on device buffers (staged at start, copied
+// out at wait), started three times on the same buffers, in place and out
+// of place, against the CPU reference.
+TEST(GpuCollectives, PlanOnDeviceBuffers) {
+  SKIP_WITHOUT_GPU();
+  auto res = RunRanks(2, [](int rank) {
+    const gpu::DriverTable* drv = nullptr;
+    if (InitGpu(&drv)) return 1;
+    zc_comm* comm = nullptr;
+    CHILD_OK(zc_init(&comm));
+    const int n = zc_size(comm);
+    for (size_t count : {size_t{1}, size_t{7}, size_t{65537}}) {
+      DeviceMem ds, dr;
+      if (Alloc(drv, &ds, count * 4) || Alloc(drv, &dr, count * 4)) return 1;
+      std::vector<float> mine(count), want(count, 0.0f), got(count);
+      zc_plan* plan = nullptr;
+      CHILD_OK(zc_allreduce_plan_init(comm, count, ZC_FLOAT32, ZC_SUM, &plan));
+      for (int round = 0; round < 3; ++round) {
+        for (size_t i = 0; i < count; ++i) {
+          mine[i] = static_cast<float>((rank + 1) * (round + 1) + i % 101);
+          want[i] = 0.0f;
+          for (int r = 0; r < n; ++r) want[i] += static_cast<float>((r + 1) * (round + 1) + i % 101);
+        }
+        const bool in_place = round == 2;
+        CU_OK(drv->MemcpyHtoD(ds.p, mine.data(), count * 4));
+        if (in_place) CU_OK(drv->MemcpyHtoD(dr.p, mine.data(), count * 4));
+        CHILD_OK(zc_plan_start(plan, in_place ? dr.get() : ds.get(), dr.get()));
+        CHILD_OK(zc_plan_wait(plan));
+        CU_OK(drv->MemcpyDtoH(got.data(), dr.p, count * 4));
+        for (size_t i = 0; i < count; ++i)
+          CHILD_CHECK(got[i] == want[i], "rank %d count %zu round %d: [%zu] = %g, want %g", rank,
+                      count, round, i, static_cast<double>(got[i]), static_cast<double>(want[i]));
+      }
+      CHILD_OK(zc_plan_free(plan));
+    }
+    CHILD_OK(zc_finalize(comm));
+    return 0;
+  }, GpuEnv(), 120);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
 }
 
 // On one rank (no peer to hang): a device range past its allocation is
@@ -417,6 +460,11 @@ TEST(GpuCollectives, RefusedInBuildWithoutCuda) {
                 "message: %s", zc_last_error(comm));
     s = zc_send(comm, d.get(), 16, 1 - rank, 0);
     CHILD_CHECK(s == ZC_ERR_UNSUPPORTED, "send: %s: %s", zc_status_string(s), zc_last_error(comm));
+    zc_plan* plan = nullptr;
+    CHILD_OK(zc_allreduce_plan_init(comm, 100, ZC_FLOAT32, ZC_SUM, &plan));
+    s = zc_plan_start(plan, d.get(), out.data());
+    CHILD_CHECK(s == ZC_ERR_UNSUPPORTED, "plan_start: %s: %s", zc_status_string(s), zc_last_error(comm));
+    CHILD_OK(zc_plan_free(plan));
     fprintf(stderr, "refused: %s\n", zc_last_error(comm));
     CHILD_OK(zc_allreduce(comm, h.data(), out.data(), 100, ZC_FLOAT32, ZC_SUM));
     CHILD_CHECK(out[99] == 2.0f, "host allreduce: %g", out[99]);

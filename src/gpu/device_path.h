@@ -1,0 +1,111 @@
+// DevicePath: what a communicator does with device memory. Every C ABI
+// entry point that takes buffers hands them here: blocking collectives
+// (the nonblocking ones run those on the communicator's worker thread),
+// persistent plans and send/recv.
+//  - Host memory passes through untouched.
+//  - Device memory takes the same-host CUDA IPC allreduce where it applies
+//    (ipc_allreduce.h). Its memory path travels in the collective's
+//    signature (collectives/signature.h, MemPath), so a rank that passed
+//    device buffers and one that passed host buffers fail together with
+//    ZC_ERR_MISMATCH instead of waiting on different channels.
+//  - Otherwise device memory is staged through pinned host memory around
+//    the host call (host_staging.h): inputs copied in before, outputs out
+//    after (send/recv: at completion; plans: at zc_plan_wait).
+// Builds without CUDA make it disabled: buffers pass through without even a
+// pointer classification, and the C ABI's argument checks (api/checks.h)
+// have already refused device memory.
+//
+// One per communicator. Collectives and plans use it under the
+// communicator's collective lock; StageRequest is safe from any thread.
+#pragma once
+
+#include <zcomm/zcomm.h>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "gpu/cuda_driver.h"
+#include "gpu/host_staging.h"
+
+namespace zc {
+class Collectives;
+}
+
+namespace zc::gpu {
+
+class IpcAllreduce;
+class PinnedPool;
+class PointerCache;
+
+struct DevicePathOptions {
+  // Stage and IPC device memory (CUDA builds); false: pass everything through.
+  bool enabled = false;
+  std::string ipc_mode = "auto";    // ZC_GPU_IPC: auto | 0 | 1
+  size_t ipc_min_bytes = 4u << 20;  // ZC_GPU_IPC_MIN_BYTES (auto mode)
+  // More than one rank and every rank on this host: CUDA IPC can reach them.
+  bool ipc_reachable = false;
+  // The driver, pointer cache and pinned pool; nullptr: the process's own.
+  // Tests pass fakes.
+  const DriverTable* drv = nullptr;
+  PointerCache* cache = nullptr;
+  PinnedPool* pool = nullptr;
+};
+
+class DevicePath {
+ public:
+  explicit DevicePath(const DevicePathOptions& opts);
+  ~DevicePath();
+  DevicePath(const DevicePath&) = delete;
+  DevicePath& operator=(const DevicePath&) = delete;
+
+  bool enabled() const { return opts_.enabled; }
+
+  // Runs the host call fn(host), where host[i] stands for bufs[i]: the
+  // buffer itself, or its pinned copy when it is device memory.
+  template <size_t N, typename Fn>
+  Status Run(const StageArg (&bufs)[N], Fn&& fn) {
+    void* host[N];
+    if (!opts_.enabled) {
+      for (size_t i = 0; i < N; ++i) host[i] = const_cast<void*>(bufs[i].ptr);
+      return fn(host);
+    }
+    HostStaging staging(opts_.drv, opts_.cache, opts_.pool);
+    ZC_RETURN_IF_ERROR(staging.Stage(bufs, N, host));
+    Status st = fn(host);
+    if (st.ok() && staging.active()) st = staging.CopyOut();
+    return st;
+  }
+
+  // Allreduce on c: over CUDA IPC when it applies (*used_ipc set), else the
+  // host allreduce on the buffers or their pinned copies.
+  Status Allreduce(Collectives* c, const void* send, void* recv, size_t count, zc_dtype dtype,
+                   zc_op op, bool* used_ipc);
+
+  // A point-to-point request's buffer: *host is what p2p moves; *finish is
+  // empty for host memory, else it completes the staging (a receive's copy
+  // to the device) and holds the pinned copy until it runs.
+  Status StageRequest(void* buf, size_t bytes, bool send, void** host,
+                      std::function<Status()>* finish);
+
+  // A persistent plan's start: *staging holds the pinned copies of device
+  // buffers (null when both are host memory) until the plan's wait calls
+  // its CopyOut; *hsend / *hrecv are what the host plan runs on.
+  Status StagePlan(const void* send, void* recv, size_t bytes,
+                   std::unique_ptr<HostStaging>* staging, const void** hsend, void** hrecv);
+
+  // Closes the mappings of peers' buffers (zc_finalize).
+  void Close();
+
+ private:
+  // True when this allreduce takes CUDA IPC; *device: the buffers' device.
+  bool UseIpc(Collectives* c, const void* send, const void* recv, size_t bytes, zc_op op,
+              int* device);
+
+  DevicePathOptions opts_;
+  std::unique_ptr<IpcAllreduce> ipc_;  // made on first use
+};
+
+}  // namespace zc::gpu
