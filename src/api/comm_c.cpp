@@ -82,6 +82,8 @@ Status MakeComm(const std::shared_ptr<zc::World>& world, std::vector<int> member
   gpu.ipc_mode = comm->config.gpu_ipc;
   gpu.ipc_min_bytes = comm->config.gpu_ipc_min_bytes;
   gpu.ipc_reachable = comm->size > 1 && comm->local_size == comm->size;
+  zc::Device* device = world->device.get();
+  gpu.known_host = [device](const void* p, size_t bytes) { return device->IsPoolMemory(p, bytes); };
   comm->gpu = std::make_unique<zc::gpu::DevicePath>(gpu);
   comm->p2p = std::make_unique<zc::P2pEngine>(world->device.get(), comm->group->members(), comm->rank, ctx);
   zc_comm* c = comm.get();

@@ -13,10 +13,10 @@ DevicePath::~DevicePath() = default;
 
 bool DevicePath::UseIpc(Collectives* c, const void* send, const void* recv, size_t bytes,
                         zc_op op, int* device) {
-  // All but the last condition are the same on every rank; the buffers'
-  // memory may not be, which the signature's memory path catches.
-  const DriverTable* drv = opts_.drv ? opts_.drv : LoadedDriver();
-  if (!opts_.enabled || !opts_.ipc_reachable || IsBitwise(op) || drv == nullptr ||
+  // Called when Active(). All but the last condition are the same on every
+  // rank; the buffers' memory may not be, which the signature's memory path
+  // catches.
+  if (!opts_.ipc_reachable || IsBitwise(op) ||
       c->ForcedAlgo(coll::Kind::kAllreduce) != coll::Algo::kNone ||
       !IpcAllreduceWanted(bytes, opts_.ipc_mode, opts_.ipc_min_bytes))
     return false;
@@ -27,8 +27,11 @@ bool DevicePath::UseIpc(Collectives* c, const void* send, const void* recv, size
 Status DevicePath::Allreduce(Collectives* c, const void* send, void* recv, size_t count,
                              zc_dtype dtype, zc_op op, bool* used_ipc) {
   *used_ipc = false;
+  const size_t bytes = count * DtypeSize(dtype);
+  if ((KnownHost(send, bytes) && KnownHost(recv, bytes)) || !Active())
+    return c->Allreduce(send, recv, count, dtype, op);
   int device = -1;
-  if (UseIpc(c, send, recv, count * DtypeSize(dtype), op, &device)) {
+  if (UseIpc(c, send, recv, bytes, op, &device)) {
     *used_ipc = true;
     const int size = c->group()->size();
     HostGroup g;
@@ -43,7 +46,6 @@ Status DevicePath::Allreduce(Collectives* c, const void* send, void* recv, size_
     g.barrier = [c] { return c->Barrier(); };
     return ipc_->Run(g, send, recv, count, dtype, op, device);
   }
-  const size_t bytes = count * DtypeSize(dtype);
   return Run({StageArg{send, bytes, true, false, "sendbuf"},
               StageArg{recv, bytes, false, true, "recvbuf"}},
              [&](void** h) { return c->Allreduce(h[0], h[1], count, dtype, op); });
@@ -53,7 +55,7 @@ Status DevicePath::StageRequest(void* buf, size_t bytes, bool send, void** host,
                                 std::function<Status()>* finish) {
   *host = buf;
   *finish = nullptr;
-  if (!opts_.enabled) return Status::Ok();
+  if (KnownHost(buf, bytes) || !Active()) return Status::Ok();
   auto staging = std::make_shared<HostStaging>(opts_.drv, opts_.cache, opts_.pool);
   StageArg arg{buf, bytes, send, !send, "buf"};
   ZC_RETURN_IF_ERROR(staging->Stage(&arg, 1, host));
@@ -70,7 +72,7 @@ Status DevicePath::StagePlan(const void* send, void* recv, size_t bytes,
   staging->reset();
   *hsend = send;
   *hrecv = recv;
-  if (!opts_.enabled) return Status::Ok();
+  if ((KnownHost(send, bytes) && KnownHost(recv, bytes)) || !Active()) return Status::Ok();
   auto s = std::make_unique<HostStaging>(opts_.drv, opts_.cache, opts_.pool);
   const StageArg args[2] = {StageArg{send, bytes, true, false, "sendbuf"},
                             StageArg{recv, bytes, false, true, "recvbuf"}};

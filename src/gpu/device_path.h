@@ -47,6 +47,9 @@ struct DevicePathOptions {
   size_t ipc_min_bytes = 4u << 20;  // ZC_GPU_IPC_MIN_BYTES (auto mode)
   // More than one rank and every rank on this host: CUDA IPC can reach them.
   bool ipc_reachable = false;
+  // Memory known to be host memory without asking the driver (the
+  // communicator's pool, zc_mem_alloc). Empty: none.
+  std::function<bool(const void* ptr, size_t bytes)> known_host;
   // The driver, pointer cache and pinned pool; nullptr: the process's own.
   // Tests pass fakes.
   const DriverTable* drv = nullptr;
@@ -63,12 +66,30 @@ class DevicePath {
 
   bool enabled() const { return opts_.enabled; }
 
+  // Device memory can exist: enabled, and a CUDA driver is loaded in the
+  // process (no device pointer exists before libcuda does). One check per
+  // call instead of one pointer classification per buffer: the small
+  // message path of a CUDA build pays one loaded-driver check, no more.
+  // Host memory without a driver call: nothing to stage (pool memory, or
+  // an empty buffer).
+  bool KnownHost(const void* p, size_t bytes) const {
+    return bytes == 0 || (opts_.known_host && opts_.known_host(p, bytes));
+  }
+
+  bool Active() const {
+    if (!opts_.enabled) return false;
+    if (opts_.drv) return opts_.drv->loaded;
+    return LoadedDriver() != nullptr;
+  }
+
   // Runs the host call fn(host), where host[i] stands for bufs[i]: the
   // buffer itself, or its pinned copy when it is device memory.
   template <size_t N, typename Fn>
   Status Run(const StageArg (&bufs)[N], Fn&& fn) {
     void* host[N];
-    if (!opts_.enabled) {
+    bool all_host = opts_.enabled;
+    for (size_t i = 0; i < N && all_host; ++i) all_host = KnownHost(bufs[i].ptr, bufs[i].bytes);
+    if (all_host || !Active()) {
       for (size_t i = 0; i < N; ++i) host[i] = const_cast<void*>(bufs[i].ptr);
       return fn(host);
     }

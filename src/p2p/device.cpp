@@ -322,6 +322,10 @@ Status Device::Free(void* ptr) {
 
 MemRegion* Device::FindAllocation(const void* ptr) { return pool_->Find(ptr); }
 
+bool Device::IsPoolMemory(const void* ptr, size_t bytes) const {
+  return pool_ && pool_->Contains(ptr, bytes);
+}
+
 Status Device::Register(void* ptr, size_t bytes, MemRegion** out) {
   return RegisterCached(ptr, bytes, false, out);
 }

@@ -66,6 +66,8 @@ class Device : public TransportHost {
   Status Free(void* ptr);
   // The pool region that starts at ptr (what zc_mem_alloc returned), or null.
   MemRegion* FindAllocation(const void* ptr);
+  // [ptr, ptr + bytes) is pool memory (zc_mem_alloc): host memory. Lock-free.
+  bool IsPoolMemory(const void* ptr, size_t bytes) const;
   // Exposes user memory through the registration cache (reg_cache.h): the
   // page-aligned region returned contains [ptr, ptr+bytes) and stays
   // exposed until Deregister or shutdown, or until a wider registration

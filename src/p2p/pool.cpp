@@ -13,6 +13,14 @@ Pool::~Pool() {
   for (auto& [p, entry] : live_) hook_(entry.second.get(), false);
 }
 
+bool Pool::Contains(const void* p, size_t bytes) const {
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(p);
+  const int n = nranges_.load(std::memory_order_acquire);
+  for (int i = 0; i < n; ++i)
+    if (lo >= range_lo_[i] && lo < range_hi_[i] && bytes <= range_hi_[i] - lo) return true;
+  return false;
+}
+
 Status Pool::Grow(size_t bytes) {
   size_t want = bytes > chunk_bytes_ ? bytes : chunk_bytes_;
   want = (want + 4095) & ~size_t{4095};
@@ -31,6 +39,12 @@ Status Pool::Grow(size_t bytes) {
   ZC_RETURN_IF_ERROR(factory_(want, &c->region));
   c->free[0] = c->region->size();
   reserved_ += c->region->size();
+  const int n = nranges_.load(std::memory_order_relaxed);
+  if (n < kMaxRanges) {
+    range_lo_[n] = reinterpret_cast<uintptr_t>(c->region->data());
+    range_hi_[n] = range_lo_[n] + c->region->size();
+    nranges_.store(n + 1, std::memory_order_release);
+  }
   chunks_.push_back(std::move(c));
   return Status::Ok();
 }

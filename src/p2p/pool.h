@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstddef>
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -32,11 +34,19 @@ class Pool {
   // ptr must be what Allocate returned (slice->data()).
   Status Free(void* ptr);
   MemRegion* Find(const void* ptr);  // slice starting at ptr, or null
+  // True when [p, p + bytes) lies inside one chunk. Lock-free (chunks are
+  // only added while the pool lives): the C ABI asks it on every call
+  // before it asks whether a CUDA driver is loaded, since pool memory is
+  // host memory.
+  bool Contains(const void* p, size_t bytes) const;
   size_t bytes_reserved() const;     // sum of chunk sizes
   size_t bytes_in_use() const;
   size_t chunks() const;
 
   static constexpr size_t kAlign = 64;
+  // Chunks Contains() knows of (later ones are still usable; Contains()
+  // then says false, which only costs the caller a slower check).
+  static constexpr int kMaxRanges = 32;
 
  private:
   struct Chunk {
@@ -54,6 +64,9 @@ class Pool {
   std::vector<std::unique_ptr<Chunk>> chunks_;
   std::map<uintptr_t, std::pair<Chunk*, std::unique_ptr<MemRegion>>> live_;
   size_t reserved_ = 0, in_use_ = 0;
+  // [lo, hi) of the first kMaxRanges chunks, published by count (release).
+  uintptr_t range_lo_[kMaxRanges] = {}, range_hi_[kMaxRanges] = {};
+  std::atomic<int> nranges_{0};
 };
 
 }  // namespace zc

@@ -12,6 +12,8 @@
 //    device buffers and ranks with host buffers fail with ZC_ERR_MISMATCH
 //    naming both memory paths (the path travels in the signature), never
 //    with a timeout.
+//  - PoolMemorySkipsTheDriver: zc_mem_alloc memory is host memory without
+//    a pointer query; other host memory is classified.
 //  - IpcFailureBeforeExchangeFailsAll: one rank's CUDA failure before the
 //    IPC exchange reaches every rank through the exchange, no timeout.
 #include <gtest/gtest.h>
@@ -116,6 +118,8 @@ struct FakeGpu {
     o.drv = &table;
     o.cache = cache.get();
     o.pool = pool.get();
+    zc::Device* dev = comm->device.get();
+    o.known_host = [dev](const void* p, size_t bytes) { return dev->IsPoolMemory(p, bytes); };
     comm->gpu = std::make_unique<gpu::DevicePath>(o);
   }
 
@@ -299,6 +303,41 @@ void EveryEntryPoint(int n, const char* transport) {
 TEST(DevicePath, EveryEntryPointStages2Shm) { EveryEntryPoint(2, "shm"); }
 TEST(DevicePath, EveryEntryPointStages3Shm) { EveryEntryPoint(3, "shm"); }
 TEST(DevicePath, EveryEntryPointStages2Tcp) { EveryEntryPoint(2, "tcp"); }
+
+int PoolBody(int rank) {
+  static FakeGpu g;
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  g.Install(comm, "auto");
+  const size_t count = 1000;
+  float* pool = nullptr;
+  CHILD_OK(zc_mem_alloc(comm, 2 * count * sizeof(float), reinterpret_cast<void**>(&pool)));
+  std::vector<float> heap(2 * count);
+  for (size_t i = 0; i < count; ++i) pool[i] = heap[i] = static_cast<float>(rank + i);
+  const uint64_t q0 = FakeDriver::Get().attr_calls();
+  CHILD_OK(zc_send(comm, pool, 64, 1 - rank, 5));
+  CHILD_OK(zc_recv(comm, pool + count, 64, 1 - rank, 5));
+  CHILD_CHECK(pool[count + 1] == static_cast<float>(1 - rank + 1), "rank %d: recv got %g", rank,
+              static_cast<double>(pool[count + 1]));
+  CHILD_OK(zc_allreduce(comm, pool, pool + count, count, ZC_FLOAT32, ZC_SUM));
+  const uint64_t q1 = FakeDriver::Get().attr_calls();
+  CHILD_CHECK(q1 == q0, "rank %d: pool memory was classified through the driver (%llu queries)",
+              rank, static_cast<unsigned long long>(q1 - q0));
+  CHILD_OK(zc_allreduce(comm, heap.data(), heap.data() + count, count, ZC_FLOAT32, ZC_SUM));
+  CHILD_CHECK(FakeDriver::Get().attr_calls() > q1, "rank %d: heap memory was not classified", rank);
+  for (size_t i = 0; i < count; ++i)
+    CHILD_CHECK(pool[count + i] == heap[count + i] && heap[count + i] == static_cast<float>(2 * i + 1),
+                "rank %d: [%zu] pool %g heap %g", rank, i, static_cast<double>(pool[count + i]),
+                static_cast<double>(heap[count + i]));
+  CHILD_OK(zc_mem_free(comm, pool));
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+
+TEST(DevicePath, PoolMemorySkipsTheDriver) {
+  auto res = RunRanks(2, PoolBody, BaseEnv("shm"), 60);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
+}
 
 // Exit codes of the mismatch body.
 constexpr int kMismatchNamed = 10;  // ZC_ERR_MISMATCH naming both paths
