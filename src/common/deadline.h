@@ -18,13 +18,26 @@ using Clock = std::chrono::steady_clock;
 class Deadline {
  public:
   // seconds <= 0 or infinite means "never": only for tests.
+  //
+  // The clock is read when the deadline is first asked about (normally by
+  // the first wait that does not end at once), not when it is made: a small
+  // message whose slot and credit are ready never reads the clock, which
+  // costs about as much as the rest of its send. The deadline thus counts
+  // from the first wait of an operation; what runs before it without
+  // waiting (a copy, a few checks) is not counted.
   explicit Deadline(double seconds)
-      : start_(Clock::now()),
-        at_(start_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds))) {}
+      : span_(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds))) {}
+  Deadline(const Deadline& o)
+      : span_(o.span_), start_(o.start_.load(std::memory_order_relaxed)) {}
+  Deadline& operator=(const Deadline& o) {
+    span_ = o.span_;
+    start_.store(o.start_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    return *this;
+  }
   static Deadline Never() { return Deadline(1e9); }
-  bool expired() const { return Clock::now() >= at_; }
+  bool expired() const { return Clock::now() >= at(); }
   double remaining_s() const {
-    return std::chrono::duration<double>(at_ - Clock::now()).count();
+    return std::chrono::duration<double>(at() - Clock::now()).count();
   }
   int remaining_ms() const {
     double r = remaining_s() * 1000.0;
@@ -32,14 +45,26 @@ class Deadline {
     if (r > 1e9) return 1000000000;
     return static_cast<int>(r) + 1;
   }
-  Clock::time_point at() const { return at_; }
-  // Seconds since the deadline was set: what a timeout message reports (the
+  Clock::time_point at() const { return start() + span_; }
+  // Seconds since the deadline started: what a timeout message reports (the
   // time actually waited, not the configured limit).
-  double elapsed_s() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+  double elapsed_s() const { return std::chrono::duration<double>(Clock::now() - start()).count(); }
 
  private:
-  Clock::time_point start_;
-  Clock::time_point at_;
+  // The start, read from the clock on first use (by any thread: the first
+  // reading wins).
+  Clock::time_point start() const {
+    int64_t s = start_.load(std::memory_order_relaxed);
+    if (s == kUnset) {
+      int64_t now = Clock::now().time_since_epoch().count();
+      if (now == kUnset) ++now;
+      s = start_.compare_exchange_strong(s, now, std::memory_order_relaxed) ? now : s;
+    }
+    return Clock::time_point(Clock::duration(s));
+  }
+  static constexpr int64_t kUnset = 0;
+  Clock::duration span_;
+  mutable std::atomic<int64_t> start_{kUnset};
 };
 
 // Call Pause() in every iteration of a polling loop: it spins briefly
