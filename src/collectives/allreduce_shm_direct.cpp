@@ -71,8 +71,63 @@ Status ShmDirect::Allreduce(const Signature& sig, const void* send, void* recv, 
   Deadline dl = dev_->NewDeadline();
   const char* in = static_cast<const char*>(send);
   char* out = static_cast<char*>(recv);
+  const size_t bytes = count * es;
+  if (bytes <= kSmallBytes && bytes <= shard_bytes_ &&
+      bytes * static_cast<size_t>(n_ - 1) <= kSmallFanoutBytes)
+    return SmallRound(sig, in, out, count, dtype, op, dl);
   for (size_t base = 0; base < count; base += per_round)
     ZC_RETURN_IF_ERROR(Round(sig, in, out, base, std::min(per_round, count - base), dtype, op, dl));
+  return Status::Ok();
+}
+
+Status ShmDirect::SmallRound(const Signature& sig, const char* in, char* out, size_t count,
+                             zc_dtype dtype, zc_op op, const Deadline& dl) {
+  const size_t bytes = count * DtypeSize(dtype);
+  const uint64_t g = ++round_;
+  const int set = static_cast<int>(g % kSets);
+  const uint64_t tag = MessageTag(static_cast<uint32_t>(g >> 32), g);
+
+  // My whole input into my slot in every peer's workspace: header and
+  // payload, then the flag.
+  SlotHeader h{};
+  h.bytes = bytes;
+  sig.Pack(h.aux, tag, me_);
+  for (int i = 1; i < n_; ++i) {
+    const int p = (me_ + i) % n_;
+    if (bytes) ZC_RETURN_IF_ERROR(Put(p, in, bytes, in_payload_off(set, me_), nullptr, dl));
+    FlagWrite f{&peer_ws_[p], in_flag_off(set, me_), g};
+    ZC_RETURN_IF_ERROR(Put(p, &h, sizeof(h), in_header_off(set, me_), &f, dl));
+  }
+
+  // Every peer's input, then all n reduced in rank order.
+  char* base_ptr = static_cast<char*>(ws_->data());
+  const void* srcs[64];
+  std::vector<const void*> many;
+  const void** s = n_ <= 64 ? srcs : (many.resize(n_), many.data());
+  for (int i = 1; i <= n_; ++i) {
+    const int p = (me_ + i) % n_;  // me last: the peers' waits first
+    if (p == me_) {
+      s[p] = in;
+      continue;
+    }
+    ZC_RETURN_IF_ERROR(dev_->WaitFlag(flag(in_flag_off(set, p)), g, p, dl, "a shared-memory input"));
+    const SlotHeader* ph = reinterpret_cast<const SlotHeader*>(base_ptr + in_header_off(set, p));
+    ZC_RETURN_IF_ERROR(CheckSignature(sig, me_, tag, ph->aux, p));
+    if (ph->bytes != bytes)
+      return Error(ZC_ERR_INTERNAL, "%s: shared-memory input of %llu bytes from rank %d, expected %zu",
+                   sig.Describe().c_str(), static_cast<unsigned long long>(ph->bytes), p, bytes);
+    s[p] = base_ptr + in_payload_off(set, p);
+  }
+  if (count) {
+    ReduceN(dtype, op, out, s, n_, count);
+    if (op == ZC_AVG) ScaleDiv(dtype, out, count, n_);
+  }
+  // No result area was used: release it for the sharded rounds' accounting.
+  for (int i = 1; i < n_; ++i) {
+    const int p = (me_ + i) % n_;
+    FlagWrite f{&peer_ws_[p], done_flag_off(me_), g};
+    ZC_RETURN_IF_ERROR(IgnorePeerLost(Put(p, nullptr, 0, 0, &f, dl)));
+  }
   return Status::Ok();
 }
 

@@ -16,6 +16,18 @@
 //      with done[me] = g, which frees that result area for round g+2.
 // Flags are monotonic round numbers that persist across calls. See
 // docs/algorithms.md for bytes moved.
+//
+// Small vectors (at most kSmallBytes, and (n-1) copies of them at most
+// kSmallFanoutBytes) take one step instead of three: every rank writes its
+// whole input into its input slot in every peer's workspace, waits for
+// every peer's, and reduces all n inputs itself in rank order (the same
+// order, so the same bits, on every rank). One flag wait per peer instead
+// of two, no result area. Slots stay safe to reuse: a rank writes round g's
+// input only after it has seen every peer's input (or result) of round g-1,
+// which each peer wrote after it had consumed round g-2. A small round
+// still sets its done flags, so that a later sharded round's wait for the
+// release of its result area (done >= g - 2) never waits for a round that
+// used none.
 #pragma once
 
 #include <zcomm/zcomm.h>
@@ -29,6 +41,8 @@ namespace zc::coll {
 class ShmDirect {
  public:
   static constexpr int kSets = 2;
+  static constexpr size_t kSmallBytes = 4096;
+  static constexpr size_t kSmallFanoutBytes = 64 * 1024;
 
   // Collective over all ranks: allocates the workspace and exchanges
   // descriptors with every peer.
@@ -59,6 +73,9 @@ class ShmDirect {
 
   Status Round(const Signature& sig, const char* send, char* recv, size_t base, size_t len,
                zc_dtype dtype, zc_op op, const Deadline& dl);
+  // The one-step round for small vectors (see above).
+  Status SmallRound(const Signature& sig, const char* send, char* recv, size_t count,
+                    zc_dtype dtype, zc_op op, const Deadline& dl);
 
   Group* dev_;
   int me_, n_;
