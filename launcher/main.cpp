@@ -88,142 +88,134 @@ Status StartStore(const Placement& placement, const std::string& job_key,
   return Status::Ok();
 }
 
-int RunJob(const Options& opts, int signal_fd) {
-  // Hosts and placement.
+// Steps of RunJob return 0 to go on, else the exit code of zcrun (they
+// have said why).
+int Stop(const Status& st, int code) {
+  Say(st.message());
+  return code;
+}
+
+// What the ranks of a job share once it is set up.
+struct Job {
+  Placement placement;
+  int size = 0;
+  std::unique_ptr<Binder> binder;
+  std::string job_key;
+  std::unique_ptr<StoreServer> store;
+  std::string store_addr;
+  TorchMaster torch_master;
+};
+
+int PlaceJob(const Options& opts, Job* job) {
   std::vector<HostSlots> hosts;
   for (const std::string& list : opts.host_lists) {
     Status st = ParseHostList(list, &hosts);
-    if (!st.ok()) {
-      Say(st.message());
-      return kExitUsage;
-    }
+    if (!st.ok()) return Stop(st, kExitUsage);
   }
   if (!opts.hostfile.empty()) {
     Status st = ReadHostfile(opts.hostfile, &hosts);
-    if (!st.ok()) {
-      Say(st.message());
-      return kExitUsage;
-    }
+    if (!st.ok()) return Stop(st, kExitUsage);
   }
-  Placement placement;
-  Status st = PlaceRanks(hosts, opts.np, opts.oversubscribe, &placement);
-  if (!st.ok()) {
-    Say(st.message());
-    return kExitUsage;
-  }
-  const int size = static_cast<int>(placement.ranks.size());
-  const int local_ranks = placement.local_rank_count();
+  Status st = PlaceRanks(hosts, opts.np, opts.oversubscribe, &job->placement);
+  if (!st.ok()) return Stop(st, kExitUsage);
+  job->size = static_cast<int>(job->placement.ranks.size());
+  return 0;
+}
 
+int CheckCanStart(const Options& opts, const Placement& placement) {
   // The program must exist here before anything starts (remote hosts are
   // checked by their own shell, which reports it as exit code 127).
-  if (local_ranks > 0) {
+  if (placement.local_rank_count() > 0) {
     std::string resolved;
-    st = FindProgram(opts.command[0], &resolved);
-    if (!st.ok()) {
-      Say(st.message());
-      return kExitNotFound;
-    }
+    Status st = FindProgram(opts.command[0], &resolved);
+    if (!st.ok()) return Stop(st, kExitNotFound);
   }
   if (!placement.all_local()) {
     // Check the template once so a quoting mistake is a usage error.
     std::vector<std::string> words;
-    st = ExpandRshTemplate(opts.rsh, "h", &words);
-    if (!st.ok()) {
-      Say(st.message());
-      return kExitUsage;
+    Status st = ExpandRshTemplate(opts.rsh, "h", &words);
+    if (!st.ok()) return Stop(st, kExitUsage);
+  }
+  return 0;
+}
+
+// Binding, job key, store and the torch rendezvous address.
+int PrepareJob(const Options& opts, Job* job) {
+  Status st = Binder::Create(opts.bind, job->placement.local_rank_count(), &job->binder);
+  if (!st.ok()) return Stop(st, st.code() == ZC_ERR_UNSUPPORTED ? kExitUsage : 1);
+  if (!job->binder->note().empty()) Say("warning: " + job->binder->note());
+  st = GenerateJobKey(&job->job_key);
+  if (!st.ok()) return Stop(st, 1);
+  st = StartStore(job->placement, job->job_key, &job->store, &job->store_addr);
+  if (!st.ok()) return Stop(st, 1);
+  ZC_INFO(kLauncher, "job of %d ranks, store %s", job->size, job->store_addr.c_str());
+  st = ChooseTorchMaster(job->placement, job->store_addr.substr(0, job->store_addr.rfind(':')),
+                         &job->torch_master);
+  if (!st.ok()) return Stop(st, 1);
+  return 0;
+}
+
+EnvList RankEnvironment(const Job& job, const EnvList& exports, const Node& node, const RankPlace& place) {
+  EnvList env = exports;
+  env.emplace_back("ZC_RANK", std::to_string(place.rank));
+  env.emplace_back("ZC_SIZE", std::to_string(job.size));
+  env.emplace_back("ZC_LOCAL_RANK", std::to_string(place.local_rank));
+  env.emplace_back("ZC_LOCAL_SIZE", std::to_string(place.local_size));
+  env.emplace_back("ZC_STORE", job.store_addr);
+  env.emplace_back("ZC_JOB_KEY", job.job_key);
+  // Ranks on this host watch zcrun itself; remote ranks its store.
+  env.emplace_back("ZC_LAUNCHER_PID", node.local ? std::to_string(getpid()) : "0");
+  AddTorchEnv(job.torch_master, place, job.size, &env);
+  return env;
+}
+
+// How to start one rank: directly (bound as asked) or through the remote shell.
+int BuildSpawnRequest(const Options& opts, const Job& job, const Node& node, const RankPlace& place,
+                      const EnvList& env, SpawnRequest* req) {
+  req->rank = place.rank;
+  req->local_rank = place.local_rank;
+  if (node.local) {
+    req->argv = opts.command;
+    req->env = MergeEnvironment(env);
+    if (job.binder->policy() != BindPolicy::kNone) req->binder = job.binder.get();
+    if (opts.report_bindings) {
+      const BindTarget& t = job.binder->TargetFor(place.local_rank);
+      if (req->binder && t.bound)
+        Say(Format("rank %d bound to %s %d (cpuset %s)", place.rank, t.unit, t.index, t.cpuset_hex.c_str()));
+      else
+        Say(Format("rank %d not bound", place.rank));
     }
+    return 0;
   }
+  Status st = BuildRemoteArgv(opts.rsh, node.host, env, opts.command, &req->argv);
+  if (!st.ok()) return Stop(st, kExitUsage);
+  req->env = MergeEnvironment({});
+  req->stdin_data = SecretInput(env);
+  if (opts.report_bindings) Say(Format("rank %d not bound (on remote host %s)", place.rank, node.host.c_str()));
+  ZC_INFO(kLauncher, "rank %d: %s", place.rank, ShellJoin(req->argv).c_str());
+  return 0;
+}
 
-  std::unique_ptr<Binder> binder;
-  st = Binder::Create(opts.bind, local_ranks, &binder);
-  if (!st.ok()) {
-    Say(st.message());
-    return st.code() == ZC_ERR_UNSUPPORTED ? kExitUsage : 1;
-  }
-  if (!binder->note().empty()) Say("warning: " + binder->note());
-
-  std::string job_key;
-  st = GenerateJobKey(&job_key);
-  if (!st.ok()) {
-    Say(st.message());
-    return 1;
-  }
-  std::unique_ptr<StoreServer> store;
-  std::string store_addr;
-  st = StartStore(placement, job_key, &store, &store_addr);
-  if (!st.ok()) {
-    Say(st.message());
-    return 1;
-  }
-  ZC_INFO(kLauncher, "job of %d ranks, store %s", size, store_addr.c_str());
-
-  TorchMaster torch_master;
-  st = ChooseTorchMaster(placement, store_addr.substr(0, store_addr.rfind(':')), &torch_master);
-  if (!st.ok()) {
-    Say(st.message());
-    return 1;
-  }
-
+// Starts every rank in order; stops at the first that cannot start and
+// returns its exit code (the ranks started so far are in *ranks).
+int SpawnRanks(const Options& opts, const Job& job, std::vector<RankProcess>* ranks) {
   EnvList exports = ResolveExports(opts.exports);
-  std::vector<RankProcess> ranks(static_cast<size_t>(size));
-  int spawn_failure = 0;
-  for (const RankPlace& place : placement.ranks) {
-    const Node& node = placement.nodes[static_cast<size_t>(place.node)];
-    RankProcess& rp = ranks[static_cast<size_t>(place.rank)];
+  ranks->resize(static_cast<size_t>(job.size));
+  for (const RankPlace& place : job.placement.ranks) {
+    const Node& node = job.placement.nodes[static_cast<size_t>(place.node)];
+    RankProcess& rp = (*ranks)[static_cast<size_t>(place.rank)];
     rp.rank = place.rank;
     rp.host = node.local ? "localhost" : node.host;
     if (node.local) {
       char buf[256] = {};
       if (gethostname(buf, sizeof(buf) - 1) == 0 && buf[0]) rp.host = buf;
     }
-    EnvList env = exports;
-    env.emplace_back("ZC_RANK", std::to_string(place.rank));
-    env.emplace_back("ZC_SIZE", std::to_string(size));
-    env.emplace_back("ZC_LOCAL_RANK", std::to_string(place.local_rank));
-    env.emplace_back("ZC_LOCAL_SIZE", std::to_string(place.local_size));
-    env.emplace_back("ZC_STORE", store_addr);
-    env.emplace_back("ZC_JOB_KEY", job_key);
-    // Ranks on this host watch zcrun itself; remote ranks its store.
-    env.emplace_back("ZC_LAUNCHER_PID", node.local ? std::to_string(getpid()) : "0");
-    AddTorchEnv(torch_master, place, size, &env);
-
     SpawnRequest req;
-    req.rank = place.rank;
-    req.local_rank = place.local_rank;
-    if (node.local) {
-      req.argv = opts.command;
-      req.env = MergeEnvironment(env);
-      if (binder->policy() != BindPolicy::kNone) req.binder = binder.get();
-      if (opts.report_bindings) {
-        const BindTarget& t = binder->TargetFor(place.local_rank);
-        if (req.binder && t.bound)
-          Say(Format("rank %d bound to %s %d (cpuset %s)", place.rank, t.unit,
-                     t.index, t.cpuset_hex.c_str()));
-        else
-          Say(Format("rank %d not bound", place.rank));
-      }
-    } else {
-      st = BuildRemoteArgv(opts.rsh, node.host, env, opts.command, &req.argv);
-      if (!st.ok()) {
-        Say(st.message());
-        spawn_failure = kExitUsage;
-        break;
-      }
-      req.env = MergeEnvironment({});
-      req.stdin_data = SecretInput(env);
-      if (opts.report_bindings)
-        Say(Format("rank %d not bound (on remote host %s)", place.rank,
-                   node.host.c_str()));
-      ZC_INFO(kLauncher, "rank %d: %s", place.rank, ShellJoin(req.argv).c_str());
-    }
-
+    int code = BuildSpawnRequest(opts, job, node, place, RankEnvironment(job, exports, node, place), &req);
+    if (code) return code;
     SpawnedRank sp;
-    st = SpawnRank(req, &sp);
-    if (!st.ok()) {
-      Say(st.message());
-      spawn_failure = 1;
-      break;
-    }
+    Status st = SpawnRank(req, &sp);
+    if (!st.ok()) return Stop(st, 1);
     rp.pid = sp.pid;
     rp.out_fd = sp.out_fd;
     rp.err_fd = sp.err_fd;
@@ -231,23 +223,40 @@ int RunJob(const Options& opts, int signal_fd) {
     rp.out = std::make_unique<LineForwarder>(1, prefix, opts.tag_output);
     rp.err = std::make_unique<LineForwarder>(2, prefix, opts.tag_output);
   }
+  return 0;
+}
+
+// Runs the started ranks to the end (or aborts them at once after a spawn
+// failure); returns zcrun's exit code.
+int Supervise(const Options& opts, std::vector<RankProcess>* ranks, int signal_fd, int spawn_failure) {
   // Ranks never started count as reaped.
   std::vector<RankProcess> started;
-  for (RankProcess& r : ranks)
+  for (RankProcess& r : *ranks)
     if (r.pid > 0) started.push_back(std::move(r));
-
   SupervisorOptions sopts;
   sopts.timeout_s = opts.timeout_s;
   Supervisor supervisor(&started, signal_fd, sopts);
   if (spawn_failure) supervisor.Abort(spawn_failure);
-  int code = supervisor.Run();
+  return supervisor.Run();
+}
 
-  store->Stop();
+void CleanUp(Job* job) {
+  job->store->Stop();
   std::string err;
-  int removed = RemoveJobShmSegments(job_key, "/dev/shm", &err);
-  if (removed > 0)
-    ZC_INFO(kLauncher, "removed %d shared-memory segments of the job", removed);
+  int removed = RemoveJobShmSegments(job->job_key, "/dev/shm", &err);
+  if (removed > 0) ZC_INFO(kLauncher, "removed %d shared-memory segments of the job", removed);
   if (!err.empty()) Say("warning: " + err);
+}
+
+int RunJob(const Options& opts, int signal_fd) {
+  Job job;
+  if (int code = PlaceJob(opts, &job)) return code;
+  if (int code = CheckCanStart(opts, job.placement)) return code;
+  if (int code = PrepareJob(opts, &job)) return code;
+  std::vector<RankProcess> ranks;
+  int spawn_failure = SpawnRanks(opts, job, &ranks);
+  int code = Supervise(opts, &ranks, signal_fd, spawn_failure);
+  CleanUp(&job);
   return code;
 }
 

@@ -17,7 +17,7 @@ set -eu
 cd "$(dirname "$0")/.."
 runs=${1:-10000000}
 [ $# -gt 0 ] && shift
-all="store_request store_reply auth tcp_wire peer_record p2p_meta coll_check ps_protocol mem_region unique_id"
+all="store_request store_reply auth tcp_wire peer_info p2p_meta coll_check ps_protocol mem_region unique_id"
 targets=${*:-$all}
 build=${ZC_FUZZ_BUILD:-build-fuzz}
 

@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "api/comm.h"
-#include "p2p/shm/segment.h"
+#include "p2p/segment.h"
 
 namespace zc::api {
 namespace {

@@ -12,14 +12,9 @@
 #include "common/log.h"
 #include "common/wakeup.h"
 #include "p2p/control_plane.h"
-#include "p2p/peer_record.h"
-#include "p2p/shm/segment.h"
-#include "p2p/shm/shm_transport.h"
-#include "p2p/tcp/tcp_transport.h"
-#include "zc_build_config.h"
-#if ZC_HAVE_VERBS
-#include "p2p/verbs/verbs_transport.h"
-#endif
+#include "p2p/peer_info.h"
+#include "p2p/segment.h"
+#include "p2p/transport_registry.h"
 
 namespace zc {
 namespace {
@@ -93,7 +88,27 @@ Status Device::AllGather(const std::string& key, const std::string& mine,
   return bootstrap_->AllGather(k, mine, all, config_.timeout_s);
 }
 
+// Setup, in order; each step is collective where it exchanges records.
 Status Device::Init(Bootstrap* bootstrap, const Config& config) {
+  InitPeerState(bootstrap, config);
+  std::vector<PeerInfo> all;
+  ZC_RETURN_IF_ERROR(ExchangePeerInfo(bootstrap->host_id(), &all));
+  TransportPlan plan;
+  ZC_RETURN_IF_ERROR(ChooseTransports(all, &plan));
+  ZC_RETURN_IF_ERROR(CreateTransports(plan));
+  CreatePool();
+  ZC_RETURN_IF_ERROR(ConnectTransports(plan, all));
+  CreateChannels();
+  ZC_RETURN_IF_ERROR(ControlPlane::Create(this, &control_));
+  ZC_INFO(kP2p, "device ready: %d ranks, %s", size_, [&] {
+    std::string s;
+    for (auto& [k, t] : transports_) s += std::string(s.empty() ? "" : "+") + TransportName(k);
+    return s.empty() ? std::string("no peers") : s;
+  }().c_str());
+  return Status::Ok();
+}
+
+void Device::InitPeerState(Bootstrap* bootstrap, const Config& config) {
   config_ = config;
   bootstrap_ = bootstrap;
   rank_ = bootstrap->rank();
@@ -105,117 +120,98 @@ Status Device::Init(Bootstrap* bootstrap, const Config& config) {
     lost_flag_[i] = false;
     last_pid_check_ns_[i] = 0;
   }
+}
 
+Status Device::ExchangePeerInfo(const std::string& host_id, std::vector<PeerInfo>* all) {
+  // Each rank publishes, for every transport, whether it is viable here and
+  // why not, so that every rank's error names the cause: zcrun may kill the
+  // rank that found it before it prints.
+  PeerInfo me;
+  me.host = host_id;
+  me.pid = static_cast<int>(getpid());
+  DomainContext ctx;
+  ctx.config = &config_;
+  ctx.host_id = host_id;
+  me.reach = ProbeTransports(config_, ctx);
   // The job key authenticates data connections; zcrun provides one, under
   // PMIx rank 0 makes one.
-  std::string key = config_.job_key;
-  bool verbs_ok = false;
-  std::string verbs_why = "zcomm was built without verbs support (libibverbs, librdmacm)";
-#if ZC_HAVE_VERBS
-  verbs_why = "not probed";
-  if (config_.transport == "verbs" || config_.transport == "auto")
-    verbs_ok = VerbsViable(nullptr, config_, &verbs_why);
-#endif
-  // Each rank publishes why verbs is not viable for it, so that every rank's
-  // error names the cause: zcrun may kill the rank that found it before it
-  // prints. '|' separates the fields.
-  PeerRecord me;
-  me.host = bootstrap->host_id();
-  me.pid = static_cast<int>(getpid());
-  me.verbs = verbs_ok;
-  if (rank_ == 0 && key.empty())
+  if (rank_ == 0 && config_.job_key.empty())
     ZC_RETURN_IF_ERROR(HexKey(32, &me.key).with_context(Format("rank %d", rank_)));
-  if (!verbs_ok) me.why = verbs_why;
-  std::vector<std::string> all;
-  ZC_RETURN_IF_ERROR(AllGather("zc.peers", FormatPeerRecord(me), &all));
-  std::vector<std::string> host(size_), why(size_);
-  std::vector<bool> verbs(size_);
+  std::vector<std::string> records;
+  ZC_RETURN_IF_ERROR(AllGather("zc.peers", me.Serialize(), &records));
+  all->assign(size_, PeerInfo());
   peer_pid_.assign(size_, 0);
   for (int r = 0; r < size_; ++r) {
-    PeerRecord rec;
-    if (!ParsePeerRecord(all[r], &rec))
-      return Error(ZC_ERR_INTERNAL, "rank %d: bootstrap: malformed peer record from rank %d",
-                   rank_, r);
-    host[r] = rec.host;
-    peer_pid_[r] = rec.pid;
-    verbs[r] = rec.verbs;
-    if (r == 0 && key.empty()) key = rec.key;
-    why[r] = rec.why;
+    Status st = PeerInfo::Parse(records[r], &(*all)[r]);
+    if (!st.ok())
+      return Error(ZC_ERR_INTERNAL, "rank %d: bootstrap: malformed peer record from rank %d: %s", rank_, r,
+                   st.message().c_str());
+    peer_pid_[r] = (*all)[r].pid;
   }
-  job_tag_ = key.substr(0, 16);
+  job_key_ = config_.job_key.empty() ? (*all)[0].key : config_.job_key;
+  job_tag_ = job_key_.substr(0, 16);
   for (char& ch : job_tag_)
     if (!isalnum(static_cast<unsigned char>(ch))) ch = 'x';
+  return Status::Ok();
+}
 
-  // Transport per pair, computed identically on every rank.
-  local_.assign(size_, false);
+Status Device::ChooseTransports(const std::vector<PeerInfo>& all, TransportPlan* plan) {
+  ZC_RETURN_IF_ERROR(PlanTransports(config_.transport, rank_, all, plan));
+  local_ = plan->same_host;
   peer_kind_.assign(size_, TransportKind::kNone);
-  std::map<TransportKind, bool> used;
-  bool any_remote = false;
-  for (int i = 0; i < size_; ++i) {
-    for (int j = 0; j < size_; ++j) {
-      if (i == j) continue;
-      bool same_host = host[i] == host[j];
-      TransportKind k;
-      if (config_.transport == "shm") {
-        if (!same_host)
-          return Error(ZC_ERR_INVALID_ARG,
-                       "ZC_TRANSPORT=shm but ranks %d and %d are on different hosts", i, j);
-        k = TransportKind::kShm;
-      } else if (config_.transport == "tcp") {
-        k = TransportKind::kTcp;
-      } else if (config_.transport == "verbs") {
-        if (!verbs[i] || !verbs[j]) {
-          // The same rank and cause on every rank, before anything connects.
-          int bad = verbs[i] ? j : i;
-          return Error(ZC_ERR_UNSUPPORTED,
-                       "ZC_TRANSPORT=verbs but rank %d has no usable RDMA device: %s", bad,
-                       why[bad].empty() ? "no reason given" : why[bad].c_str());
-        }
-        k = TransportKind::kVerbs;
-      } else {
-        k = same_host ? TransportKind::kShm
-                      : (verbs[i] && verbs[j] ? TransportKind::kVerbs : TransportKind::kTcp);
-      }
-      used[k] = true;
-      if (i == rank_) {
-        peer_kind_[j] = k;
-        local_[j] = same_host;
-        any_remote |= !same_host;
+  for (int p = 0; p < size_; ++p)
+    if (plan->per_peer[p]) peer_kind_[p] = plan->per_peer[p]->kind;
+  NoteOversubscription();
+  // Under auto, say once why a better transport was passed over.
+  if (config_.transport != "auto") return Status::Ok();
+  const PeerInfo& mine = all[rank_];
+  for (const TransportEntry* e : TransportTable()) {
+    const PeerInfo::Reach* r = mine.Find(e->name);
+    if (!r || r->viable) continue;
+    for (int p = 0; p < size_; ++p) {
+      if (plan->per_peer[p] && plan->per_peer[p]->priority > e->priority) {
+        ZC_INFO(kP2p, "%s not viable (%s): using %s to other hosts", e->label, r->why.c_str(),
+                plan->per_peer[p]->name);
+        break;
       }
     }
   }
+  return Status::Ok();
+}
+
+void Device::NoteOversubscription() {
   // More ranks on this host than cores we may run on: spinning only keeps
   // the rank that would set our flag off the core, so waits yield at once.
-  {
-    int local = 1;
-    for (int p = 0; p < size_; ++p) local += (p != rank_ && local_[p]) ? 1 : 0;
-    // The host's online CPUs, not this process's affinity: a launcher that
-    // binds each rank to one core must not make every rank look crowded.
-    int cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
-    if (local > cores) {
-      Backoff::SetOversubscribed(true);
-      ZC_INFO(kP2p, "%d ranks on this host share %d cores: waits yield without spinning", local, cores);
-    }
+  int local = 1;
+  for (int p = 0; p < size_; ++p) local += (p != rank_ && local_[p]) ? 1 : 0;
+  // The host's online CPUs, not this process's affinity: a launcher that
+  // binds each rank to one core must not make every rank look crowded.
+  int cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  if (local > cores) {
+    Backoff::SetOversubscribed(true);
+    ZC_INFO(kP2p, "%d ranks on this host share %d cores: waits yield without spinning", local, cores);
   }
-  if (config_.transport == "auto" && !verbs_ok && any_remote)
-    ZC_INFO(kP2p, "RDMA verbs not viable (%s): using tcp to other hosts", verbs_why.c_str());
+}
 
+Status Device::CreateTransports(const TransportPlan& plan) {
+  bool any_remote = false;
+  for (int p = 0; p < size_; ++p) any_remote |= p != rank_ && !local_[p];
   if (rank_ == 0 || !any_remote) Segment::SweepStale();
-
-  for (auto& [k, on] : used) {
-    if (!on) continue;
-    if (k == TransportKind::kShm) transports_[k] = CreateShmTransport(this);
-    else if (k == TransportKind::kTcp) transports_[k] = CreateTcpTransport(this, key);
-#if ZC_HAVE_VERBS
-    else if (k == TransportKind::kVerbs) {
-      std::unique_ptr<Transport> t;
-      ZC_RETURN_IF_ERROR(CreateVerbsTransport(this, nullptr, &t));
-      transports_[k] = std::move(t);
-    }
-#endif
-    else return Error(ZC_ERR_UNSUPPORTED, "transport %s is not built", TransportName(k));
+  TransportSetup setup;
+  setup.rank = rank_;
+  setup.size = size_;
+  setup.config = config_;
+  setup.job_key = job_key_;
+  // Every rank creates every transport some pair of the job uses.
+  for (const TransportEntry* e : plan.used) {
+    std::unique_ptr<Transport> t;
+    ZC_RETURN_IF_ERROR(e->create(this, setup, &t));
+    transports_[e->kind] = std::move(t);
   }
+  return Status::Ok();
+}
 
+void Device::CreatePool() {
   // The pool: chunks are shared segments, exposed to every transport. The
   // chunk number is unique in the process: several Devices of one job may
   // live in it (a second zc_init, communicators from unique ids).
@@ -249,14 +245,52 @@ Status Device::Init(Bootstrap* bootstrap, const Config& config) {
         else ForgetRegion(slice->id());
       },
       [this] { return NewRegionId(); });
+}
 
-  // Connect every transport (collective), then the channels.
+Status Device::ConnectTransports(const TransportPlan& plan, const std::vector<PeerInfo>& all) {
+  // Every transport listens, then one exchange of every rank's addresses
+  // (collective even when a listen failed, so peers do not wait for us
+  // until the deadline), then each connects in kind order.
+  std::map<TransportKind, LinkPlan> links;
+  PeerAddresses mine;
+  Status listen_st;
   for (auto& [k, t] : transports_) {
-    std::vector<int> peers;
+    const TransportEntry* e = FindTransport(k);
+    LinkPlan& link = links[k];
     for (int p = 0; p < size_; ++p)
-      if (p != rank_ && peer_kind_[p] == k) peers.push_back(p);
-    ZC_RETURN_IF_ERROR(t->Connect(peers).with_context(Format("rank %d: connecting %s", rank_, TransportName(k))));
+      if (p != rank_ && plan.per_peer[p] == e) link.peers.push_back(p);
+    link.domains.resize(size_);
+    for (int r = 0; r < size_; ++r) {
+      const PeerInfo::Reach* reach = all[r].Find(e->name);
+      if (reach && reach->viable) link.domains[r] = reach->domain;
+    }
+    link.my_domain = link.domains[rank_];
+    std::string address;
+    Status st = t->Listen(link, &address);
+    if (!st.ok() && listen_st.ok())
+      listen_st = st.with_context(Format("rank %d: connecting %s", rank_, e->name));
+    mine.entries.push_back({e->name, st.ok() ? address : std::string()});
   }
+  std::vector<std::string> records;
+  Status ag = AllGather("zc.connect", mine.Serialize(), &records);
+  ZC_RETURN_IF_ERROR(listen_st);
+  ZC_RETURN_IF_ERROR(ag);
+  std::vector<PeerAddresses> addrs(size_);
+  for (int r = 0; r < size_; ++r) {
+    Status st = PeerAddresses::Parse(records[r], &addrs[r]);
+    if (!st.ok())
+      return Error(ZC_ERR_INTERNAL, "rank %d: bootstrap: malformed address record from rank %d: %s", rank_,
+                   r, st.message().c_str());
+  }
+  for (auto& [k, t] : transports_) {
+    std::vector<std::string> theirs(size_);
+    for (int r = 0; r < size_; ++r) theirs[r] = addrs[r].Find(TransportName(k));
+    ZC_RETURN_IF_ERROR(t->Connect(theirs).with_context(Format("rank %d: connecting %s", rank_, TransportName(k))));
+  }
+  return Status::Ok();
+}
+
+void Device::CreateChannels() {
   channels_.resize(size_);
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
@@ -264,13 +298,6 @@ Status Device::Init(Bootstrap* bootstrap, const Config& config) {
     for (int i = 0; i < t->connections_per_peer(); ++i)
       channels_[p].push_back(std::make_unique<Channel>(this, t->connection(p, i), p, peer_kind_[p]));
   }
-  ZC_RETURN_IF_ERROR(ControlPlane::Create(this, &control_));
-  ZC_INFO(kP2p, "device ready: %d ranks, %s", size_, [&] {
-    std::string s;
-    for (auto& [k, t] : transports_) s += std::string(s.empty() ? "" : "+") + TransportName(k);
-    return s.empty() ? std::string("no peers") : s;
-  }().c_str());
-  return Status::Ok();
 }
 
 Device::~Device() {

@@ -24,6 +24,7 @@
 #include "p2p/reg_cache.h"
 #include "p2p/region_hold.h"
 #include "p2p/transport.h"
+#include "p2p/transport_registry.h"
 
 namespace zc {
 
@@ -32,27 +33,30 @@ class ControlPlane;
 class Device : public TransportHost {
  public:
   // Collective over all ranks of `bootstrap`: chooses a transport per peer
-  // (same host -> shm, else verbs when viable, else tcp; ZC_TRANSPORT forces
-  // one), connects, and sets up the control mailboxes.
+  // through the registry (transport_registry.h: same host -> shm, else
+  // verbs when viable, else tcp; ZC_TRANSPORT forces one), connects, and
+  // sets up the control mailboxes.
   static Status Create(Bootstrap* bootstrap, const Config& config,
                        std::unique_ptr<Device>* out);
   ~Device() override;
 
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const Config& config() const { return config_; }
+  // Out-of-band exchange through the bootstrap (setup, control plane):
+  // every rank calls it with the same key.
+  Status AllGather(const std::string& key, const std::string& mine, std::vector<std::string>* all);
+
   // ---- TransportHost ----
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  const Config& config() const override { return config_; }
-  Status AllGather(const std::string& key, const std::string& mine,
-                   std::vector<std::string>* all) override;
   void OnPeerLost(int peer, const Status& why) override;
+  Status Health(int peer) const override;
   MemRegion* FindLocalRegion(uint64_t id) override;
   bool RegionRetired(uint64_t id) const override;
   std::shared_mutex& region_use() override { return region_use_mu_; }
-  Status LocalRegionFor(const void* ptr, size_t bytes, MemRegion** out) override;
   Status HoldLocalRegion(const void* ptr, size_t bytes, RegionHold* out) override;
   void ReleaseRegion(uint64_t id) override;
-  Status Health(int peer) const override;
-  bool SameHost(int peer) const override { return local_[peer]; }
+  // The region that holds [ptr, ptr+bytes) (HoldLocalRegion without a hold).
+  Status LocalRegionFor(const void* ptr, size_t bytes, MemRegion** out);
   // Health without the liveness probe of local peers (no clock read): an
   // abort, a peer's alert, or a peer already known lost. For the write side
   // of mapped memory, where a dead reader cannot block the writer; waits use
@@ -132,8 +136,17 @@ class Device : public TransportHost {
   // At teardown of a failed job: repeats the alert to every live peer.
   void Farewell();
   Device() = default;
+  // Init's steps, in order.
   Status Init(Bootstrap* bootstrap, const Config& config);
-  Status CreateTransports();
+  void InitPeerState(Bootstrap* bootstrap, const Config& config);
+  // Publishes this rank's PeerInfo and reads every rank's; sets the job key.
+  Status ExchangePeerInfo(const std::string& host_id, std::vector<PeerInfo>* all);
+  Status ChooseTransports(const std::vector<PeerInfo>& all, TransportPlan* plan);
+  void NoteOversubscription();
+  Status CreateTransports(const TransportPlan& plan);
+  void CreatePool();
+  Status ConnectTransports(const TransportPlan& plan, const std::vector<PeerInfo>& all);
+  void CreateChannels();
   void RememberRegion(MemRegion* r);
   void ForgetRegion(uint64_t id);
   // A pool region or a cached registration holding [ptr, ptr+bytes);
@@ -149,6 +162,7 @@ class Device : public TransportHost {
   Config config_;
   Bootstrap* bootstrap_ = nullptr;
   int rank_ = 0, size_ = 1;
+  std::string job_key_;  // authenticates data connections
   std::string job_tag_;  // first 16 hex chars of the job key (segment names)
   std::vector<TransportKind> peer_kind_;
   std::vector<bool> local_;

@@ -22,7 +22,7 @@ struct Wire {
   int32_t owner;
   int32_t owner_pid;
   uint64_t id, addr, size;
-  uint32_t rkey;
+  uint32_t access_key;
   uint32_t pad2;
   uint64_t seg_offset;
   char seg_name[RemoteRegion::kNameLen];
@@ -38,7 +38,7 @@ std::string RemoteRegion::Serialize() const {
   w.id = id;
   w.addr = addr;
   w.size = size;
-  w.rkey = rkey;
+  w.access_key = access_key;
   w.seg_offset = seg_offset;
   memcpy(w.seg_name, seg_name, kNameLen);
   w.seg_name[kNameLen - 1] = '\0';
@@ -60,7 +60,7 @@ Status RemoteRegion::Parse(const std::string& bytes, RemoteRegion* out) {
   r.id = w.id;
   r.addr = w.addr;
   r.size = w.size;
-  r.rkey = w.rkey;
+  r.access_key = w.access_key;
   r.seg_offset = w.seg_offset;
   memcpy(r.seg_name, w.seg_name, kNameLen);
   r.seg_name[kNameLen - 1] = '\0';

@@ -3,6 +3,7 @@
 // do so. A descriptor is sent once (at setup) and used for every transfer.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -12,6 +13,7 @@
 namespace zc {
 
 enum class TransportKind : uint8_t { kNone = 0, kShm = 1, kTcp = 2, kVerbs = 3 };
+constexpr size_t kTransportKinds = 4;
 const char* TransportName(TransportKind k);
 
 // What a peer needs to address my memory. Plain data; Serialize() gives a
@@ -25,7 +27,7 @@ struct RemoteRegion {
   uint64_t id = 0;         // owner-local region id (tcp: looked up on arrival)
   uint64_t addr = 0;       // owner's virtual address of byte 0
   uint64_t size = 0;       // bytes
-  uint32_t rkey = 0;       // verbs
+  uint32_t access_key = 0; // the backend's key for remote access (verbs: the rkey)
   uint64_t seg_offset = 0; // shm: offset of byte 0 inside the segment
   char seg_name[kNameLen] = {};  // shm: segment name; "" = user memory (CMA)
 
@@ -43,7 +45,8 @@ struct RemoteRegion {
 // segment, or user memory exposed through the registration cache. One region
 // serves every transport: each transport's Expose() fills its part of the
 // descriptor (shm: segment name and offset, or pid + address for CMA; tcp:
-// the id its progress thread looks up; verbs: address and rkey).
+// the id its progress thread looks up; verbs: address and access key), and
+// may keep private state in the region's backend handle.
 class MemRegion {
  public:
   virtual ~MemRegion() = default;
@@ -66,9 +69,13 @@ class MemRegion {
     auto b = reinterpret_cast<uintptr_t>(data_), q = reinterpret_cast<uintptr_t>(p);
     return q >= b && q - b <= size_ && len <= size_ - (q - b);
   }
-  // Transport-private handles (verbs keeps its ibv_mr* and lkey here).
-  void* verbs_mr = nullptr;
-  uint32_t lkey = 0;
+  // Backend-private state, opaque to the core (verbs keeps its memory
+  // registration here): one handle per transport kind, set by the backend's
+  // Expose and cleared by its Unexpose.
+  void* backend(TransportKind k) const { return backend_[static_cast<size_t>(k)]; }
+  void set_backend(TransportKind k, void* handle) { backend_[static_cast<size_t>(k)] = handle; }
+  // A slice shares its chunk's registrations (the chunk's Expose covers it).
+  void ShareBackends(const MemRegion& chunk) { backend_ = chunk.backend_; }
   // The region this one is a slice of (pool sub-allocations), or null.
   MemRegion* parent = nullptr;
   // Owned by the registration cache (user memory), not the pool.
@@ -78,6 +85,7 @@ class MemRegion {
   void* data_;
   size_t size_;
   RemoteRegion remote_;
+  std::array<void*, kTransportKinds> backend_{};
 };
 
 }  // namespace zc

@@ -59,8 +59,7 @@ std::unique_ptr<MemRegion> Pool::MakeSlice(Chunk& c, size_t off, size_t len) {
   r.seg_offset += off;
   s->mutable_remote() = r;
   s->parent = parent;
-  s->verbs_mr = parent->verbs_mr;
-  s->lkey = parent->lkey;
+  s->ShareBackends(*parent);
   return s;
 }
 

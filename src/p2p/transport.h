@@ -35,15 +35,13 @@
 #include <string>
 #include <vector>
 
+#include "common/config.h"
 #include "common/deadline.h"
 #include "common/status.h"
 #include "p2p/mem_region.h"
 #include "p2p/region_hold.h"
 
 namespace zc {
-
-class Bootstrap;
-struct Config;
 
 // Where and what to store as the completion flag of a Write.
 struct FlagWrite {
@@ -52,18 +50,33 @@ struct FlagWrite {
   uint64_t value = 0;                    // monotonic sequence number
 };
 
-// Services a transport needs from the Device that owns it.
+// What every backend is told when it is created (Device::CreateTransports,
+// through TransportEntry::create).
+struct TransportSetup {
+  int rank = 0;
+  int size = 1;
+  Config config;
+  std::string job_key;  // authenticates data connections (tcp)
+};
+
+// What a backend is told before it connects: the peers it serves and the
+// domain descriptor every rank published for it (PeerInfo; "" where a rank
+// did not find it viable). tcp compares host ids to stay on loopback.
+struct LinkPlan {
+  std::vector<int> peers;
+  std::string my_domain;
+  std::vector<std::string> domains;  // by rank
+};
+
+// Services a backend needs from the Device that owns it while it runs:
+// peer health, and the local regions its progress threads and the NIC use.
 class TransportHost {
  public:
   virtual ~TransportHost() = default;
-  virtual int rank() const = 0;
-  virtual int size() const = 0;
-  virtual const Config& config() const = 0;
-  // Out-of-band exchange at setup: every rank calls it with the same key.
-  virtual Status AllGather(const std::string& key, const std::string& mine,
-                           std::vector<std::string>* all) = 0;
   // A connection broke or an error completion arrived: fail waits on peer.
   virtual void OnPeerLost(int peer, const Status& why) = 0;
+  // Non-OK once the device is aborted or `peer` is lost: waits poll this.
+  virtual Status Health(int peer) const = 0;
   // Looks up one of my regions by id (tcp's progress thread places incoming
   // data with it). Returns nullptr when unknown.
   virtual MemRegion* FindLocalRegion(uint64_t id) = 0;
@@ -75,26 +88,13 @@ class TransportHost {
   // it looked up with FindLocalRegion; the Device holds it exclusively to
   // free or replace a region, so no region goes away under a transfer.
   virtual std::shared_mutex& region_use() = 0;
-  // The region that holds [ptr, ptr+bytes): a pool region, or user memory
-  // registered now through the registration cache (verbs needs an lkey for
-  // every source and destination).
-  virtual Status LocalRegionFor(const void* ptr, size_t bytes, MemRegion** out) = 0;
-  // LocalRegionFor for a transfer that uses the region after this call
-  // (its descriptor went to a peer, its lkey to the NIC): the hold keeps a
-  // registered region exposed until the transfer gives it back.
-  virtual Status HoldLocalRegion(const void* ptr, size_t bytes, RegionHold* out) {
-    MemRegion* r = nullptr;
-    ZC_RETURN_IF_ERROR(LocalRegionFor(ptr, bytes, &r));
-    *out = RegionHold(nullptr, r, 0);
-    return Status::Ok();
-  }
+  // The region that holds [ptr, ptr+bytes) for a transfer that uses it
+  // after this call (its descriptor went to a peer, its registration to the
+  // NIC): a pool region, or user memory registered now through the
+  // registration cache, held exposed until the transfer gives it back.
+  virtual Status HoldLocalRegion(const void* ptr, size_t bytes, RegionHold* out) = 0;
   // Gives back a hold taken by HoldLocalRegion (RegionHold calls it).
   virtual void ReleaseRegion(uint64_t id) { (void)id; }
-  // Non-OK once the device is aborted or `peer` is lost: waits poll this.
-  virtual Status Health(int peer) const = 0;
-  // True when peer runs on this host (the same host id at bootstrap): tcp
-  // keeps such traffic on loopback.
-  virtual bool SameHost(int peer) const { (void)peer; return false; }
 };
 
 // One piece of the source of a gathered write.
@@ -167,15 +167,20 @@ class Transport {
   virtual ~Transport() = default;
   virtual TransportKind kind() const = 0;
   // Makes a region reachable through this transport and fills this
-  // transport's part of region->mutable_remote() (verbs: ibv_reg_mr, rkey).
+  // transport's part of region->mutable_remote() (verbs: ibv_reg_mr, access key).
   // Called for every pool chunk and every registered user range; slices of
   // a chunk inherit the chunk's registration (see MemRegion::parent).
   virtual Status Expose(MemRegion* region) = 0;
   // Undoes Expose (before the memory is unmapped or returned to the user).
   virtual void Unexpose(MemRegion* region) = 0;
-  // Collective over all ranks (uses host->AllGather); afterwards
-  // connection(p, i) works for every peer p in `peers`, 0 <= i < connections().
-  virtual Status Connect(const std::vector<int>& peers) = 0;
+  // Connecting takes two calls around one exchange that the Device runs for
+  // all backends at once (PeerAddresses): Listen() prepares to accept the
+  // plan's peers and returns what they need to reach this rank ("" when
+  // nothing); Connect() gets every rank's address for this backend (by
+  // rank, "" where a rank published none). Afterwards connection(p, i)
+  // works for every peer p of the plan, 0 <= i < connections_per_peer().
+  virtual Status Listen(const LinkPlan& plan, std::string* address) = 0;
+  virtual Status Connect(const std::vector<std::string>& addresses) = 0;
   virtual int connections_per_peer() const = 0;
   virtual Connection* connection(int peer, int index) = 0;
   // Stops progress threads and closes connections; idempotent.

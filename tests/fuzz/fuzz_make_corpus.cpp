@@ -27,7 +27,7 @@
 #include "common/socket.h"
 #include "p2p/mem_region.h"
 #include "p2p/p2p_protocol.h"
-#include "p2p/peer_record.h"
+#include "p2p/peer_info.h"
 #include "p2p/tcp/tcp_wire.h"
 #include "ps/protocol.h"
 
@@ -269,7 +269,7 @@ std::vector<std::string> Descriptors() {
   MemRegion verbs(mem, 128, 11);
   verbs.mutable_remote().transport = TransportKind::kVerbs;
   verbs.mutable_remote().owner = 3;
-  verbs.mutable_remote().rkey = 0x1234;
+  verbs.mutable_remote().access_key = 0x1234;
   out.push_back(verbs.remote().Serialize());
   return out;
 }
@@ -399,19 +399,26 @@ void TcpSeeds() {
   Put("tcp_wire", "hello-only", s);
 }
 
-void PeerRecordSeeds() {
-  PeerRecord r;
+void PeerInfoSeeds() {
+  PeerInfo r;
   r.host = "node-3";
   r.pid = 12345;
-  r.verbs = false;
-  r.why = "zcomm was built without verbs support (libibverbs, librdmacm)";
-  Put("peer_record", "no-verbs", FormatPeerRecord(r));
-  r.verbs = true;
-  r.why.clear();
+  r.reach = {{"shm", true, "node-3", ""},
+             {"tcp", true, "node-3", ""},
+             {"verbs", false, "", "zcomm was built without verbs support (libibverbs, librdmacm)"}};
+  Put("peer_info", "no-verbs", r.Serialize());
+  r.reach[2] = {"verbs", true, "", ""};
   r.key = std::string(64, 'f');
-  Put("peer_record", "rank0-key", FormatPeerRecord(r));
+  Put("peer_info", "rank0-key", r.Serialize());
   r.host = "host|with|bars";
-  Put("peer_record", "host-with-bars", FormatPeerRecord(r));
+  r.host.push_back('\0');
+  r.reach = {{"shm", false, "", "not probed"}, {"tcp", true, r.host, ""}};
+  Put("peer_info", "host-with-bars-and-nul", r.Serialize());
+  PeerAddresses a;
+  a.entries = {{"tcp", "127.0.0.1:40123"}, {"verbs", "10.77.0.1:4791|00000000deadbeef"}};
+  Put("peer_info", "addresses", a.Serialize());
+  a.entries = {{"shm", ""}};
+  Put("peer_info", "addresses-shm", a.Serialize());
 }
 
 void UniqueIdSeeds() {
@@ -442,7 +449,7 @@ int main(int argc, char** argv) {
   CollSeeds();
   PsSeeds();
   TcpSeeds();
-  PeerRecordSeeds();
+  PeerInfoSeeds();
   UniqueIdSeeds();
   return 0;
 }

@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   zc::RemoteRegion again;
   if (!zc::RemoteRegion::Parse(r.Serialize(), &again).ok()) __builtin_trap();
   if (again.transport != r.transport || again.owner != r.owner || again.owner_pid != r.owner_pid ||
-      again.id != r.id || again.addr != r.addr || again.size != r.size || again.rkey != r.rkey ||
+      again.id != r.id || again.addr != r.addr || again.size != r.size || again.access_key != r.access_key ||
       again.seg_offset != r.seg_offset || memcmp(again.seg_name, r.seg_name, sizeof(r.seg_name)))
     __builtin_trap();
   return 0;

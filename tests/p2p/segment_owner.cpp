@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "p2p/shm/segment.h"
+#include "p2p/segment.h"
 
 int main(int argc, char** argv) {
   if (argc < 2) return 2;

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "p2p/shm/segment.h"
+#include "p2p/segment.h"
 
 namespace {
 

@@ -25,8 +25,9 @@
 namespace zc {
 namespace {
 
-// In-process AllGather between the two fake ranks, with a hook that runs
-// once every rank has posted and before any returns.
+// In-process address exchange between the two fake ranks (the Device's
+// "zc.connect"), with a hook that runs once every rank has posted and
+// before any returns.
 struct Exchange {
   std::mutex mu;
   std::condition_variable cv;
@@ -50,36 +51,40 @@ struct Exchange {
 
 class FakeHost : public TransportHost {
  public:
-  FakeHost(int rank, int size, Exchange* ex) : rank_(rank), size_(size), ex_(ex) {
-    cfg_.rank = rank;
-    cfg_.size = size;
-    cfg_.timeout_s = 60;
-    cfg_.socket_ifname = "lo";
-    cfg_.sockets_per_peer = 2;
-    cfg_.num_cqs = 1;
-  }
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  const Config& config() const override { return cfg_; }
-  Status AllGather(const std::string&, const std::string& mine,
-                   std::vector<std::string>* all) override {
-    ex_->Run(rank_, mine, all);
-    return Status::Ok();
-  }
   void OnPeerLost(int, const Status&) override {}
   MemRegion* FindLocalRegion(uint64_t) override { return nullptr; }
   std::shared_mutex& region_use() override { return use_; }
-  Status LocalRegionFor(const void*, size_t, MemRegion**) override {
+  Status HoldLocalRegion(const void*, size_t, RegionHold*) override {
     return Error(ZC_ERR_UNSUPPORTED, "fake host");
   }
   Status Health(int) const override { return Status::Ok(); }
 
  private:
-  int rank_, size_;
-  Exchange* ex_;
-  Config cfg_;
   std::shared_mutex use_;
 };
+
+TransportSetup Setup(int rank, int size) {
+  TransportSetup s;
+  s.rank = s.config.rank = rank;
+  s.size = s.config.size = size;
+  s.config.timeout_s = 60;
+  s.config.socket_ifname = "lo";
+  s.config.sockets_per_peer = 2;
+  s.config.num_cqs = 1;
+  s.job_key = "job-key";
+  return s;
+}
+
+// Listen, exchange the addresses, connect: what Device::ConnectTransports does.
+Status ConnectRank(Transport* t, int rank, int peer, Exchange* ex) {
+  LinkPlan plan;
+  plan.peers = {peer};
+  std::string mine;
+  ZC_RETURN_IF_ERROR(t->Listen(plan, &mine));
+  std::vector<std::string> all;
+  ex->Run(rank, mine, &all);
+  return t->Connect(all);
+}
 
 enum class Hostile { kIdle, kGarbage, kPartialHello };
 
@@ -110,15 +115,17 @@ double ConnectUnderAttack(int n, Hostile kind, Status* st0, Status* st1) {
       }
     }
   };
-  FakeHost h0(0, 2, &ex), h1(1, 2, &ex);
-  auto t0 = CreateTcpTransport(&h0, "job-key"), t1 = CreateTcpTransport(&h1, "job-key");
+  FakeHost h0, h1;
+  std::unique_ptr<Transport> t0, t1;
+  EXPECT_TRUE(CreateTcpTransport(&h0, Setup(0, 2), &t0).ok());
+  EXPECT_TRUE(CreateTcpTransport(&h1, Setup(1, 2), &t1).ok());
   auto start = std::chrono::steady_clock::now();
   double s0 = 0, s1 = 0;
   std::thread r1([&] {
-    *st1 = t1->Connect({0});
+    *st1 = ConnectRank(t1.get(), 1, 0, &ex);
     s1 = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   });
-  *st0 = t0->Connect({1});
+  *st0 = ConnectRank(t0.get(), 0, 1, &ex);
   s0 = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r1.join();
   t0->Shutdown();

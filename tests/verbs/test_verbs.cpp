@@ -21,7 +21,7 @@
 namespace zc {
 namespace {
 
-// AllGather through a shared in-process table.
+// The Device's address exchange ("zc.connect"), through a shared in-process table.
 struct Exchange {
   std::mutex mu;
   std::condition_variable cv;
@@ -37,10 +37,14 @@ class FakeHost : public TransportHost {
     for (auto& r : regions_)
       if (t_) t_->Unexpose(r.get());
   }
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  const Config& config() const override { return cfg_; }
-  Status AllGather(const std::string& key, const std::string& mine, std::vector<std::string>* all) override {
+  TransportSetup setup() const {
+    TransportSetup s;
+    s.rank = rank_;
+    s.size = size_;
+    s.config = cfg_;
+    return s;
+  }
+  Status AllGather(const std::string& key, const std::string& mine, std::vector<std::string>* all) {
     std::unique_lock<std::mutex> l(ex_->mu);
     std::string k = key + "." + std::to_string(seq_++);
     ex_->table[k][rank_] = mine;
@@ -63,7 +67,13 @@ class FakeHost : public TransportHost {
       if (r->id() == id) return r.get();
     return nullptr;
   }
-  Status LocalRegionFor(const void* ptr, size_t bytes, MemRegion** out) override {
+  Status HoldLocalRegion(const void* ptr, size_t bytes, RegionHold* out) override {
+    MemRegion* r = nullptr;
+    ZC_RETURN_IF_ERROR(LocalRegionFor(ptr, bytes, &r));
+    *out = RegionHold(nullptr, r, 0);
+    return Status::Ok();
+  }
+  Status LocalRegionFor(const void* ptr, size_t bytes, MemRegion** out) {
     {
       std::lock_guard<std::mutex> l(mu_);
       for (auto& r : regions_)
@@ -136,7 +146,7 @@ struct Cluster {
   }
   Status Start() {
     for (size_t r = 0; r < hosts.size(); ++r) {
-      ZC_RETURN_IF_ERROR(CreateVerbsTransport(hosts[r].get(), emu::Api(), &ts[r]));
+      ZC_RETURN_IF_ERROR(CreateVerbsTransportWith(hosts[r].get(), hosts[r]->setup(), emu::Api(), &ts[r]));
       hosts[r]->t_ = ts[r].get();
     }
     std::vector<Status> st(hosts.size());
@@ -146,7 +156,14 @@ struct Cluster {
         std::vector<int> peers;
         for (size_t p = 0; p < hosts.size(); ++p)
           if (p != r) peers.push_back(static_cast<int>(p));
-        st[r] = ts[r]->Connect(peers);
+        // Listen, exchange, connect: what Device::ConnectTransports does.
+        LinkPlan plan;
+        plan.peers = peers;
+        std::string mine;
+        std::vector<std::string> all;
+        st[r] = ts[r]->Listen(plan, &mine);
+        if (st[r].ok()) st[r] = hosts[r]->AllGather("zc.verbs", mine, &all);
+        if (st[r].ok()) st[r] = ts[r]->Connect(all);
       });
     for (auto& t : th) t.join();
     for (auto& s : st) ZC_RETURN_IF_ERROR(s);
@@ -212,7 +229,7 @@ TEST(VerbsViable, NoDeviceVerbs) {
   EXPECT_NE(why.find("no RDMA device found"), std::string::npos) << why;
   FakeHost h(0, 2, TestConfig(1, 1), nullptr);
   std::unique_ptr<Transport> t;
-  Status st = CreateVerbsTransport(&h, emu::Api(), &t);
+  Status st = CreateVerbsTransportWith(&h, h.setup(), emu::Api(), &t);
   EXPECT_EQ(st.code(), ZC_ERR_UNSUPPORTED) << st.message();
   ExpectClean();
 }
@@ -540,7 +557,7 @@ TEST(VerbsErrors, OutOfRangeAndWrongKeyRejectedVerbs) {
     ASSERT_TRUE(c.Start().ok());
     Buf d(c.hosts[1].get(), 4096), s(c.hosts[0].get(), 4096);
     RemoteRegion wrong = d.region->remote();
-    wrong.rkey ^= 0x100;
+    wrong.access_key ^= 0x100;
     std::vector<uint8_t> tmp(4096);
     Status st = c.conn(0, 1)->Read(tmp.data(), 4096, wrong, 0, Deadline(5));
     EXPECT_EQ(st.code(), ZC_ERR_SYSTEM) << st.message();
@@ -589,7 +606,7 @@ TEST(VerbsSetup, StrangerIsRejectedVerbs) {
   {
     Cluster c(2, TestConfig(1, 1));
     ASSERT_TRUE(c.Start().ok());
-    // The listen address of rank 1, as published in the AllGather.
+    // The listen address of rank 1, as published in the exchange.
     std::string rec;
     for (auto& [k, v] : c.ex.table)
       if (k.rfind("zc.verbs", 0) == 0) rec = v[1];
@@ -656,13 +673,13 @@ TEST(VerbsMemory, RegistrationSlicesAndMemlockVerbs) {
     std::vector<uint8_t> chunk(256 << 10);
     MemRegion parent(chunk.data(), chunk.size(), 100);
     ASSERT_TRUE(t->Expose(&parent).ok());
-    EXPECT_NE(parent.remote().rkey, 0u);
+    EXPECT_NE(parent.remote().access_key, 0u);
     EXPECT_EQ(parent.remote().addr, reinterpret_cast<uintptr_t>(chunk.data()));
     MemRegion slice(chunk.data() + 4096, 8192, 101);
     slice.parent = &parent;
     ASSERT_TRUE(t->Expose(&slice).ok());
-    EXPECT_EQ(slice.remote().rkey, parent.remote().rkey);
-    EXPECT_EQ(slice.lkey, parent.lkey);
+    EXPECT_EQ(slice.remote().access_key, parent.remote().access_key);
+    EXPECT_EQ(VerbsLocalKey(slice), VerbsLocalKey(parent));
     EXPECT_EQ(slice.remote().addr, reinterpret_cast<uintptr_t>(chunk.data() + 4096));
     int mrs = emu::GetStats().mrs;
     t->Unexpose(&slice);
@@ -680,7 +697,7 @@ TEST(VerbsMemory, RegistrationSlicesAndMemlockVerbs) {
     MemRegion g1(gpu.data(), gpu.size(), 103), g2(gpu.data(), gpu.size(), 104);
     ASSERT_TRUE(VerbsRegisterDeviceMemory(t, gpu.data(), gpu.size(), 42, &g1).ok());
     ASSERT_TRUE(VerbsRegisterDeviceMemory(t, gpu.data(), gpu.size(), -1, &g2).ok());
-    EXPECT_NE(g1.remote().rkey, g2.remote().rkey);
+    EXPECT_NE(g1.remote().access_key, g2.remote().access_key);
     // A peer writes into the "device memory" registration; the flag is in host memory.
     Buf flag(c.hosts[0].get(), 64), src(c.hosts[1].get(), 4096);
     memset(src.data(), 0xab, 4096);

@@ -12,7 +12,7 @@
 
 #include "common/config.h"
 #include "common/log.h"
-#include "p2p/shm/segment.h"
+#include "p2p/segment.h"
 
 namespace zc {
 namespace {
@@ -36,20 +36,25 @@ class ShmConnection : public Connection {
 
 class ShmTransport : public Transport {
  public:
-  explicit ShmTransport(TransportHost* host) : host_(host) {
-    const std::string& mode = host->config().shm_cma;
-    cma_disabled_ = (mode == "off");
+  ShmTransport(TransportHost* host, const TransportSetup& setup) : host_(host), setup_(setup) {
+    cma_disabled_ = (setup_.config.shm_cma == "off");
   }
   TransportKind kind() const override { return TransportKind::kShm; }
   Status Expose(MemRegion* region) override {
-    region->mutable_remote().owner = host_->rank();
+    region->mutable_remote().owner = setup_.rank;
     region->mutable_remote().owner_pid = static_cast<int32_t>(getpid());
     return Status::Ok();
   }
   void Unexpose(MemRegion*) override {}
-  Status Connect(const std::vector<int>& peers) override {
-    conns_.resize(host_->size());
-    for (int p : peers) conns_[p] = std::make_unique<ShmConnection>(this, p);
+  // Nothing to exchange: peers' segments are mapped by name on first use.
+  Status Listen(const LinkPlan& plan, std::string* address) override {
+    peers_ = plan.peers;
+    address->clear();
+    return Status::Ok();
+  }
+  Status Connect(const std::vector<std::string>&) override {
+    conns_.resize(setup_.size);
+    for (int p : peers_) conns_[p] = std::make_unique<ShmConnection>(this, p);
     return Status::Ok();
   }
   int connections_per_peer() const override { return 1; }
@@ -99,7 +104,7 @@ class ShmTransport : public Transport {
           if (!cma_refused_.exchange(true))
             ZC_INFO(kShm, "cross-memory attach refused (%s): user buffers go through staged copies",
                     strerror(err));
-          if (host_->config().shm_cma == "on")
+          if (setup_.config.shm_cma == "on")
             return SystemError(err, "cross-memory attach to peer %d (ZC_SHM_CMA=on)", r.owner);
           return Error(ZC_ERR_UNSUPPORTED, "cross-memory attach to peer %d refused: %s", r.owner,
                        strerror(err));
@@ -125,6 +130,8 @@ class ShmTransport : public Transport {
   }
 
   TransportHost* host_;
+  const TransportSetup setup_;
+  std::vector<int> peers_;
   std::vector<std::unique_ptr<ShmConnection>> conns_;
   std::shared_mutex maps_mu_;
   std::map<std::string, std::unique_ptr<Segment>> maps_;
@@ -178,8 +185,9 @@ char* ShmConnection::DirectAddress(const RemoteRegion& dst) {
 
 }  // namespace
 
-std::unique_ptr<Transport> CreateShmTransport(TransportHost* host) {
-  return std::make_unique<ShmTransport>(host);
+Status CreateShmTransport(TransportHost* host, const TransportSetup& setup, std::unique_ptr<Transport>* out) {
+  *out = std::make_unique<ShmTransport>(host, setup);
+  return Status::Ok();
 }
 
 }  // namespace zc

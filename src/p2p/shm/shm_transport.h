@@ -13,6 +13,7 @@
 
 namespace zc {
 
-std::unique_ptr<Transport> CreateShmTransport(TransportHost* host);
+// The registry's factory (shm_entry.cpp); never fails.
+Status CreateShmTransport(TransportHost* host, const TransportSetup& setup, std::unique_ptr<Transport>* out);
 
 }  // namespace zc

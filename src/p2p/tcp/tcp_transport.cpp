@@ -73,12 +73,13 @@ class TcpConnection : public Connection {
 
 class TcpTransport : public Transport {
  public:
-  TcpTransport(TransportHost* host, std::string key) : host_(host), key_(std::move(key)) {}
+  TcpTransport(TransportHost* host, const TransportSetup& setup)
+      : host_(host), setup_(setup), key_(setup.job_key) {}
   ~TcpTransport() override { Shutdown(); }
 
   TransportKind kind() const override { return TransportKind::kTcp; }
   Status Expose(MemRegion* region) override {
-    region->mutable_remote().owner = host_->rank();
+    region->mutable_remote().owner = setup_.rank;
     return Status::Ok();
   }
   void Unexpose(MemRegion*) override {}
@@ -88,7 +89,8 @@ class TcpTransport : public Transport {
     return conns_[peer][index % per_peer_].get();
   }
 
-  Status Connect(const std::vector<int>& peers) override;
+  Status Listen(const LinkPlan& plan, std::string* address) override;
+  Status Connect(const std::vector<std::string>& addresses) override;
   void Shutdown() override;
 
   Status SendMsg(Socket* s, const MsgHeader& h, const void* payload, const Deadline& dl) {
@@ -146,7 +148,9 @@ class TcpTransport : public Transport {
   Status Drain(int fd, uint64_t bytes);
 
   TransportHost* host_;
+  const TransportSetup setup_;
   std::string key_;
+  std::vector<int> peers_;  // from Listen
   int per_peer_ = 1;
   int listen_fd_ = -1;
   std::vector<std::vector<std::unique_ptr<TcpConnection>>> conns_;
@@ -166,7 +170,7 @@ class TcpTransport : public Transport {
 
 Status TcpTransport::ClientHandshake(int fd, int index, const Deadline& dl) {
   ZC_RETURN_IF_ERROR(net::AuthClient(fd, key_, dl));
-  uint32_t hello[2] = {static_cast<uint32_t>(host_->rank()), static_cast<uint32_t>(index)};
+  uint32_t hello[2] = {static_cast<uint32_t>(setup_.rank), static_cast<uint32_t>(index)};
   return net::SendAll(fd, hello, sizeof(hello), dl);
 }
 
@@ -242,7 +246,7 @@ bool TcpTransport::Advance(Incoming* in, short revents) {
       continue;
     }
     int peer = -1, idx = -1;
-    Status hello = tcp_wire::ParseHello(in->in, host_->size(), per_peer_, &peer, &idx);
+    Status hello = tcp_wire::ParseHello(in->in, setup_.size, per_peer_, &peer, &idx);
     if (hello.ok() && by_peer_[peer].empty())
       hello = Error(ZC_ERR_SYSTEM, "tcp: hello from rank %d, which is not a tcp peer of this rank", peer);
     if (!hello.ok()) {
@@ -308,7 +312,7 @@ void TcpTransport::AcceptLoop(int expected, Deadline dl) {
   auto connected = [&] {
     std::lock_guard<std::mutex> lock(accept_mu_);
     int got = 0;
-    for (int p = 0; p < host_->rank(); ++p)
+    for (int p = 0; p < setup_.rank; ++p)
       for (Socket* s : by_peer_[p]) got += s->fd >= 0 ? 1 : 0;
     return got;
   };
@@ -318,7 +322,7 @@ void TcpTransport::AcceptLoop(int expected, Deadline dl) {
       std::string missing;
       {
         std::lock_guard<std::mutex> lock(accept_mu_);
-        for (int p = 0; p < host_->rank(); ++p)
+        for (int p = 0; p < setup_.rank; ++p)
           for (Socket* s : by_peer_[p])
             if (s->fd < 0 && !by_peer_[p].empty()) {
               missing += (missing.empty() ? "" : ", ") + std::to_string(p);
@@ -328,7 +332,7 @@ void TcpTransport::AcceptLoop(int expected, Deadline dl) {
       std::lock_guard<std::mutex> lock(accept_mu_);
       accept_status_ = Error(ZC_ERR_TIMEOUT, "tcp: waiting for peers to connect: no connection "
                              "from peer(s) %s before the deadline (ZC_TIMEOUT %.3g s)",
-                             missing.c_str(), host_->config().timeout_s);
+                             missing.c_str(), setup_.config.timeout_s);
       break;
     }
     fds.clear();
@@ -367,14 +371,16 @@ void TcpTransport::AcceptLoop(int expected, Deadline dl) {
             static_cast<unsigned long long>(n));
 }
 
-Status TcpTransport::Connect(const std::vector<int>& peers) {
-  const Config& cfg = host_->config();
+Status TcpTransport::Listen(const LinkPlan& plan, std::string* address) {
+  const Config& cfg = setup_.config;
   per_peer_ = cfg.sockets_per_peer;
-  int n = host_->size(), me = host_->rank();
+  peers_ = plan.peers;
   std::string ip, ifname;
   Status st;
-  bool all_local = !peers.empty();
-  for (int p : peers) all_local &= host_->SameHost(p);
+  // The tcp domain descriptor is the host id: equal means the same host.
+  bool all_local = !plan.peers.empty() && !plan.my_domain.empty();
+  for (int p : plan.peers)
+    all_local &= p >= 0 && static_cast<size_t>(p) < plan.domains.size() && plan.domains[p] == plan.my_domain;
   if (cfg.socket_ifname.empty() && all_local) {
     // Every tcp peer is on this host: listen and connect on loopback only,
     // not on a network card. An explicit ZC_SOCKET_IFNAME still wins.
@@ -383,16 +389,20 @@ Status TcpTransport::Connect(const std::vector<int>& peers) {
   } else {
     st = net::PickInterfaceAddress(cfg.socket_ifname, &ip, &ifname);
   }
-  std::string mine;
   int port = 0;
   if (st.ok()) st = net::Listen(ip, 0, &listen_fd_, &port);
-  mine = st.ok() ? Format("%s:%d", ip.c_str(), port) : std::string("error");
-  std::vector<std::string> all;
-  // Collective even on failure, so peers do not wait for us until the deadline.
-  Status ag = host_->AllGather("tcp.addr", mine, &all);
   ZC_RETURN_IF_ERROR(st.with_context("tcp: cannot listen"));
-  ZC_RETURN_IF_ERROR(ag);
-  ZC_INFO(kTcp, "listening on %s (%s), %d socket(s) per peer", mine.c_str(), ifname.c_str(), per_peer_);
+  *address = Format("%s:%d", ip.c_str(), port);
+  ZC_INFO(kTcp, "listening on %s (%s), %d socket(s) per peer", address->c_str(), ifname.c_str(), per_peer_);
+  return Status::Ok();
+}
+
+Status TcpTransport::Connect(const std::vector<std::string>& all) {
+  const Config& cfg = setup_.config;
+  const std::vector<int>& peers = peers_;
+  int n = setup_.size, me = setup_.rank;
+  if (static_cast<int>(all.size()) != n)
+    return Error(ZC_ERR_INTERNAL, "tcp: address exchange returned %zu records for %d ranks", all.size(), n);
 
   conns_.clear();
   conns_.resize(n);
@@ -460,7 +470,7 @@ Status TcpTransport::Connect(const std::vector<int>& peers) {
 
 Status TcpTransport::Drain(int fd, uint64_t bytes) {
   char buf[16384];
-  Deadline dl(host_->config().timeout_s);
+  Deadline dl(setup_.config.timeout_s);
   while (bytes) {
     size_t n = bytes < sizeof(buf) ? bytes : sizeof(buf);
     ZC_RETURN_IF_ERROR(net::RecvAll(fd, buf, n, dl));
@@ -471,7 +481,7 @@ Status TcpTransport::Drain(int fd, uint64_t bytes) {
 
 Status TcpTransport::HandleMessage(Socket* s) {
   MsgHeader h;
-  Deadline dl(host_->config().timeout_s);
+  Deadline dl(setup_.config.timeout_s);
   ZC_RETURN_IF_ERROR(net::RecvAll(s->fd, &h, sizeof(h), dl));
   ZC_RETURN_IF_ERROR(tcp_wire::CheckHeader(h, s->peer));
   switch (h.type) {
@@ -690,8 +700,9 @@ Status TcpConnection::Read(void* dst, size_t bytes, const RemoteRegion& src, uin
 
 }  // namespace
 
-std::unique_ptr<Transport> CreateTcpTransport(TransportHost* host, const std::string& job_key) {
-  return std::make_unique<TcpTransport>(host, job_key);
+Status CreateTcpTransport(TransportHost* host, const TransportSetup& setup, std::unique_ptr<Transport>* out) {
+  *out = std::make_unique<TcpTransport>(host, setup);
+  return Status::Ok();
 }
 
 }  // namespace zc

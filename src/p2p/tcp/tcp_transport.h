@@ -12,6 +12,8 @@
 
 namespace zc {
 
-std::unique_ptr<Transport> CreateTcpTransport(TransportHost* host, const std::string& job_key);
+// The registry's factory (tcp_entry.cpp); never fails. setup.job_key
+// authenticates every socket.
+Status CreateTcpTransport(TransportHost* host, const TransportSetup& setup, std::unique_ptr<Transport>* out);
 
 }  // namespace zc

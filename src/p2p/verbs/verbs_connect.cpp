@@ -1,11 +1,12 @@
 // Connection setup through rdma_cm. Every rank listens on its device's IP
 // address (port chosen by rdma_cm) from the moment the transport is created;
-// Connect() exchanges "ip:port|token" through host->AllGather, then the lower
+// Listen() returns "ip:port|token", which the Device exchanges with every
+// rank (PeerAddresses); Connect() gets every rank's record, then the lower
 // rank of each pair opens ZC_QPS_PER_PEER connections to the higher one:
 //   rdma_resolve_addr -> rdma_resolve_route -> rdma_create_qp -> rdma_connect
 // and the higher rank accepts them. The private data of the request and of
 // the accept (ConnInfo) carry rank, connection index, the landing ring's
-// address and rkey, and the other side's token from the AllGather: a stranger
+// address and rkey, and the other side's token from the exchange: a stranger
 // that does not know the token is rejected. After setup a CM thread watches
 // for disconnects.
 #include <arpa/inet.h>
@@ -159,7 +160,7 @@ Status VerbsTransport::HandleSetupEvent(rdma_cm_event* ev, const std::vector<int
       return Status::Ok();
     case RDMA_CM_EVENT_ROUTE_RESOLVED: {
       ZC_RETURN_IF_ERROR(CreateQp(c, id));
-      ConnInfo mine = MakeInfo(host_->rank(), *c,
+      ConnInfo mine = MakeInfo(setup_.rank, *c,
                                reinterpret_cast<uintptr_t>(c->landing), landing_mr_->rkey,
                                peer_tokens_[c->peer_]);
       rdma_conn_param p = ConnParams(dev_.device_attr, &mine);
@@ -173,7 +174,7 @@ Status VerbsTransport::HandleSetupEvent(rdma_cm_event* ev, const std::vector<int
       if (!have_info || info.magic != kConnMagic || info.version != kConnVersion) why = "not a zcomm request";
       else if (info.token != token_) why = "wrong job token";
       else if (info.rank < 0 || info.rank >= static_cast<int>(peer_pos_.size()) || peer_pos_[info.rank] < 0 ||
-               info.rank >= host_->rank())
+               info.rank >= setup_.rank)
         why = Format("unexpected rank %d", info.rank);
       else if (info.index >= static_cast<uint32_t>(qps_per_peer_)) why = Format("bad connection index %u", info.index);
       else {
@@ -196,7 +197,7 @@ Status VerbsTransport::HandleSetupEvent(rdma_cm_event* ev, const std::vector<int
         if (!target->id) stray_ids_.push_back(id);
         return st;
       }
-      ConnInfo mine = MakeInfo(host_->rank(), *target, reinterpret_cast<uintptr_t>(target->landing),
+      ConnInfo mine = MakeInfo(setup_.rank, *target, reinterpret_cast<uintptr_t>(target->landing),
                                landing_mr_->rkey, peer_tokens_[target->peer_]);
       rdma_conn_param p = ConnParams(dev_.device_attr, &mine);
       if (api_->accept(id, &p) != 0)
@@ -239,11 +240,16 @@ Status VerbsTransport::HandleSetupEvent(rdma_cm_event* ev, const std::vector<int
   }
 }
 
-Status VerbsTransport::Connect(const std::vector<int>& peers) {
-  const int me = host_->rank(), n = host_->size();
-  std::string mine = Format("%s|%016llx", AddrString(addr_).c_str(), static_cast<unsigned long long>(token_));
-  std::vector<std::string> all;
-  ZC_RETURN_IF_ERROR(host_->AllGather("zc.verbs", mine, &all));
+Status VerbsTransport::Listen(const LinkPlan& plan, std::string* address) {
+  // Listening since Init: the address and the token are all peers need.
+  peers_ = plan.peers;
+  *address = Format("%s|%016llx", AddrString(addr_).c_str(), static_cast<unsigned long long>(token_));
+  return Status::Ok();
+}
+
+Status VerbsTransport::Connect(const std::vector<std::string>& all) {
+  const int me = setup_.rank, n = setup_.size;
+  const std::vector<int>& peers = peers_;
   if (static_cast<int>(all.size()) != n)
     return Error(ZC_ERR_INTERNAL, "verbs: address exchange returned %zu records for %d ranks", all.size(), n);
   std::vector<std::string> addrs(n);
@@ -290,7 +296,7 @@ Status VerbsTransport::Connect(const std::vector<int>& peers) {
   for (auto& c : conns_)
     if (c->peer_ > me) ZC_RETURN_IF_ERROR(StartActive(c.get(), sa[c->peer_]));
 
-  Deadline dl(host_->config().timeout_s);
+  Deadline dl(setup_.config.timeout_s);
   int done = 0;
   while (done < nconn) {
     pollfd pfd{cm_channel_->fd, POLLIN, 0};
@@ -323,7 +329,7 @@ Status VerbsTransport::Connect(const std::vector<int>& peers) {
 }
 
 void VerbsTransport::CmLoop() {
-  log::SetRank(host_->rank());
+  log::SetRank(setup_.rank);
   while (!cm_stop_.load(std::memory_order_acquire)) {
     pollfd pfd{cm_channel_->fd, POLLIN, 0};
     if (poll(&pfd, 1, 100) <= 0) continue;

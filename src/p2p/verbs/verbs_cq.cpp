@@ -81,7 +81,7 @@ Status VerbsTransport::CreateCqs(int qps) {
 }
 
 void VerbsTransport::CqLoop(CompletionQueue* q) {
-  log::SetRank(host_->rank());
+  log::SetRank(setup_.rank);
   constexpr int kBatch = 32;
   ibv_wc wc[kBatch];
   int idle = 0;

@@ -145,16 +145,22 @@ struct CompletionQueue {
   unsigned unacked_events = 0;
 };
 
+// The verbs backend's handle in a MemRegion: its memory registration
+// (null when the region is not registered with the NIC).
+inline ibv_mr* RegionMr(const MemRegion& r) { return static_cast<ibv_mr*>(r.backend(TransportKind::kVerbs)); }
+
 class VerbsTransport : public Transport {
  public:
-  VerbsTransport(TransportHost* host, const VerbsApi* api) : host_(host), api_(api) {}
+  VerbsTransport(TransportHost* host, const TransportSetup& setup, const VerbsApi* api)
+      : host_(host), setup_(setup), api_(api) {}
   ~VerbsTransport() override;
 
   Status Init();  // discovery, listen, PD
   TransportKind kind() const override { return TransportKind::kVerbs; }
   Status Expose(MemRegion* region) override;
   void Unexpose(MemRegion* region) override;
-  Status Connect(const std::vector<int>& peers) override;
+  Status Listen(const LinkPlan& plan, std::string* address) override;
+  Status Connect(const std::vector<std::string>& addresses) override;
   int connections_per_peer() const override { return qps_per_peer_; }
   Connection* connection(int peer, int index) override;
   void Shutdown() override;
@@ -191,6 +197,8 @@ class VerbsTransport : public Transport {
   std::string Where() const;  // "rank 0 verbs mlx5_0:1"
 
   TransportHost* host_;
+  const TransportSetup setup_;
+  std::vector<int> peers_;  // from Listen
   const VerbsApi* api_;
   DeviceChoice dev_;
   sockaddr_in addr_{};            // my listen address

@@ -108,7 +108,7 @@ Status VerbsConnection::WriteImmFlag(const FlagWrite& f, const Deadline& dl, uin
   LandingEntry e{};
   e.addr = f.region->addr + f.offset;
   e.value = f.value;
-  e.rkey = f.region->rkey;
+  e.rkey = f.region->access_key;
   e.magic = kLandingMagic;
   ibv_sge sge{};
   ibv_send_wr wr{};
@@ -162,10 +162,11 @@ Status VerbsConnection::Write(const void* src, size_t bytes, const RemoteRegion&
   if (bytes > 0 && !inline_payload) {
     ZC_RETURN_IF_ERROR(t_->host()->HoldLocalRegion(src, bytes, &region)
                            .with_context(Format("verbs: write to peer %d", peer_)));
-    if (!region->verbs_mr)
+    const ibv_mr* mr = RegionMr(*region.get());
+    if (!mr)
       return Error(ZC_ERR_INTERNAL, "verbs: source %p (%zu bytes) is not registered with the NIC", src,
                    bytes);
-    lkey = region->lkey;
+    lkey = mr->lkey;
   }
 
   std::unique_lock<std::mutex> lock(post_mu_);
@@ -181,7 +182,7 @@ Status VerbsConnection::Write(const void* src, size_t bytes, const RemoteRegion&
     ibv_send_wr wr{};
     wr.opcode = IBV_WR_RDMA_WRITE;
     wr.wr.rdma.remote_addr = dst.addr + dst_off + off;
-    wr.wr.rdma.rkey = dst.rkey;
+    wr.wr.rdma.rkey = dst.access_key;
     wr.sg_list = sge;
     int k = 0;
     if (n > 0) {
@@ -219,7 +220,7 @@ bool VerbsConnection::ordered_flags_trailing(const FlagWrite* flag, const Remote
                                              uint64_t dst_off, size_t bytes) const {
   if (!t_->ordered_flags()) return false;
   if (bytes == 0) return true;  // a flag alone: one 8-byte write
-  return flag->region->rkey == dst.rkey &&
+  return flag->region->access_key == dst.access_key &&
          flag->region->addr + flag->offset == dst.addr + dst_off + bytes &&
          max_send_sge >= 2;
 }
@@ -235,18 +236,19 @@ Status VerbsConnection::Read(void* dst, size_t bytes, const RemoteRegion& src, u
   RegionHold region;  // the destination, until the read completed (this call's end)
   ZC_RETURN_IF_ERROR(t_->host()->HoldLocalRegion(dst, bytes, &region)
                          .with_context(Format("verbs: read from peer %d", peer_)));
-  if (!region->verbs_mr)
+  const ibv_mr* mr = RegionMr(*region.get());
+  if (!mr)
     return Error(ZC_ERR_INTERNAL, "verbs: destination %p (%zu bytes) is not registered with the NIC",
                  dst, bytes);
   std::unique_lock<std::mutex> lock(post_mu_);
   uint64_t last = 0, max_msg = t_->max_msg();
   for (size_t off = 0; off < bytes;) {
     size_t n = bytes - off < max_msg ? bytes - off : static_cast<size_t>(max_msg);
-    ibv_sge sge{reinterpret_cast<uintptr_t>(dst) + off, static_cast<uint32_t>(n), region->lkey};
+    ibv_sge sge{reinterpret_cast<uintptr_t>(dst) + off, static_cast<uint32_t>(n), mr->lkey};
     ibv_send_wr wr{};
     wr.opcode = IBV_WR_RDMA_READ;
     wr.wr.rdma.remote_addr = src.addr + src_off + off;
-    wr.wr.rdma.rkey = src.rkey;
+    wr.wr.rdma.rkey = src.access_key;
     wr.sg_list = &sge;
     wr.num_sge = 1;
     ZC_RETURN_IF_ERROR(PostOne(&wr, kWrRead, off + n == bytes, deadline, &last)

@@ -42,11 +42,11 @@ const char* WrKindName(WrKind k) {
 }
 
 std::string VerbsTransport::Where() const {
-  return Format("rank %d verbs %s:%d", host_->rank(), dev_.name.c_str(), dev_.port);
+  return Format("rank %d verbs %s:%d", setup_.rank, dev_.name.c_str(), dev_.port);
 }
 
 Status VerbsTransport::Init() {
-  const Config& cfg = host_->config();
+  const Config& cfg = setup_.config;
   qps_per_peer_ = cfg.qps_per_peer < 1 ? 1 : cfg.qps_per_peer;
   num_cqs_ = cfg.num_cqs < 1 ? 1 : cfg.num_cqs;
   if (cfg.verbs_flag_mode == "ordered") ordered_flags_ = true;
@@ -109,13 +109,13 @@ Status VerbsTransport::Expose(MemRegion* region) {
   RemoteRegion& r = region->mutable_remote();
   if (region->parent) {
     // A slice of a pool chunk: the chunk's registration covers it.
-    if (!region->parent->verbs_mr)
+    void* chunk_mr = region->parent->backend(TransportKind::kVerbs);
+    if (!chunk_mr)
       return Error(ZC_ERR_INTERNAL, "verbs: slice %p of an unregistered chunk", region->data());
-    region->verbs_mr = region->parent->verbs_mr;
-    region->lkey = region->parent->lkey;
-    r.rkey = region->parent->remote().rkey;
+    region->set_backend(TransportKind::kVerbs, chunk_mr);
+    r.access_key = region->parent->remote().access_key;
     r.addr = reinterpret_cast<uintptr_t>(region->data());
-    r.owner = host_->rank();
+    r.owner = setup_.rank;
     return Status::Ok();
   }
   if (!pd_) return Error(ZC_ERR_INTERNAL, "verbs: Expose before the transport is set up");
@@ -125,20 +125,18 @@ Status VerbsTransport::Expose(MemRegion* region) {
     std::lock_guard<std::mutex> lock(mr_mu_);
     mr_by_rkey_[mr->rkey] = mr;
   }
-  region->verbs_mr = mr;
-  region->lkey = mr->lkey;
-  r.rkey = mr->rkey;
+  region->set_backend(TransportKind::kVerbs, mr);
+  r.access_key = mr->rkey;
   r.addr = reinterpret_cast<uintptr_t>(region->data());
-  r.owner = host_->rank();
+  r.owner = setup_.rank;
   ZC_TRACE(kVerbs, "%s: registered %zu bytes at %p (lkey 0x%x rkey 0x%x)", Where().c_str(),
            region->size(), region->data(), mr->lkey, mr->rkey);
   return Status::Ok();
 }
 
 void VerbsTransport::Unexpose(MemRegion* region) {
-  ibv_mr* mr = static_cast<ibv_mr*>(region->verbs_mr);
-  region->verbs_mr = nullptr;
-  region->lkey = 0;
+  ibv_mr* mr = RegionMr(*region);
+  region->set_backend(TransportKind::kVerbs, nullptr);
   if (!mr || region->parent) return;
   {
     std::lock_guard<std::mutex> lock(mr_mu_);
@@ -182,11 +180,10 @@ Status VerbsTransport::RegisterDeviceMemory(void* dev_ptr, size_t bytes, int dma
     std::lock_guard<std::mutex> lock(mr_mu_);
     mr_by_rkey_[mr->rkey] = mr;
   }
-  region->verbs_mr = mr;
-  region->lkey = mr->lkey;
-  region->mutable_remote().rkey = mr->rkey;
+  region->set_backend(TransportKind::kVerbs, mr);
+  region->mutable_remote().access_key = mr->rkey;
   region->mutable_remote().addr = reinterpret_cast<uintptr_t>(dev_ptr);
-  region->mutable_remote().owner = host_->rank();
+  region->mutable_remote().owner = setup_.rank;
   return Status::Ok();
 }
 
@@ -263,9 +260,14 @@ void VerbsTransport::Shutdown() {
 
 }  // namespace verbs
 
-Status CreateVerbsTransport(TransportHost* host, const VerbsApi* api, std::unique_ptr<Transport>* out) {
+Status CreateVerbsTransport(TransportHost* host, const TransportSetup& setup, std::unique_ptr<Transport>* out) {
+  return CreateVerbsTransportWith(host, setup, RealVerbsApi(), out);
+}
+
+Status CreateVerbsTransportWith(TransportHost* host, const TransportSetup& setup, const VerbsApi* api,
+                                std::unique_ptr<Transport>* out) {
   if (!api) api = RealVerbsApi();
-  auto t = std::make_unique<verbs::VerbsTransport>(host, api);
+  auto t = std::make_unique<verbs::VerbsTransport>(host, setup, api);
   ZC_RETURN_IF_ERROR(t->Init());
   *out = std::move(t);
   return Status::Ok();
@@ -276,6 +278,11 @@ Status VerbsRegisterDeviceMemory(Transport* transport, void* dev_ptr, size_t byt
   auto* t = dynamic_cast<verbs::VerbsTransport*>(transport);
   if (!t) return Error(ZC_ERR_INVALID_ARG, "GPUDirect registration needs the verbs transport");
   return t->RegisterDeviceMemory(dev_ptr, bytes, dmabuf_fd, region);
+}
+
+uint32_t VerbsLocalKey(const MemRegion& region) {
+  const ibv_mr* mr = verbs::RegionMr(region);
+  return mr ? mr->lkey : 0;
 }
 
 uint32_t VerbsQpNumber(Connection* conn) {

@@ -22,22 +22,30 @@
 
 namespace zc {
 
-// Creates the verbs transport for `host`; api == nullptr means RealVerbsApi().
-// ZC_ERR_UNSUPPORTED with the reason ("no RDMA device found", "mlx5_0 port 1
-// is DOWN") when not viable.
-Status CreateVerbsTransport(TransportHost* host, const VerbsApi* api,
+// The registry's factory (verbs_entry.cpp): the verbs transport on the real
+// libibverbs. ZC_ERR_UNSUPPORTED with the reason ("no RDMA device found",
+// "mlx5_0 port 1 is DOWN") when not viable.
+Status CreateVerbsTransport(TransportHost* host, const TransportSetup& setup,
                             std::unique_ptr<Transport>* out);
+// The same on another implementation of the API (tests: the emulation);
+// api == nullptr means RealVerbsApi().
+Status CreateVerbsTransportWith(TransportHost* host, const TransportSetup& setup, const VerbsApi* api,
+                                std::unique_ptr<Transport>* out);
 
 // Probe only (no connections): is a device usable? `reason` says why not.
 bool VerbsViable(const VerbsApi* api, const Config& cfg, std::string* reason);
 
 // GPUDirect RDMA: registers device memory [dev_ptr, dev_ptr+bytes) with the
-// NIC and fills region's verbs handles (verbs_mr, lkey, remote().rkey/addr).
+// NIC and fills region's verbs handle and remote().access_key/addr.
 // dmabuf_fd >= 0: ibv_reg_dmabuf_mr on that dma-buf (exported for exactly
 // this range, offset 0); else ibv_reg_mr (needs nvidia-peermem). Flags stay
 // in host memory. Undo with transport->Unexpose(region).
 Status VerbsRegisterDeviceMemory(Transport* transport, void* dev_ptr, size_t bytes,
                                  int dmabuf_fd, MemRegion* region);
+
+// For tests and diagnostics: the lkey of region's registration (0 when it
+// has none).
+uint32_t VerbsLocalKey(const MemRegion& region);
 
 // For tests and diagnostics: the QP number behind a verbs connection (0 when
 // `conn` is not a connected verbs connection).

@@ -1,4 +1,4 @@
-#include "p2p/shm/segment.h"
+#include "p2p/segment.h"
 
 #include <dirent.h>
 #include <fcntl.h>
