@@ -259,7 +259,7 @@ static size_t next_size(const opts* o, size_t sz) {
 /* Whether some size of the sweep holds an element per rank for some
  * collective and type (else the run would print no row). */
 static int any_size(const opts* o, int n) {
-  for (size_t sz = o->minb; sz; sz = next_size(o, sz))
+  for (size_t sz = o->minb; sz && sz <= o->maxb; sz = next_size(o, sz))
     for (int k = 0; k < o->ncoll; k++)
       for (int d = 0; d < o->ndtype; d++)
         if (bu_coll_count(o->coll[k], sz, bu_dtype_sizes[o->dtype[d]], n) > 0)
@@ -518,7 +518,7 @@ int main(int argc, char** argv) {
         for (int q = 0; q < nroots; q++) {
           const int root = has_root(coll) ? (o.all_roots ? q : o.root) : -1;
           size_t last_size = 0;
-          for (size_t sz = o.minb; sz; sz = next_size(&o, sz)) {
+          for (size_t sz = o.minb; sz && sz <= o.maxb; sz = next_size(&o, sz)) {
             call_t c = {coll, dt, op, root < 0 ? 0 : root, n, 0, 0, sendbuf, recvbuf};
             c.count = bu_coll_count(coll, sz, ts, n);
             c.size = bu_coll_size(coll, c.count, ts, n);
