@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """run_suite.py — the zcomm benchmark suite, side by side with peer libraries.
 
-    perf/run_suite.py --build BUILDDIR [--quick] [--out DIR]
+    perf/run_suite.py --build BUILDDIR [--quick | --smoke] [--out DIR]
                       [--only machine,memcpy,p2p,allreduce2,allreduceN,
                               ps,engine,comm_init,torch,hvd]
                       [--np N] [--no-docs-img] [--timeout-scale X]
@@ -44,12 +44,17 @@ plots into docs/img/.
 
 Every child process runs under a timeout; a peer that fails is reported as
 "n/a: <reason>" and the suite goes on. The exit status is 1 when a zcomm run
-failed or reported wrong results, or when a peer that `scripts/setup.sh
---perf` installs (Open MPI, Gloo, gRPC, torch) is missing (not built, not
-importable): those are listed loudly at the end (--allow-missing-peers
-turns the missing peers back into n/a). Every run that uses tcp stays on
-loopback: ZC_SOCKET_IFNAME=lo and GLOO_SOCKET_IFNAME=lo are set for every
-child, the gRPC programs bind 127.0.0.1. Use Debian's
+failed (exit status, timeout, no result or an unfinished one) or reported
+wrong results (#wrong > 0). A peer that `scripts/setup.sh --perf` installs
+(the peers whose package setup.sh names: Open MPI, Gloo, gRPC, torch) but
+that the build lacks, or that is not importable, fails the suite before
+anything runs, loudly, with the fix (a build configured before the package
+was installed: scripts/build.sh reconfigures); --allow-missing-peers runs
+the rest and reports them as n/a. Every run that uses tcp stays on
+loopback: every child has ZC_SOCKET_IFNAME=lo, GLOO_SOCKET_IFNAME=lo,
+OMPI_MCA_btl_tcp_if_include=lo and OMPI_MCA_oob_tcp_if_include=lo, and the
+gRPC programs bind and dial 127.0.0.1. --smoke runs tiny sizes once (seconds
+per section) to check that everything runs. Use Debian's
 /usr/bin/python3 (numpy and matplotlib from python3-numpy/-matplotlib; without
 them the plots are skipped).
 """
@@ -82,8 +87,23 @@ MODES = {
         torch_args=["--quick"], torch_ranks=(2, 4),
         hvd_args=["--pairs", "2", "--steps", "30", "--", "--num-iters", "2",
                   "--num-batches-per-iter", "2", "--num-warmup-batches", "1"],
-        hvd_ranks=(2, 4), torch_timeout=600,
+        hvd_ranks=(2, 4), torch_timeout=600, reps=3,
         timeout=240),
+    # smoke: tiny sizes, one repetition: seconds per section; checks that
+    # every program runs and the suite's verdict (tests/perf), not numbers.
+    "smoke": dict(
+        memcpy_size="1M", memcpy_iters=1,
+        p2p_max="4K", p2p_iters=20, p2p_bw_iters=2, p2p_min_iters=1,
+        grpc_max="4K", grpc_iters=5, grpc_bw_iters=2,
+        coll_min="8", coll_max="4K", coll_iters=3, coll_min_iters=1,
+        collN_max="4K",
+        ps_models="lstm", ps_reps=1, ps_steps=1,
+        engine_steps=5, engine_reps=1, init_reps=2,
+        torch_args=["--quick"], torch_ranks=(2,),
+        hvd_args=["--pairs", "1", "--steps", "5", "--", "--num-iters", "1",
+                  "--num-batches-per-iter", "1", "--num-warmup-batches", "1"],
+        hvd_ranks=(2,), torch_timeout=300, reps=1,
+        timeout=120),
     "full": dict(
         memcpy_size="256M", memcpy_iters=10,
         p2p_max="1G", p2p_iters=1000, p2p_bw_iters=50, p2p_min_iters=5,
@@ -100,7 +120,7 @@ MODES = {
         torch_ranks=(2, 4),
         hvd_args=["--pairs", "3", "--steps", "50", "--", "--num-iters", "2",
                   "--num-batches-per-iter", "2", "--num-warmup-batches", "1"],
-        hvd_ranks=(2, 4), torch_timeout=600,
+        hvd_ranks=(2, 4), torch_timeout=600, reps=3,
         timeout=1500),
 }
 
@@ -171,9 +191,53 @@ def kill_group(p):
             continue
 
 
+# Every child's environment: tcp stays on loopback.
+LOOPBACK_ENV = {
+    "ZC_SOCKET_IFNAME": "lo",
+    "GLOO_SOCKET_IFNAME": "lo",
+    "OMPI_MCA_btl_tcp_if_include": "lo",
+    "OMPI_MCA_oob_tcp_if_include": "lo",
+}
+
+# The peers, the Debian package of each that `scripts/setup.sh --perf`
+# installs, what the build makes of it, and the sections that run it.
+PEERS = {
+    "mpi": dict(name="Open MPI", package="libopenmpi-dev",
+                progs=("perf/peers/mpi_pingpong", "perf/peers/mpi_allreduce"),
+                sections=("p2p", "allreduce2", "allreduceN")),
+    "gloo": dict(name="Gloo", package="libgloo-dev",
+                 progs=("perf/peers/gloo_allreduce",),
+                 sections=("allreduce2", "allreduceN")),
+    "grpc": dict(name="gRPC", package="libgrpc++-dev",
+                 progs=("perf/peers/grpc_tensor/grpc_tensor_bench",
+                        "perf/peers/grpc_ps/grpc_ps_train"),
+                 sections=("p2p", "ps")),
+    "torch": dict(name="torch", package="python3-torch", progs=(),
+                  sections=("allreduce2", "allreduceN", "torch", "hvd")),
+}
+SETUP_SH = os.path.join(SRC_DIR, "scripts", "setup.sh")
+SECTIONS_WITH_TORCH = frozenset(PEERS["torch"]["sections"])
+
+
+def setup_packages(path=SETUP_SH):
+    """The words of scripts/setup.sh: a peer whose package is among them is
+    one the setup installs, so the suite must find it."""
+    try:
+        with open(path) as f:
+            return set(re.findall(r"[\w.+-]+", f.read()))
+    except OSError:
+        return set()
+
+
+def package_installed(pkg):
+    return sh(["dpkg-query", "-W", "-f=${Status}", pkg]).endswith(
+        " installed")
+
+
 # Libraries that `scripts/setup.sh --perf` installs: a job of one of them
 # that cannot run because its program is missing fails the suite.
-SETUP_PEERS = ("mpi", "gloo", "torch", "grpc")
+SETUP_PEERS = tuple(k for k, v in PEERS.items()
+                    if v["package"] in setup_packages())
 
 
 class Job:
@@ -204,7 +268,9 @@ class Job:
 class Suite:
     def __init__(self, a):
         self.a = a
-        self.mode = MODES["quick" if a.quick else "full"]
+        self.mode_name = ("smoke" if a.smoke else "quick" if a.quick
+                          else "full")
+        self.mode = MODES[self.mode_name]
         self.build = os.path.abspath(a.build)
         self.out = os.path.abspath(a.out)
         self.logs = os.path.join(self.out, "logs")
@@ -224,10 +290,11 @@ class Suite:
         self.machine = {}
         self.timeout = int(self.mode["timeout"] * a.timeout_scale)
         self.ncpu = os.cpu_count() or 1
-        # tcp only on loopback, for every child (zcrun passes its
-        # environment to local ranks; gloo and torch read GLOO_SOCKET_IFNAME)
-        os.environ["ZC_SOCKET_IFNAME"] = "lo"
-        os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+        # tcp only on loopback, for every child: zcrun passes its
+        # environment to local ranks; gloo and torch read GLOO_SOCKET_IFNAME;
+        # Open MPI's tcp transport and its runtime (oob) read these MCA
+        # variables; the gRPC programs bind and dial 127.0.0.1 themselves.
+        os.environ.update(LOOPBACK_ENV)
 
     def have_torch(self):
         if not hasattr(self, "_torch"):
@@ -271,7 +338,11 @@ class Suite:
             job.error = "no JSON result written: %s" % (
                 tail_text(log_path) or "no output")
         elif not data.get("complete", True):
-            job.note = "incomplete run"
+            job.error = "incomplete run: the program exited 0 without " \
+                "finishing its JSON"
+        elif not job.rows:
+            job.error = "no result rows: %s" % (tail_text(log_path) or
+                                                "no output")
         if job.error and "symbol lookup error" in job.error:
             job.error = "libzcomm lacks a symbol: " + job.error
         bad = sum(1 for r in job.rows if (r.get("wrong") or 0) > 0)
@@ -382,8 +453,42 @@ class Suite:
         log("== %s\n   -> n/a: %s" % (job.label, reason))
         return job
 
+    # ---- peers the setup installs ----------------------------------------
+    def missing_peers(self, only):
+        """Peers that `scripts/setup.sh --perf` installs and the selected
+        sections run, but that this build or machine lacks: (peer, why)."""
+        out = []
+        for key in SETUP_PEERS:
+            peer = PEERS[key]
+            if not only.intersection(peer["sections"]):
+                continue
+            why = []
+            absent = [p for p in peer["progs"] if not self.prog(p)]
+            if absent:
+                why.append("%s not built in %s" % (", ".join(absent),
+                                                   self.build))
+            if key == "mpi" and not shutil.which("mpirun"):
+                why.append("mpirun not on PATH")
+            if key == "torch" and not self.have_torch():
+                why.append("torch is not importable by /usr/bin/python3")
+            if not why:
+                continue
+            inst = package_installed(peer["package"])
+            if inst and absent:
+                hint = ("%s is installed: the build was configured before "
+                        "it was; run sh scripts/build.sh %s (it reconfigures "
+                        "and detects it)" % (peer["package"], self.build))
+            elif inst:
+                hint = "%s is installed" % peer["package"]
+            else:
+                hint = ("%s is not installed: run sh scripts/setup.sh --perf, "
+                        "then sh scripts/build.sh %s" % (peer["package"],
+                                                         self.build))
+            out.append((peer["name"], "; ".join(why) + " (" + hint + ")"))
+        return out
+
     # ---- machine --------------------------------------------------------
-    def machine_info(self):
+    def machine_info(self, only=SECTIONS_WITH_TORCH):
         m = {}
         lscpu = sh(["lscpu"])
         for line in lscpu.splitlines():
@@ -418,8 +523,11 @@ class Suite:
                                       v.get("PATCH"))
         m["grpc++"] = sh(["pkg-config", "--modversion", "grpc++"])
         m["protobuf"] = sh(["pkg-config", "--modversion", "protobuf"])
-        m["torch"] = sh([sys.executable, "-c",
-                         "import torch; print(torch.__version__)"], 60)
+        # importing torch takes seconds: only when a section runs it
+        m["torch"] = "not used"
+        if set(only) & SECTIONS_WITH_TORCH:
+            m["torch"] = sh([sys.executable, "-c",
+                             "import torch; print(torch.__version__)"], 60)
         self.machine = m
         log("== machine")
         for k in ("Model name", "nproc", "MemTotal", "kernel", "openmpi",
@@ -459,11 +567,23 @@ class Suite:
         return [mpirun, "--allow-run-as-root", "--oversubscribe", "-np",
                 str(np_), "--bind-to", bind]
 
+    def per_rep(self, n):
+        """Iterations per repetition: zcomm's programs repeat their timed
+        loop (min/median/max), with the peers' total iteration count."""
+        return str(max(1, -(-int(n) // self.mode["reps"])))
+
     def p2p(self):
         md = self.mode
         common = ["--max-size", md["p2p_max"], "--iters", str(md["p2p_iters"]),
                   "--bw-iters", str(md["p2p_bw_iters"]), "--min-iters",
                   str(md["p2p_min_iters"])]
+        # zc_p2p: osu_latency and osu_bw (bibw has no peer here); the peers'
+        # iterations split into repetitions
+        zc_common = ["--max-size", md["p2p_max"], "--iters",
+                     self.per_rep(md["p2p_iters"]), "--bw-iters",
+                     self.per_rep(md["p2p_bw_iters"]), "--min-iters",
+                     self.per_rep(md["p2p_min_iters"]), "--reps",
+                     str(md["reps"]), "-t", "latency,bw"]
         zc = self.prog("perf/zc_p2p")
         for transport in ("shm", "tcp"):
             for mode in ("zerocopy", "copy"):
@@ -478,7 +598,7 @@ class Suite:
                     self.skip(job, "launcher/zcrun not built")
                     continue
                 jp = os.path.join(self.out, key + ".json")
-                self.run(job, zcrun + ["-x", "ZC_TRANSPORT", zc] + common +
+                self.run(job, zcrun + ["-x", "ZC_TRANSPORT", zc] + zc_common +
                          ["--mode", mode, "--json", jp],
                          env={"ZC_TRANSPORT": transport}, json_path=jp)
         job = Job("p2p_mpi", "p2p Open MPI ping-pong", "p2p", "mpi", "p2p")
@@ -509,6 +629,13 @@ class Suite:
         sweep = ["-b", md["coll_min"], "-e", max_size, "-f", "2",
                  "-n", str(md["coll_iters"]), "--min-iters",
                  str(md["coll_min_iters"])]
+        # zc_coll: out-of-place and in-place, the peers' iterations split
+        # into repetitions; its JSON's time_us is the slowest rank's, as the
+        # peers report
+        zc_sweep = ["-b", md["coll_min"], "-e", max_size, "-f", "2",
+                    "-n", self.per_rep(md["coll_iters"]), "--min-iters",
+                    self.per_rep(md["coll_min_iters"]), "--reps",
+                    str(md["reps"])]
         oversub = " (oversubscribed)" if np_ > self.ncpu else ""
         zc = self.prog("perf/zc_coll")
         for transport in ("auto", "tcp"):
@@ -524,7 +651,7 @@ class Suite:
                 continue
             jp = os.path.join(self.out, key + ".json")
             env = {"ZC_TRANSPORT": transport}
-            self.run(job, zcrun + ["-x", "ZC_TRANSPORT", zc] + sweep +
+            self.run(job, zcrun + ["-x", "ZC_TRANSPORT", zc] + zc_sweep +
                      ["--json", jp], env=env, json_path=jp)
         # Open MPI
         job = Job(group + "_mpi", "allreduce %d ranks%s: MPI_Allreduce" % (
@@ -1376,18 +1503,27 @@ def report(suite):
     return "\n".join(texts), "\n".join(mds)
 
 
+SECTIONS = ("machine", "memcpy", "p2p", "allreduce2", "allreduceN", "ps",
+            "engine", "comm_init", "torch", "hvd")
+
+
 def main():
     ap = argparse.ArgumentParser(
         description="zcomm benchmark suite vs Open MPI, Gloo, "
                     "torch.distributed and gRPC")
     ap.add_argument("--build", required=True, help="meson build directory")
     ap.add_argument("--quick", action="store_true",
-                    help="smaller sizes, fewer iterations (~5 min on 2 cores)")
+                    help="smaller sizes, fewer iterations (~10 min on 2 "
+                    "cores)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="tiny sizes, one repetition: checks that every "
+                    "program runs, in seconds per section (no numbers worth "
+                    "reading)")
     ap.add_argument("--out", default=os.path.join(PERF_DIR, "results"),
                     help="output directory (default perf/results/)")
-    ap.add_argument("--only", default="machine,memcpy,p2p,allreduce2,"
-                    "allreduceN,ps,engine,comm_init,torch,hvd",
-                    help="comma-separated sections")
+    ap.add_argument("--only", default=",".join(SECTIONS),
+                    help="comma-separated sections (default all: %s)" %
+                    ",".join(SECTIONS))
     ap.add_argument("--ps-models", default=None,
                     help="models of the PS comparison (default: quick "
                     "lstm,vgg16; full vgg16,lstm,inception3; any of vgg16, "
@@ -1411,11 +1547,30 @@ def main():
               file=sys.stderr)
         return 2
     only = set(x.strip() for x in a.only.split(",") if x.strip())
+    unknown = only - set(SECTIONS)
+    if unknown:
+        print("error: unknown section(s) in --only: %s (sections: %s)" % (
+            ", ".join(sorted(unknown)), ",".join(SECTIONS)), file=sys.stderr)
+        return 2
     suite = Suite(a)
     t0 = time.time()
     log("zcomm benchmark suite (%s mode), build %s, output %s" % (
-        "quick" if a.quick else "full", suite.build, suite.out))
-    suite.machine_info()  # always: the tables need it
+        suite.mode_name, suite.build, suite.out))
+    # A peer that the setup installs but the build lacks fails the suite
+    # before anything runs: its comparisons are the point of the suite.
+    missing = suite.missing_peers(only)
+    if missing:
+        log("\n" + "!" * 72)
+        for name, why in missing:
+            log("!! MISSING PEER %s: %s" % (name, why))
+        log("!" * 72)
+        if not a.allow_missing_peers:
+            log("FAILED: peers that scripts/setup.sh --perf installs are "
+                "missing; nothing was run (--allow-missing-peers runs the "
+                "rest and reports them as n/a)")
+            return 1
+        log("--allow-missing-peers: running without them\n")
+    suite.machine_info(only)  # always: the tables need it
     if "memcpy" in only:
         suite.memcpy()
     if "p2p" in only:
@@ -1438,7 +1593,7 @@ def main():
     text, md = report(suite)
     log(text)
     made = plots(suite, suite.out)
-    results = dict(mode="quick" if a.quick else "full", machine=suite.machine,
+    results = dict(mode=suite.mode_name, machine=suite.machine,
                    params=suite.mode, elapsed_s=round(time.time() - t0, 1),
                    loadavg_end=os.getloadavg(),
                    jobs=[j.to_dict() for j in suite.jobs])

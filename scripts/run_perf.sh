@@ -3,7 +3,8 @@
 # the parameter server vs a gRPC parameter server (Table 2 models); the
 # engine's overhead; communicator creation. Exits non-zero when a zcomm run
 # fails or is wrong, or when a peer that setup.sh --perf installs is missing.
-#   scripts/run_perf.sh [--quick] [BUILDDIR] [-- extra run_suite.py options]
+#   scripts/run_perf.sh [--quick|--smoke] [BUILDDIR] [-- extra run_suite.py options]
+# (--smoke: tiny sizes once, to check that every program runs; seconds.)
 # BUILDDIR defaults to ./build. Builds the benchmarks first (ninja -j2),
 # then runs perf/run_suite.py with Debian's /usr/bin/python3. Results go to
 # perf/results/ (results.json, summary.md, logs/, *.png); plots are copied
@@ -15,7 +16,8 @@ build=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick="--quick"; shift ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    --smoke) quick="--smoke"; shift ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
     --) shift; break ;;
     -*) break ;;
     *) if [ -z "$build" ]; then build="$1"; shift; else break; fi ;;

@@ -61,7 +61,8 @@ BU_INLINE int bu_parse_size(const char* text, size_t* out) {
     default: break;
   }
   if (*end == 'b' || *end == 'B') end++;
-  if (*end != '\0') return -1;
+  if (*end != '\0' || text[0] == '-') return -1;
+  if (v > (unsigned long long)SIZE_MAX / mul) return -1; /* overflows */
   *out = (size_t)(v * mul);
   return 0;
 }
@@ -87,6 +88,68 @@ BU_INLINE long bu_int_arg(const char* opt, const char* text) {
     exit(2);
   }
   return v;
+}
+
+/* ---- command lines of zc_coll and zc_p2p --------------------------------- */
+
+/* Under a launcher only the first rank prints usage errors and --help (every
+ * rank parses the same arguments): zcrun sets ZC_RANK, Open MPI
+ * OMPI_COMM_WORLD_RANK, PMIx PMIX_RANK. */
+BU_INLINE int bu_first_rank(void) {
+  static const char* const vars[] = {"ZC_RANK", "OMPI_COMM_WORLD_RANK",
+                                     "PMIX_RANK"};
+  for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+    const char* v = getenv(vars[i]);
+    if (v && v[0]) return strcmp(v, "0") == 0;
+  }
+  return 1;
+}
+
+/* "PROG: <message>" and a hint, on stderr; exit status 2 (a usage error). */
+#if defined(__GNUC__)
+__attribute__((noreturn, format(printf, 2, 3)))
+#endif
+BU_INLINE void bu_usage_error(const char* prog, const char* fmt, ...) {
+  if (bu_first_rank()) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", prog);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (%s --help lists the flags)\n", prog);
+  }
+  exit(2);
+}
+
+/* The value of flag `opt`: a size ("4", "4K", "256M", "1G"). */
+BU_INLINE size_t bu_arg_size(const char* prog, const char* opt,
+                             const char* text) {
+  size_t v = 0;
+  if (!text) bu_usage_error(prog, "%s needs a value", opt);
+  if (bu_parse_size(text, &v) != 0)
+    bu_usage_error(prog, "bad value for %s: '%s' (a size in bytes: 4, 4K, "
+                   "256M, 1G)", opt, text);
+  return v;
+}
+
+/* The value of flag `opt`: an integer in [lo, hi]. */
+BU_INLINE long bu_arg_int(const char* prog, const char* opt, const char* text,
+                          long lo, long hi) {
+  char* end = NULL;
+  if (!text) bu_usage_error(prog, "%s needs a value", opt);
+  errno = 0;
+  long v = strtol(text, &end, 10);
+  if (end == text || *end != '\0' || errno != 0 || v < lo || v > hi)
+    bu_usage_error(prog, "bad value for %s: '%s' (an integer from %ld to %ld)",
+                   opt, text, lo, hi);
+  return v;
+}
+
+/* The value of flag `opt` (exits when there is none). */
+BU_INLINE const char* bu_arg_str(const char* prog, const char* opt,
+                                 const char* text) {
+  if (!text) bu_usage_error(prog, "%s needs a value", opt);
+  return text;
 }
 
 /* "1.0K"-style human size for tables. */
@@ -444,6 +507,7 @@ typedef struct {
   double bw;          /* p2p: bandwidth test, GB/s */
   long long wrong;    /* -1: not checked */
   char algo[32];      /* algorithm the library reports, "" if unknown */
+  char extra[640];    /* more JSON members of the row, "\"k\": v, ...", or "" */
 } bu_row;
 
 typedef struct {
@@ -486,6 +550,32 @@ BU_INLINE void bu_json_str(FILE* f, const char* s) {
 BU_INLINE void bu_json_num(FILE* f, double v) {
   if (isfinite(v)) fprintf(f, "%.6g", v);
   else fputs("null", f);
+}
+
+/* Appends "\"key\": v" (null when not finite) to a row's extra members. */
+BU_INLINE void bu_extra_num(char* extra, size_t cap, const char* key,
+                            double v) {
+  size_t len = strlen(extra);
+  if (len >= cap) return;
+  if (isfinite(v))
+    snprintf(extra + len, cap - len, "%s\"%s\": %.6g", len ? ", " : "", key, v);
+  else
+    snprintf(extra + len, cap - len, "%s\"%s\": null", len ? ", " : "", key);
+}
+BU_INLINE void bu_extra_str(char* extra, size_t cap, const char* key,
+                            const char* v) {
+  size_t len = strlen(extra);
+  if (len < cap)
+    snprintf(extra + len, cap - len, "%s\"%s\": \"%s\"", len ? ", " : "", key, v);
+}
+
+/* (min, median, max) of v[0..n) (sorts v). */
+BU_INLINE void bu_min_med_max(double* v, int n, double* mn, double* med,
+                              double* mx) {
+  qsort(v, (size_t)n, sizeof(double), bu_cmp_double);
+  *mn = v[0];
+  *mx = v[n - 1];
+  *med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* Rewrites the whole file (called after every size, so a run that is killed
@@ -536,6 +626,7 @@ BU_INLINE void bu_report_write(const bu_report* r, int complete) {
       fputs(", \"algo\": ", f);
       bu_json_str(f, w->algo);
     }
+    if (w->extra[0]) fprintf(f, ", %s", w->extra);
     fputc('}', f);
   }
   fprintf(f, "\n  ]\n}\n");
