@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -145,6 +146,16 @@ Status Device::Init(Bootstrap* bootstrap, const Config& config) {
   job_tag_ = key.substr(0, 16);
   for (char& ch : job_tag_)
     if (!isalnum(static_cast<unsigned char>(ch))) ch = 'x';
+
+  host_index_.assign(size_, 0);
+  {
+    std::vector<std::string> seen;
+    for (int r = 0; r < size_; ++r) {
+      auto it = std::find(seen.begin(), seen.end(), host[r]);
+      host_index_[r] = static_cast<int>(it - seen.begin());
+      if (it == seen.end()) seen.push_back(host[r]);
+    }
+  }
 
   // Transport per pair, computed identically on every rank.
   local_.assign(size_, false);
