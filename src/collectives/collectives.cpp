@@ -143,15 +143,17 @@ Algo Collectives::ChooseAllreduce(size_t count, zc_dtype dtype) const {
       if (p != rank_ && dev_->transport_to(p) != TransportKind::kShm) shm_transport = false;
     if (shm_transport) return Algo::kShm;
   }
-  // Ranks on several hosts, as many on each: the hierarchical allreduce
-  // sends each host's share over the network once per host instead of
-  // through one rank per host (docs/PERFORMANCE.md, "Hierarchical
-  // allreduce", measured the threshold).
-  if (HierMayRun() && bytes >= kHierMinBytes) return Algo::kHier;
   // Halving-doubling has log2(n) latency steps, the ring 2(n-1); both move
   // about 2(n-1)/n of the vector per rank, but the ring streams large
   // vectors through one neighbour's slots.
-  if (bytes <= 256 * 1024 || count < static_cast<size_t>(size_)) return Algo::kHd;
+  if (bytes <= kHdMaxBytes || count < static_cast<size_t>(size_)) return Algo::kHd;
+  // Ranks on several hosts, as many on each: the hierarchical allreduce
+  // sends 2(H-1)/H of the vector out of each host, spread over its ranks,
+  // where the ring sends 2(n-1)/n through one rank per host. Measured on
+  // throttled links (docs/PERFORMANCE.md, "Hierarchical allreduce"): ahead
+  // of the ring from 256 KiB on; below, halving-doubling's fewer steps win
+  // on 3 hosts.
+  if (HierMayRun()) return Algo::kHier;
   return Algo::kRing;
 }
 

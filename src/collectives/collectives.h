@@ -135,9 +135,9 @@ class Collectives {
 
   // The allreduce algorithm auto-selection (or ZC_ALGO) picks for this size.
   coll::Algo ChooseAllreduce(size_t count, zc_dtype dtype) const;
-  // Smallest vector the automatic choice gives to the hierarchical
-  // allreduce (measured on throttled links: docs/PERFORMANCE.md).
-  static constexpr size_t kHierMinBytes = 256 * 1024;
+  // Largest vector the automatic choice gives to halving-doubling; above,
+  // the ring, or the hierarchical allreduce on several hosts.
+  static constexpr size_t kHdMaxBytes = 256 * 1024;
   // The algorithm ZC_ALGO forces on collective k; Algo::kNone: automatic.
   coll::Algo ForcedAlgo(coll::Kind k) const { return algo_sel_.forced(k); }
 

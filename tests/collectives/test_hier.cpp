@@ -116,7 +116,7 @@ int AllreduceBody(const HierCase& p, int rank) {
     if (!inplace) memset(rb, 0x7f, count * DtypeSize(d));
     CHILD_OK(zc_allreduce(comm, sb, out, count, d, op));
     const char* algo = zc_last_algorithm(comm);
-    bool want_hier = forced || count * DtypeSize(d) >= zc::Collectives::kHierMinBytes;
+    bool want_hier = forced || count * DtypeSize(d) > zc::Collectives::kHdMaxBytes;
     CHILD_CHECK((strcmp(algo, "hier") == 0) == want_hier, "count %zu %s: algorithm %s", count,
                 DtypeName(d), algo);
     for (size_t i = 0; i < count; ++i) {
@@ -224,7 +224,9 @@ TEST(HierAllreduce, CountMismatch) {
   auto res = RunRanks(4, [&](int rank) {
     if (JoinHost(hosts, rank)) return 1;
     zc_comm* comm = nullptr;
-    CHILD_OK(zc_init(&comm));
+    // A rank still finishing zc_init when a faster one has already found
+    // the mismatch and aborted the job fails there: allowed.
+    if (zc_init(&comm) != ZC_OK) return 11;
     size_t count = rank == 3 ? 300001 : 300000;
     std::vector<float> a(count, 1.0f);
     zc_status st = zc_allreduce(comm, a.data(), a.data(), count, ZC_FLOAT32, ZC_SUM);
