@@ -185,6 +185,13 @@ TEST(HierAllreduce, ThreeRanksPerHostForced) {
   RunCase({{0, 0, 0, 1, 1, 1}, "hier", {1, 5, 7, 1031}, {ZC_UINT8, ZC_FLOAT64}});
 }
 
+// Five hosts of one rank: 8 cross-host steps per block, more than a link's
+// slots, so a tick's messages go out in groups; several blocks in flight.
+TEST(HierAllreduce, FiveHostsOneRankEach) {
+  NEED_HOSTS();
+  RunCase({{0, 1, 2, 3, 4}, "hier", {1, 7, 40009, 100003}, {ZC_INT32, ZC_FLOAT32}});
+}
+
 // Uneven hosts: the automatic choice keeps the flat algorithms and a
 // forced hier is refused at init on every rank, naming the layout.
 TEST(HierAllreduce, UnevenHosts) {
