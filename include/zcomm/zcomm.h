@@ -138,8 +138,9 @@ zc_status zc_wait(zc_request* req);
 /* Size in bytes of one element of dtype; 0 for an unknown dtype. */
 size_t zc_dtype_size(zc_dtype dtype);
 /* Names the algorithm the last collective on this thread used ("ring",
- * "hd" (halving-doubling), "shm" (direct shared memory), "tree", "chain",
- * "pairwise", "dissemination", "direct" (gather, scatter), "local"). For
+ * "hd" (halving-doubling), "shm" (direct shared memory), "hier"
+ * (hierarchical allreduce across hosts), "tree", "chain", "pairwise",
+ * "dissemination", "direct" (gather, scatter), "local"). For
  * benchmarks and tests. */
 const char* zc_last_algorithm(const zc_comm* comm);
 

@@ -126,8 +126,9 @@ int Bench(const Args& a, const std::shared_ptr<gloo::Context>& ctx,
   if (max_count == 0) max_count = 1;
   std::vector<T> buf(max_count), out(max_count);
   if (a.rank == 0) {
-    printf("# gloo_allreduce: algo=%s ranks=%d transport=tcp(lo)\n",
-           AlgoName(a.algo), n);
+    const char* iface = getenv("GLOO_SOCKET_IFNAME");
+    printf("# gloo_allreduce: algo=%s ranks=%d transport=tcp(%s)\n",
+           AlgoName(a.algo), n, iface && iface[0] ? iface : "lo");
     printf("# time = slowest rank's mean per call; GB/s = 1e9 B/s; "
            "busbw factor %.4f\n", bu_busbw_factor(BU_ALLREDUCE, n));
     bu_print_coll_header(stdout);
@@ -244,7 +245,10 @@ int main(int argc, char** argv) {
   snprintf(rep.dtype, sizeof rep.dtype, "%s", bu_dtype_names[a.dt]);
   try {
     gloo::transport::tcp::attr attr;
-    attr.iface = "lo";
+    // GLOO_SOCKET_IFNAME as torch.distributed reads it (network namespaces
+    // in scripts/hier_bench.sh); loopback by default.
+    const char* iface = getenv("GLOO_SOCKET_IFNAME");
+    attr.iface = iface && iface[0] ? iface : "lo";
     attr.ai_family = AF_INET;
     auto dev = gloo::transport::tcp::CreateDevice(attr);
     gloo::rendezvous::FileStore file_store(a.store);

@@ -11,7 +11,7 @@ constexpr Kind kKinds[] = {Kind::kAllreduce,  Kind::kBroadcast,  Kind::kReduce,
                            Kind::kGather,     Kind::kScatter};
 
 bool ParseAlgo(const std::string& s, Algo* out) {
-  for (int a = 1; a <= static_cast<int>(Algo::kDirect); ++a) {
+  for (int a = 1; a <= static_cast<int>(Algo::kHier); ++a) {
     Algo algo = static_cast<Algo>(a);
     if (algo != Algo::kLocal && s == AlgoName(algo)) {
       *out = algo;
@@ -46,7 +46,7 @@ bool Has(Kind k, Algo a) {
 
 const std::vector<Algo>& AlgosOf(Kind k) {
   static const std::vector<Algo> kNoAlgos;
-  static const std::vector<Algo> kAllreduce = {Algo::kRing, Algo::kHd, Algo::kShm};
+  static const std::vector<Algo> kAllreduce = {Algo::kRing, Algo::kHd, Algo::kShm, Algo::kHier};
   static const std::vector<Algo> kTrees = {Algo::kTree, Algo::kChain};
   static const std::vector<Algo> kRing = {Algo::kRing};
   static const std::vector<Algo> kPairwise = {Algo::kPairwise};

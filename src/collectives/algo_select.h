@@ -7,7 +7,8 @@
 //                                 per collective; the others stay automatic
 //
 // Parse checks names only. Whether a forced algorithm can run here (shm
-// needs every rank on this host, reached through the shm transport) is
+// needs every rank on this host, reached through the shm transport; hier
+// the same number of ranks on every host) is
 // checked by Collectives::Init, which refuses the communicator otherwise.
 #pragma once
 

@@ -37,30 +37,51 @@ Status Collectives::Init() {
             algo_sel_.Describe().c_str());
     return Status::Ok();
   }
+  std::vector<int> host_of(size_);
+  for (int r = 0; r < size_; ++r) host_of[r] = dev_->host_of(r);
+  hier_ = coll::MakeHierShape(host_of, rank_);
   // Before any link is made: a refused ZC_ALGO fails on every rank alike
   // (same environment), so no rank waits for a peer that gave up.
   ZC_RETURN_IF_ERROR(CheckForcedApplies());
   Deadline dl = dev_->NewDeadline();
-  // The allreduce peers now (ring neighbours, halving-doubling partners);
-  // trees, alltoall and barrier partners on first use.
+  // The allreduce peers now (ring neighbours, halving-doubling partners, and
+  // the hierarchical rings when that can be chosen), so that ranks whose
+  // counts differ across a size threshold fail with a mismatch on a message
+  // rather than waiting for a link; trees, alltoall and barrier partners on
+  // first use.
   std::vector<int> peers = coll::RingPeers(rank_, size_);
   for (int p : coll::HalvingDoublingPeers(rank_, size_)) peers.push_back(p);
+  if (HierMayRun())
+    for (int p : coll::HierPeers(hier_)) peers.push_back(p);
   ZC_RETURN_IF_ERROR(links_->Ensure(peers, dl));
   bool all_local = true;
   for (int p = 0; p < size_; ++p)
     if (p != rank_ && !dev_->is_local(p)) all_local = false;
   if (all_local) ZC_RETURN_IF_ERROR(coll::ShmDirect::Create(dev_, chunk_bytes_, dl, &shm_));
-  ZC_INFO(kColl, "collectives ready: %d ranks, chunk %zu bytes, ZC_ALGO=%s (forced: %s)%s", size_,
-          chunk_bytes_, algo.c_str(), algo_sel_.Describe().c_str(),
-          shm_ ? ", shared-memory workspace" : "");
+  ZC_INFO(kColl, "collectives ready: %d ranks on %s, chunk %zu bytes, ZC_ALGO=%s (forced: %s)%s%s",
+          size_, hier_.layout.c_str(), chunk_bytes_, algo.c_str(), algo_sel_.Describe().c_str(),
+          shm_ ? ", shared-memory workspace" : "", HierMayRun() ? ", hierarchical allreduce" : "");
   return Status::Ok();
 }
 
+bool Collectives::HierMayRun() const {
+  if (algo_sel_.forced(Kind::kAllreduce) == Algo::kHier) return true;  // checked: uniform
+  return algo_sel_.forced(Kind::kAllreduce) == Algo::kNone && hier_.uniform() &&
+         hier_.hosts > 1 && hier_.per_host > 1;
+}
+
 Status Collectives::CheckForcedApplies() const {
-  // Only the direct shared-memory allreduce depends on where the ranks are;
-  // every other algorithm runs on any links.
-  if (algo_sel_.forced(Kind::kAllreduce) != Algo::kShm) return Status::Ok();
+  // Only the direct shared-memory allreduce and the hierarchical one depend
+  // on where the ranks are; every other algorithm runs on any links.
   const std::string& spec = dev_->config().algo;
+  if (algo_sel_.forced(Kind::kAllreduce) == Algo::kHier) {
+    if (hier_.uniform()) return Status::Ok();
+    return Error(ZC_ERR_INVALID_ARG,
+                 "ZC_ALGO=%s: allreduce cannot use algorithm hier: the ranks are on %s (hier "
+                 "needs the same number of ranks on every host)", spec.c_str(),
+                 hier_.layout.c_str());
+  }
+  if (algo_sel_.forced(Kind::kAllreduce) != Algo::kShm) return Status::Ok();
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     if (!dev_->is_local(p))
@@ -130,7 +151,14 @@ Algo Collectives::ChooseAllreduce(size_t count, zc_dtype dtype) const {
   // Halving-doubling has log2(n) latency steps, the ring 2(n-1); both move
   // about 2(n-1)/n of the vector per rank, but the ring streams large
   // vectors through one neighbour's slots.
-  if (bytes <= 256 * 1024 || count < static_cast<size_t>(size_)) return Algo::kHd;
+  if (bytes <= kHdMaxBytes || count < static_cast<size_t>(size_)) return Algo::kHd;
+  // Ranks on several hosts, as many on each: the hierarchical allreduce
+  // sends 2(H-1)/H of the vector out of each host, spread over its ranks,
+  // where the ring sends 2(n-1)/n through one rank per host. Measured on
+  // throttled links (docs/PERFORMANCE.md, "Hierarchical allreduce"): ahead
+  // of the ring from 256 KiB on; below, halving-doubling's fewer steps win
+  // on 3 hosts.
+  if (HierMayRun()) return Algo::kHier;
   return Algo::kRing;
 }
 
@@ -145,6 +173,7 @@ Algo Collectives::ChooseTree(Kind kind, size_t bytes) const {
 std::vector<int> Collectives::AllreducePeers(Algo algo) const {
   if (algo == Algo::kRing) return coll::RingPeers(rank_, size_);
   if (algo == Algo::kHd) return coll::HalvingDoublingPeers(rank_, size_);
+  if (algo == Algo::kHier) return coll::HierPeers(hier_);
   return {};
 }
 
@@ -163,6 +192,9 @@ Status Collectives::AllreduceAlgo(coll::OpCtx& c, Algo algo, const void* send, v
       return Status::Ok();  // avg over one rank: nothing to divide
     case Algo::kShm:
       return shm_->Allreduce(c.sig(), send, recv, count, dtype, op);
+    case Algo::kHier:
+      ZC_RETURN_IF_ERROR(c.Ensure(coll::HierPeers(hier_)));
+      return coll::AllreduceHier(c, hier_, send, recv, count, dtype, op);
     case Algo::kHd:
       ZC_RETURN_IF_ERROR(c.Ensure(coll::HalvingDoublingPeers(rank_, size_)));
       return coll::AllreduceHalvingDoubling(c, send, recv, count, dtype, op);

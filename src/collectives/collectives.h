@@ -1,5 +1,5 @@
 // Collectives: allreduce (ring, recursive halving-doubling, direct shared
-// memory), broadcast, reduce, allgather, reduce-scatter, alltoall, barrier,
+// memory, hierarchical across hosts), broadcast, reduce, allgather, reduce-scatter, alltoall, barrier,
 // the vector collectives allgatherv and alltoallv, gather, scatter, and
 // persistent allreduce plans, all built on the p2p Device (SlotStreams,
 // one-sided writes and reads, flags) and never on a transport directly.
@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -37,6 +38,24 @@ class OpCtx;
 }  // namespace coll
 
 class Collectives;
+
+namespace coll {
+// Where a communicator's ranks are, for the hierarchical allreduce: hosts in
+// order of their first rank, each host's ranks ascending. The same on every
+// rank (built from the host ids the bootstrap gathered).
+struct HierShape {
+  int hosts = 1;
+  int per_host = 0;        // ranks on every host; 0: hosts hold different counts
+  int host = 0;            // my host's position
+  int local = 0;           // my position among my host's ranks
+  std::vector<int> local_ring;  // my host's ranks
+  std::vector<int> cross_ring;  // rank `local` of every host (uniform only)
+  std::string layout;      // "2 host(s) x 3 rank(s)", "2 hosts with 3, 1 ranks"
+  bool uniform() const { return per_host > 0; }
+};
+// host_of[r]: any id that is equal exactly for ranks on the same host.
+HierShape MakeHierShape(const std::vector<int>& host_of, int rank);
+}  // namespace coll
 
 // A persistent allreduce (init once, start/wait many times). Plan init makes
 // every link and shared-memory descriptor the algorithm needs, so a Start is
@@ -121,12 +140,15 @@ class Collectives {
   // Collective (every rank, same arguments, same order as other calls).
   Status PlanAllreduce(size_t count, zc_dtype dtype, zc_op op, std::unique_ptr<AllreducePlan>* out);
 
-  // Algorithm of the last collective: "ring", "hd", "shm", "tree", "chain",
+  // Algorithm of the last collective: "ring", "hd", "shm", "hier", "tree", "chain",
   // "pairwise", "dissemination", "direct", "local".
   const char* last_algorithm() const { return coll::AlgoName(last_algo_); }
 
   // The allreduce algorithm auto-selection (or ZC_ALGO) picks for this size.
   coll::Algo ChooseAllreduce(size_t count, zc_dtype dtype) const;
+  // Largest vector the automatic choice gives to halving-doubling; above,
+  // the ring, or the hierarchical allreduce on several hosts.
+  static constexpr size_t kHdMaxBytes = 256 * 1024;
   // The algorithm ZC_ALGO forces on collective k; Algo::kNone: automatic.
   coll::Algo ForcedAlgo(coll::Kind k) const { return algo_sel_.forced(k); }
 
@@ -138,6 +160,9 @@ class Collectives {
   Status Init();
   // Refuses a forced algorithm that cannot run on this communicator.
   Status CheckForcedApplies() const;
+  // The hierarchical allreduce is forced, or may be chosen: ranks on
+  // several hosts, the same number (> 1) on each.
+  bool HierMayRun() const;
 
   // Runs one collective: signature, sequence number, error handling (a
   // failure aborts the device so that no peer hangs).
@@ -166,6 +191,7 @@ class Collectives {
   size_t chunk_bytes_ = 1 << 20;
   std::unique_ptr<coll::Links> links_;
   std::unique_ptr<coll::ShmDirect> shm_;  // null unless every peer is local
+  coll::HierShape hier_;                  // hosts of the ranks
   coll::AlgoSelect algo_sel_;             // ZC_ALGO
   uint64_t seq_ = 0;
   coll::Algo last_algo_ = coll::Algo::kNone;
@@ -178,6 +204,18 @@ namespace coll {
 Status AllreduceRing(OpCtx& c, const void* send, void* recv, size_t count, zc_dtype dtype, zc_op op);
 Status AllreduceHalvingDoubling(OpCtx& c, const void* send, void* recv, size_t count, zc_dtype dtype,
                                 zc_op op);
+// Hierarchical: needs h.uniform(); any count (segments may be empty).
+Status AllreduceHier(OpCtx& c, const HierShape& h, const void* send, void* recv, size_t count,
+                     zc_dtype dtype, zc_op op);
+// The halves of the ring allreduce over ring[0..m) (group ranks; this rank
+// is ring[me]), for [0, count) of the buffers, steps numbered from step0.
+// ReduceScatter leaves segment (me+1) mod m of recv reduced over the ring
+// (not divided for ZC_AVG); send == recv is allowed; m = 1 copies.
+// AllgatherSegments sends segment (me+1) mod m of buf and fills the others.
+Status RingReduceScatter(OpCtx& c, const std::vector<int>& ring, int me, const void* send,
+                         void* recv, size_t count, zc_dtype dtype, zc_op op, uint32_t step0);
+Status RingAllgatherSegments(OpCtx& c, const std::vector<int>& ring, int me, void* buf,
+                             size_t count, uint32_t step0);
 Status BroadcastTree(OpCtx& c, void* buf, size_t count, int root, bool chain);
 Status ReduceTree(OpCtx& c, const void* send, void* recv, size_t count, zc_dtype dtype, zc_op op,
                   int root, bool chain, std::vector<char>* scratch);
@@ -200,6 +238,7 @@ std::vector<int> RingPeers(int rank, int size);
 std::vector<int> HalvingDoublingPeers(int rank, int size);
 std::vector<int> TreePeers(int rank, int size, int root, bool chain);
 std::vector<int> DisseminationPeers(int rank, int size);
+std::vector<int> HierPeers(const HierShape& h);
 }  // namespace coll
 
 }  // namespace zc

@@ -34,6 +34,7 @@ const char* AlgoName(Algo a) {
     case Algo::kDissemination: return "dissemination";
     case Algo::kLocal: return "local";
     case Algo::kDirect: return "direct";
+    case Algo::kHier: return "hier";
   }
   return "unknown";
 }

@@ -55,6 +55,7 @@ enum class Algo : uint8_t {
   kDissemination = 7,  // barrier
   kLocal = 8,     // one rank: a local copy
   kDirect = 9,    // gather / scatter: the root talks to every rank
+  kHier = 10,     // hierarchical allreduce: inside hosts, across hosts, inside
 };
 
 // Which memory path a call takes. Host collectives (host memory, or device

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -158,6 +159,17 @@ Status Device::ExchangePeerInfo(const std::string& host_id, std::vector<PeerInfo
 Status Device::ChooseTransports(const std::vector<PeerInfo>& all, TransportPlan* plan) {
   ZC_RETURN_IF_ERROR(PlanTransports(config_.transport, rank_, all, plan));
   local_ = plan->same_host;
+  // Which host each rank is on, as the index of its host id's first
+  // appearance in rank order (the same on every rank).
+  host_index_.assign(size_, 0);
+  {
+    std::vector<std::string> seen;
+    for (int r = 0; r < size_; ++r) {
+      auto it = std::find(seen.begin(), seen.end(), all[r].host);
+      host_index_[r] = static_cast<int>(it - seen.begin());
+      if (it == seen.end()) seen.push_back(all[r].host);
+    }
+  }
   peer_kind_.assign(size_, TransportKind::kNone);
   for (int p = 0; p < size_; ++p)
     if (plan->per_peer[p]) peer_kind_[p] = plan->per_peer[p]->kind;

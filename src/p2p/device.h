@@ -89,6 +89,10 @@ class Device : public TransportHost {
   // ---- channels ----
   TransportKind transport_to(int peer) const { return peer_kind_[peer]; }
   bool is_local(int peer) const { return local_[peer]; }
+  // Which host rank r is on: the position of its host id among the job's
+  // hosts in order of first appearance (rank 0's host is 0). The same on
+  // every rank, so hierarchical collectives agree on the topology.
+  int host_of(int r) const { return host_index_[r]; }
   // Connection `index` (mod connections per peer) to peer.
   Channel& channel(int peer, int index = 0);
 
@@ -166,6 +170,7 @@ class Device : public TransportHost {
   std::string job_tag_;  // first 16 hex chars of the job key (segment names)
   std::vector<TransportKind> peer_kind_;
   std::vector<bool> local_;
+  std::vector<int> host_index_;  // see host_of
   std::vector<int> peer_pid_;
   std::map<TransportKind, std::unique_ptr<Transport>> transports_;
   std::vector<std::vector<std::unique_ptr<Channel>>> channels_;

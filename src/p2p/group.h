@@ -39,6 +39,8 @@ class Group {
   // ---- the Device's services, by group rank ----
   Channel& channel(int r, int index = 0) { return dev_->channel(members_[r], index); }
   bool is_local(int r) const { return dev_->is_local(members_[r]); }
+  // The Device's host index of group rank r (Device::host_of).
+  int host_of(int r) const { return dev_->host_of(members_[r]); }
   TransportKind transport_to(int r) const { return dev_->transport_to(members_[r]); }
   // r = -1: the Device's own health (abort, a peer's alert) only.
   Status Health(int r) const { return dev_->Health(r < 0 ? -1 : members_[r]); }

@@ -399,6 +399,10 @@ TEST(AlgoSelectParse, AutoBareNamesAndLists) {
   EXPECT_EQ(s.forced(Kind::kBroadcast), Algo::kChain);
   EXPECT_EQ(s.forced(Kind::kReduce), Algo::kChain);
   EXPECT_EQ(s.forced(Kind::kAllreduce), Algo::kNone);
+  ASSERT_TRUE(AlgoSelect::Parse("hier", &s).ok());  // only allreduce has it
+  EXPECT_EQ(s.forced(Kind::kAllreduce), Algo::kHier);
+  EXPECT_EQ(s.forced(Kind::kAllgather), Algo::kNone);
+  EXPECT_EQ(s.Describe(), "allreduce=hier");
   ASSERT_TRUE(AlgoSelect::Parse("allreduce=hd,broadcast=chain,reduce=tree,gather=auto", &s).ok());
   EXPECT_EQ(s.forced(Kind::kAllreduce), Algo::kHd);
   EXPECT_EQ(s.forced(Kind::kBroadcast), Algo::kChain);
@@ -417,7 +421,7 @@ TEST(AlgoSelectParse, ErrorsNameTheValueAndTheCause) {
   } cases[] = {
       {"tree2", "unknown algorithm \"tree2\""},
       {"local", "unknown algorithm \"local\""},
-      {"allreduce=tree", "allreduce has no algorithm \"tree\" (it has ring, hd, shm)"},
+      {"allreduce=tree", "allreduce has no algorithm \"tree\" (it has ring, hd, shm, hier)"},
       {"broadcast=ring", "broadcast has no algorithm \"ring\" (it has tree, chain)"},
       {"nosuch=ring", "unknown collective \"nosuch\""},
       {"allreduce=ring,allreduce=hd", "allreduce is given more than once"},

@@ -18,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   mine.kind = static_cast<Kind>(in.Get<uint8_t>() % kNumKinds);
   mine.dtype = static_cast<zc_dtype>(in.Get<uint8_t>() % (ZC_FLOAT64 + 1));
   mine.op = static_cast<zc_op>(in.Get<uint8_t>() % (ZC_BXOR + 1));
-  mine.algo = static_cast<Algo>(in.Get<uint8_t>() % (static_cast<int>(Algo::kDirect) + 1));
+  mine.algo = static_cast<Algo>(in.Get<uint8_t>() % (static_cast<int>(Algo::kHier) + 1));
   mine.root = in.Get<int32_t>();
   mine.count = in.Get<uint64_t>();
   mine.seq = in.Get<uint64_t>();
