@@ -259,7 +259,9 @@ TEST_P(Survivors, AllReturnAfterPeerKilled) {
   RecordProperty("worst_s", std::to_string(worst));
   ASSERT_EQ(res[1].signal, SIGKILL) << Describe(res);
   for (int r = 0; r < kRanks; ++r) {
-    if (r != 1) ASSERT_EQ(res[r].exit_code, 0) << Describe(res);
+    if (r != 1) {
+      ASSERT_EQ(res[r].exit_code, 0) << Describe(res);
+    }
   }
   EXPECT_LT(worst, 10.0) << Describe(res);
   munmap(sh, sizeof(Shared));
