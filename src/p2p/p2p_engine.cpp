@@ -347,6 +347,10 @@ bool P2pEngine::Pass() {
     Status h = dev_->Health(op.dpeer);
     if (!h.ok()) {
       Complete(op, h.with_context(op.What()));
+    } else if (op.dl.expired() && op.state == Op::kSendAck && !op.final_status.ok()) {
+      // The read itself failed (often by this same deadline): that is the
+      // cause, not the acknowledgement still waiting for a slot.
+      Complete(op, op.final_status);
     } else if (op.dl.expired()) {
       const char* why = "";
       switch (op.state) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -46,6 +47,19 @@ struct Socket {
   std::mutex send_mu;
   std::atomic<bool> dead{false};
   std::atomic<bool> said_bye{false};  // the peer finalized; every earlier message on this socket was handled
+};
+
+// Answers the read requests that one progress thread receives, on a thread
+// of its own. A progress thread is the only reader of its sockets, so it
+// must never block in a write: a reply larger than the socket buffers
+// waits for the peer to read it, and two ranks reading from each other at
+// once (bidirectional rendezvous) would each have their progress thread
+// stuck writing a reply that the other's stuck progress thread never reads.
+struct Responder {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::pair<Socket*, MsgHeader>> requests;  // kReadReq headers, in arrival order
+  std::thread thread;
 };
 
 struct PendingRead {
@@ -136,9 +150,13 @@ class TcpTransport : public Transport {
   // (in->fd handed over to its Socket) or failed (closed, logged).
   bool Advance(Incoming* in, short revents);
   void RefuseIncoming(Incoming* in, const std::string& why);
-  void ProgressLoop(std::vector<Socket*> sockets);
+  void ProgressLoop(std::vector<Socket*> sockets, Responder* responder);
   // Handles one message; returns non-OK when the socket must be dropped.
-  Status HandleMessage(Socket* s);
+  // Read requests are queued for responder, never answered here.
+  Status HandleMessage(Socket* s, Responder* responder);
+  void ResponderLoop(Responder* r);
+  // Sends the reply to one read request (the bytes, or a refusal).
+  Status AnswerRead(Socket* s, const MsgHeader& req);
   // True when every socket to peer has received the peer's goodbye.
   bool AllSaidBye(int peer) const {
     for (auto& s : sockets_)
@@ -160,6 +178,7 @@ class TcpTransport : public Transport {
   Status accept_status_;
   WarnLimiter refusal_log_{5, 10};
   std::vector<std::thread> threads_;
+  std::vector<std::unique_ptr<Responder>> responders_;  // one per progress thread
   std::atomic<bool> stop_{false};
   bool shut_ = false;
 
@@ -463,8 +482,13 @@ Status TcpTransport::Connect(const std::vector<std::string>& all) {
   int nthreads = std::max(1, std::min<int>(cfg.num_cqs, static_cast<int>(sockets_.size())));
   std::vector<std::vector<Socket*>> groups(nthreads);
   for (size_t i = 0; i < sockets_.size(); ++i) groups[i % nthreads].push_back(sockets_[i].get());
-  for (auto& g : groups)
-    if (!g.empty()) threads_.emplace_back([this, g] { ProgressLoop(g); });
+  for (auto& g : groups) {
+    if (g.empty()) continue;
+    responders_.push_back(std::make_unique<Responder>());
+    Responder* r = responders_.back().get();
+    r->thread = std::thread([this, r] { ResponderLoop(r); });
+    threads_.emplace_back([this, g, r] { ProgressLoop(g, r); });
+  }
   return Status::Ok();
 }
 
@@ -479,7 +503,7 @@ Status TcpTransport::Drain(int fd, uint64_t bytes) {
   return Status::Ok();
 }
 
-Status TcpTransport::HandleMessage(Socket* s) {
+Status TcpTransport::HandleMessage(Socket* s, Responder* responder) {
   MsgHeader h;
   Deadline dl(setup_.config.timeout_s);
   ZC_RETURN_IF_ERROR(net::RecvAll(s->fd, &h, sizeof(h), dl));
@@ -523,20 +547,14 @@ Status TcpTransport::HandleMessage(Socket* s) {
       return Status::Ok();
     }
     case kReadReq: {
-      std::shared_lock<std::shared_mutex> use(host_->region_use());
-      MemRegion* r = host_->FindLocalRegion(h.region_id);
-      MsgHeader resp{};
-      resp.magic = kMagic;
-      resp.type = kReadResp;
-      resp.token = h.token;
-      const void* src = nullptr;
-      if (!r || !tcp_wire::RangeInside(h.offset, h.bytes, r->size())) {
-        resp.status = ZC_ERR_INVALID_ARG;
-      } else {
-        resp.bytes = h.bytes;
-        src = static_cast<char*>(r->data()) + h.offset;
+      // Answered by the responder, so that this thread goes on reading
+      // (a reply may wait for the peer to read, see Responder).
+      {
+        std::lock_guard<std::mutex> lock(responder->mu);
+        responder->requests.emplace_back(s, h);
       }
-      return SendMsg(s, resp, src, dl);
+      responder->cv.notify_one();
+      return Status::Ok();
     }
     case kReadResp: {
       std::shared_ptr<PendingRead> p;
@@ -572,7 +590,45 @@ Status TcpTransport::HandleMessage(Socket* s) {
   }
 }
 
-void TcpTransport::ProgressLoop(std::vector<Socket*> sockets) {
+Status TcpTransport::AnswerRead(Socket* s, const MsgHeader& req) {
+  // Held shared while the region's bytes go out: it is not freed under us.
+  std::shared_lock<std::shared_mutex> use(host_->region_use());
+  MemRegion* r = host_->FindLocalRegion(req.region_id);
+  MsgHeader resp{};
+  resp.magic = kMagic;
+  resp.type = kReadResp;
+  resp.token = req.token;
+  const void* src = nullptr;
+  if (!r || !tcp_wire::RangeInside(req.offset, req.bytes, r->size())) {
+    resp.status = ZC_ERR_INVALID_ARG;
+  } else {
+    resp.bytes = req.bytes;
+    src = static_cast<char*>(r->data()) + req.offset;
+  }
+  return SendMsg(s, resp, src, Deadline(setup_.config.timeout_s));
+}
+
+void TcpTransport::ResponderLoop(Responder* r) {
+  for (;;) {
+    std::pair<Socket*, MsgHeader> req;
+    {
+      std::unique_lock<std::mutex> lock(r->mu);
+      r->cv.wait(lock, [&] { return stop_.load() || !r->requests.empty(); });
+      if (stop_.load()) return;
+      req = r->requests.front();
+      r->requests.pop_front();
+    }
+    Socket* s = req.first;
+    if (s->dead.load()) continue;  // the reader learns of the loss from its Health check
+    Status st = AnswerRead(s, req.second);
+    // As when the progress thread answered: a reply that cannot be sent
+    // (timeout: the peer reads nothing) drops the connection.
+    if (!st.ok() && !s->dead.exchange(true) && !stop_.load())
+      host_->OnPeerLost(s->peer, st.with_context("answering a one-sided read"));
+  }
+}
+
+void TcpTransport::ProgressLoop(std::vector<Socket*> sockets, Responder* responder) {
   std::vector<pollfd> fds(sockets.size());
   while (!stop_.load(std::memory_order_relaxed)) {
     size_t live = 0;
@@ -589,7 +645,7 @@ void TcpTransport::ProgressLoop(std::vector<Socket*> sockets) {
     for (size_t i = 0; i < sockets.size(); ++i) {
       if (!fds[i].revents || stop_.load()) continue;
       Socket* s = sockets[i];
-      Status st = HandleMessage(s);
+      Status st = HandleMessage(s, responder);
       if (st.ok() && s->said_bye.load()) {
         s->dead.store(true);
         if (AllSaidBye(s->peer) && !stop_.load())
@@ -618,6 +674,14 @@ void TcpTransport::Shutdown() {
   stop_.store(true);
   for (auto& t : threads_) t.join();
   threads_.clear();
+  for (auto& r : responders_) {
+    {
+      std::lock_guard<std::mutex> lock(r->mu);  // no lost wakeup between its check and wait
+    }
+    r->cv.notify_all();
+    r->thread.join();
+  }
+  responders_.clear();
   for (auto& s : sockets_)
     if (s->fd >= 0) {
       close(s->fd);
