@@ -200,7 +200,11 @@ def main():
     s1 = hvd.engine_stats()
     cycles = s1["cycles"] - s0["cycles"]
     neg = s1["negotiation_collectives"] - s0["negotiation_collectives"]
-    assert cycles > 0 and neg <= cycles, (s0, s1)
+    # The engine's thread may be inside a cycle when a snapshot is taken
+    # (its cycle counted before the snapshot, its collectives after): that
+    # one cycle may add up to 3 (the bit vector, then a request exchange of
+    # two). Renegotiating every cycle would give 3 per cycle.
+    assert cycles > 0 and neg <= cycles + 3, (s0, s1)
     assert s1["cache_hits"] - s0["cache_hits"] >= 3 * 120, (s0, s1)
 
     hvd.barrier()
