@@ -13,7 +13,7 @@ DevicePath::~DevicePath() = default;
 
 bool DevicePath::UseIpc(Collectives* c, const void* send, const void* recv, size_t bytes,
                         zc_op op, int* device) {
-  // Called when Active(). All but the last condition are the same on every
+  // Called when PassThrough() said no. All but the last condition are the same on every
   // rank; the buffers' memory may not be, which the signature's memory path
   // catches.
   if (!opts_.ipc_reachable || IsBitwise(op) ||
@@ -28,8 +28,9 @@ Status DevicePath::Allreduce(Collectives* c, const void* send, void* recv, size_
                              zc_dtype dtype, zc_op op, bool* used_ipc) {
   *used_ipc = false;
   const size_t bytes = count * DtypeSize(dtype);
-  if ((KnownHost(send, bytes) && KnownHost(recv, bytes)) || !Active())
-    return c->Allreduce(send, recv, count, dtype, op);
+  const StageArg bufs[2] = {StageArg{send, bytes, true, false, "sendbuf"},
+                            StageArg{recv, bytes, false, true, "recvbuf"}};
+  if (PassThrough(bufs, 2)) return c->Allreduce(send, recv, count, dtype, op);
   int device = -1;
   if (UseIpc(c, send, recv, bytes, op, &device)) {
     *used_ipc = true;
@@ -46,18 +47,16 @@ Status DevicePath::Allreduce(Collectives* c, const void* send, void* recv, size_
     g.barrier = [c] { return c->Barrier(); };
     return ipc_->Run(g, send, recv, count, dtype, op, device);
   }
-  return Run({StageArg{send, bytes, true, false, "sendbuf"},
-              StageArg{recv, bytes, false, true, "recvbuf"}},
-             [&](void** h) { return c->Allreduce(h[0], h[1], count, dtype, op); });
+  return RunStaged(bufs, [&](void** h) { return c->Allreduce(h[0], h[1], count, dtype, op); });
 }
 
 Status DevicePath::StageRequest(void* buf, size_t bytes, bool send, void** host,
                                 std::function<Status()>* finish) {
   *host = buf;
   *finish = nullptr;
-  if (KnownHost(buf, bytes) || !Active()) return Status::Ok();
+  const StageArg arg{buf, bytes, send, !send, "buf"};
+  if (PassThrough(&arg, 1)) return Status::Ok();
   auto staging = std::make_shared<HostStaging>(opts_.drv, opts_.cache, opts_.pool);
-  StageArg arg{buf, bytes, send, !send, "buf"};
   ZC_RETURN_IF_ERROR(staging->Stage(&arg, 1, host));
   if (!staging->active()) return Status::Ok();
   // A send's copy is made now; it is held until the request completes.
@@ -72,10 +71,10 @@ Status DevicePath::StagePlan(const void* send, void* recv, size_t bytes,
   staging->reset();
   *hsend = send;
   *hrecv = recv;
-  if ((KnownHost(send, bytes) && KnownHost(recv, bytes)) || !Active()) return Status::Ok();
-  auto s = std::make_unique<HostStaging>(opts_.drv, opts_.cache, opts_.pool);
   const StageArg args[2] = {StageArg{send, bytes, true, false, "sendbuf"},
                             StageArg{recv, bytes, false, true, "recvbuf"}};
+  if (PassThrough(args, 2)) return Status::Ok();
+  auto s = std::make_unique<HostStaging>(opts_.drv, opts_.cache, opts_.pool);
   void* host[2];
   ZC_RETURN_IF_ERROR(s->Stage(args, 2, host));
   if (!s->active()) return Status::Ok();

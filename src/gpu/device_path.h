@@ -64,40 +64,16 @@ class DevicePath {
   DevicePath(const DevicePath&) = delete;
   DevicePath& operator=(const DevicePath&) = delete;
 
-  bool enabled() const { return opts_.enabled; }
-
-  // Device memory can exist: enabled, and a CUDA driver is loaded in the
-  // process (no device pointer exists before libcuda does). One check per
-  // call instead of one pointer classification per buffer: the small
-  // message path of a CUDA build pays one loaded-driver check, no more.
-  // Host memory without a driver call: nothing to stage (pool memory, or
-  // an empty buffer).
-  bool KnownHost(const void* p, size_t bytes) const {
-    return bytes == 0 || (opts_.known_host && opts_.known_host(p, bytes));
-  }
-
-  bool Active() const {
-    if (!opts_.enabled) return false;
-    if (opts_.drv) return opts_.drv->loaded;
-    return LoadedDriver() != nullptr;
-  }
-
   // Runs the host call fn(host), where host[i] stands for bufs[i]: the
   // buffer itself, or its pinned copy when it is device memory.
   template <size_t N, typename Fn>
   Status Run(const StageArg (&bufs)[N], Fn&& fn) {
-    void* host[N];
-    bool all_host = opts_.enabled;
-    for (size_t i = 0; i < N && all_host; ++i) all_host = KnownHost(bufs[i].ptr, bufs[i].bytes);
-    if (all_host || !Active()) {
+    if (PassThrough(bufs, N)) {
+      void* host[N];
       for (size_t i = 0; i < N; ++i) host[i] = const_cast<void*>(bufs[i].ptr);
       return fn(host);
     }
-    HostStaging staging(opts_.drv, opts_.cache, opts_.pool);
-    ZC_RETURN_IF_ERROR(staging.Stage(bufs, N, host));
-    Status st = fn(host);
-    if (st.ok() && staging.active()) st = staging.CopyOut();
-    return st;
+    return RunStaged(bufs, std::forward<Fn>(fn));
   }
 
   // Allreduce on c: over CUDA IPC when it applies (*used_ipc set), else the
@@ -124,6 +100,31 @@ class DevicePath {
   // True when this allreduce takes CUDA IPC; *device: the buffers' device.
   bool UseIpc(Collectives* c, const void* send, const void* recv, size_t bytes, zc_op op,
               int* device);
+
+  // Nothing of this call can be device memory: disabled, every buffer
+  // known host memory (pool memory, or empty), or no CUDA driver loaded in
+  // the process (no device pointer exists before libcuda does). One
+  // loaded-driver check per call instead of one pointer classification per
+  // buffer: the small-message path of a CUDA build pays no more.
+  bool PassThrough(const StageArg* bufs, size_t n) const {
+    if (!opts_.enabled) return true;
+    bool all_known = true;
+    for (size_t i = 0; i < n && all_known; ++i)
+      all_known = bufs[i].bytes == 0 || (opts_.known_host && opts_.known_host(bufs[i].ptr, bufs[i].bytes));
+    if (all_known) return true;
+    return opts_.drv ? !opts_.drv->loaded : LoadedDriver() == nullptr;
+  }
+
+  // Run() once PassThrough() has said no: each device buffer staged.
+  template <size_t N, typename Fn>
+  Status RunStaged(const StageArg (&bufs)[N], Fn&& fn) {
+    void* host[N];
+    HostStaging staging(opts_.drv, opts_.cache, opts_.pool);
+    ZC_RETURN_IF_ERROR(staging.Stage(bufs, N, host));
+    Status st = fn(host);
+    if (st.ok() && staging.active()) st = staging.CopyOut();
+    return st;
+  }
 
   DevicePathOptions opts_;
   std::unique_ptr<IpcAllreduce> ipc_;  // made on first use
