@@ -80,6 +80,29 @@ Status ShmDirect::Allreduce(const Signature& sig, const void* send, void* recv, 
   return Status::Ok();
 }
 
+Status ShmDirect::WriteInput(const Signature& sig, uint64_t tag, uint64_t g, int set, int p,
+                             const char* src, size_t bytes, const Deadline& dl) {
+  if (bytes) ZC_RETURN_IF_ERROR(Put(p, src, bytes, in_payload_off(set, me_), nullptr, dl));
+  SlotHeader h{};
+  h.bytes = bytes;
+  sig.Pack(h.aux, tag, me_);
+  FlagWrite f{&peer_ws_[p], in_flag_off(set, me_), g};
+  return Put(p, &h, sizeof(h), in_header_off(set, me_), &f, dl);
+}
+
+Status ShmDirect::ReadInput(const Signature& sig, uint64_t tag, uint64_t g, int set, int p,
+                            size_t expect_bytes, const Deadline& dl, const void** payload) {
+  ZC_RETURN_IF_ERROR(dev_->WaitFlag(flag(in_flag_off(set, p)), g, p, dl, "a shared-memory input"));
+  const char* base = static_cast<const char*>(ws_->data());
+  const SlotHeader* h = reinterpret_cast<const SlotHeader*>(base + in_header_off(set, p));
+  ZC_RETURN_IF_ERROR(CheckSignature(sig, me_, tag, h->aux, p));
+  if (h->bytes != expect_bytes)
+    return Error(ZC_ERR_INTERNAL, "%s: shared-memory input of %llu bytes from rank %d, expected %zu",
+                 sig.Describe().c_str(), static_cast<unsigned long long>(h->bytes), p, expect_bytes);
+  *payload = base + in_payload_off(set, p);
+  return Status::Ok();
+}
+
 Status ShmDirect::SmallRound(const Signature& sig, const char* in, char* out, size_t count,
                              zc_dtype dtype, zc_op op, const Deadline& dl) {
   const size_t bytes = count * DtypeSize(dtype);
@@ -89,34 +112,17 @@ Status ShmDirect::SmallRound(const Signature& sig, const char* in, char* out, si
 
   // My whole input into my slot in every peer's workspace: header and
   // payload, then the flag.
-  SlotHeader h{};
-  h.bytes = bytes;
-  sig.Pack(h.aux, tag, me_);
-  for (int i = 1; i < n_; ++i) {
-    const int p = (me_ + i) % n_;
-    if (bytes) ZC_RETURN_IF_ERROR(Put(p, in, bytes, in_payload_off(set, me_), nullptr, dl));
-    FlagWrite f{&peer_ws_[p], in_flag_off(set, me_), g};
-    ZC_RETURN_IF_ERROR(Put(p, &h, sizeof(h), in_header_off(set, me_), &f, dl));
-  }
+  for (int i = 1; i < n_; ++i)
+    ZC_RETURN_IF_ERROR(WriteInput(sig, tag, g, set, (me_ + i) % n_, in, bytes, dl));
 
   // Every peer's input, then all n reduced in rank order.
-  char* base_ptr = static_cast<char*>(ws_->data());
   const void* srcs[64];
   std::vector<const void*> many;
   const void** s = n_ <= 64 ? srcs : (many.resize(n_), many.data());
-  for (int i = 1; i <= n_; ++i) {
-    const int p = (me_ + i) % n_;  // me last: the peers' waits first
-    if (p == me_) {
-      s[p] = in;
-      continue;
-    }
-    ZC_RETURN_IF_ERROR(dev_->WaitFlag(flag(in_flag_off(set, p)), g, p, dl, "a shared-memory input"));
-    const SlotHeader* ph = reinterpret_cast<const SlotHeader*>(base_ptr + in_header_off(set, p));
-    ZC_RETURN_IF_ERROR(CheckSignature(sig, me_, tag, ph->aux, p));
-    if (ph->bytes != bytes)
-      return Error(ZC_ERR_INTERNAL, "%s: shared-memory input of %llu bytes from rank %d, expected %zu",
-                   sig.Describe().c_str(), static_cast<unsigned long long>(ph->bytes), p, bytes);
-    s[p] = base_ptr + in_payload_off(set, p);
+  s[me_] = in;
+  for (int i = 1; i < n_; ++i) {
+    const int p = (me_ + i) % n_;
+    ZC_RETURN_IF_ERROR(ReadInput(sig, tag, g, set, p, bytes, dl, &s[p]));
   }
   if (count) {
     ReduceN(dtype, op, out, s, n_, count);
@@ -144,14 +150,8 @@ Status ShmDirect::Round(const Signature& sig, const char* in, char* out, size_t 
   //    The slot is free: I saw the owner's result of round g-2, which it
   //    published only after reducing that round's inputs.
   for (int i = 1; i < n_; ++i) {
-    int o = (me_ + i) % n_;
-    size_t bytes = shard_bytes(o);
-    if (bytes) ZC_RETURN_IF_ERROR(Put(o, in + shard_at(o), bytes, in_payload_off(set, me_), nullptr, dl));
-    SlotHeader h{};
-    h.bytes = bytes;
-    sig.Pack(h.aux, tag, me_);
-    FlagWrite f{&peer_ws_[o], in_flag_off(set, me_), g};
-    ZC_RETURN_IF_ERROR(Put(o, &h, sizeof(h), in_header_off(set, me_), &f, dl));
+    const int o = (me_ + i) % n_;
+    ZC_RETURN_IF_ERROR(WriteInput(sig, tag, g, set, o, in + shard_at(o), shard_bytes(o), dl));
   }
 
   // b. Reduce my shard from every rank's input in one pass.
@@ -168,14 +168,7 @@ Status ShmDirect::Round(const Signature& sig, const char* in, char* out, size_t 
     if (g > kSets)
       ZC_RETURN_IF_ERROR(dev_->WaitFlag(flag(done_flag_off(p)), g - kSets, p, dl,
                                         "the release of a shared-memory result"));
-    ZC_RETURN_IF_ERROR(dev_->WaitFlag(flag(in_flag_off(set, p)), g, p, dl, "a shared-memory input"));
-    const SlotHeader* h = reinterpret_cast<const SlotHeader*>(base_ptr + in_header_off(set, p));
-    ZC_RETURN_IF_ERROR(CheckSignature(sig, me_, tag, h->aux, p));
-    if (h->bytes != shard_bytes(me_))
-      return Error(ZC_ERR_INTERNAL, "%s: shared-memory input of %llu bytes from rank %d, expected %zu",
-                   sig.Describe().c_str(), static_cast<unsigned long long>(h->bytes), p,
-                   shard_bytes(me_));
-    s[p] = base_ptr + in_payload_off(set, p);
+    ZC_RETURN_IF_ERROR(ReadInput(sig, tag, g, set, p, shard_bytes(me_), dl, &s[p]));
   }
   size_t mine = shard_bytes(me_) / es;
   if (mine) {

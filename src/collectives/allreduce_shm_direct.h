@@ -73,6 +73,14 @@ class ShmDirect {
 
   Status Round(const Signature& sig, const char* send, char* recv, size_t base, size_t len,
                zc_dtype dtype, zc_op op, const Deadline& dl);
+  // My input of round g (payload, header with the signature, then the
+  // flag) into my slot `set` in rank p's workspace.
+  Status WriteInput(const Signature& sig, uint64_t tag, uint64_t g, int set, int p,
+                    const char* src, size_t bytes, const Deadline& dl);
+  // Waits for rank p's input of round g in my slot `set`, checks its
+  // signature and size, and points *payload at it.
+  Status ReadInput(const Signature& sig, uint64_t tag, uint64_t g, int set, int p,
+                   size_t expect_bytes, const Deadline& dl, const void** payload);
   // The one-step round for small vectors (see above).
   Status SmallRound(const Signature& sig, const char* send, char* recv, size_t count,
                     zc_dtype dtype, zc_op op, const Deadline& dl);
