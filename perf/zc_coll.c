@@ -207,20 +207,17 @@ static void parse_args(int argc, char** argv, opts* o) {
                             o->coll, "allreduce broadcast reduce allgather "
                             "reduce_scatter alltoall, or all"), i++;
     } else if (!strcmp(a, "--place")) {
-      const char* p = bu_arg_str(PROG, a, v);
+      static const char* const places[] = {"both", "out", "in"};
+      const int p = bu_choice_arg(PROG, a, v, places, 3);
       i++;
-      if (!strcmp(p, "both")) o->out_of_place = o->in_place = 1;
-      else if (!strcmp(p, "out")) o->out_of_place = 1, o->in_place = 0;
-      else if (!strcmp(p, "in")) o->out_of_place = 0, o->in_place = 1;
-      else bu_usage_error(PROG, "bad value for --place: '%s' (both, out or in)", p);
+      o->out_of_place = p != 2;
+      o->in_place = p != 1;
     } else if (!strcmp(a, "--inplace")) {
       o->out_of_place = 0, o->in_place = 1;
     } else if (!strcmp(a, "--buffers")) {
-      const char* b = bu_arg_str(PROG, a, v);
+      static const char* const buffers[] = {"zc", "malloc"};
+      o->use_zc = bu_choice_arg(PROG, a, v, buffers, 2) == 0;
       i++;
-      if (!strcmp(b, "zc")) o->use_zc = 1;
-      else if (!strcmp(b, "malloc")) o->use_zc = 0;
-      else bu_usage_error(PROG, "bad value for --buffers: '%s' (zc or malloc)", b);
     } else if (!strcmp(a, "--json")) {
       o->json = bu_arg_str(PROG, a, v), i++;
     } else {

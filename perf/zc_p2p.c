@@ -178,17 +178,13 @@ static void parse_args(int argc, char** argv, opts* o) {
     } else if (!strcmp(a, "--skip-bw")) {
       skip |= T_BW;
     } else if (!strcmp(a, "--buffers")) {
-      const char* b = bu_arg_str(PROG, a, v);
+      static const char* const buffers[] = {"zc", "malloc"};
+      o->use_zc = bu_choice_arg(PROG, a, v, buffers, 2) == 0;
       i++;
-      if (!strcmp(b, "zc")) o->use_zc = 1;
-      else if (!strcmp(b, "malloc")) o->use_zc = 0;
-      else bu_usage_error(PROG, "bad value for --buffers: '%s' (zc or malloc)", b);
     } else if (!strcmp(a, "--mode")) {
-      const char* m = bu_arg_str(PROG, a, v);
+      static const char* const modes[] = {"zerocopy", "copy"};
+      o->copy_mode = bu_choice_arg(PROG, a, v, modes, 2);
       i++;
-      if (!strcmp(m, "zerocopy")) o->copy_mode = 0;
-      else if (!strcmp(m, "copy")) o->copy_mode = 1;
-      else bu_usage_error(PROG, "bad value for --mode: '%s' (zerocopy or copy)", m);
     } else if (!strcmp(a, "--json")) {
       o->json = bu_arg_str(PROG, a, v), i++;
     } else {

@@ -152,6 +152,24 @@ BU_INLINE const char* bu_arg_str(const char* prog, const char* opt,
   return text;
 }
 
+/* The index of flag `opt`'s value in choices[0..n) (exits naming the
+ * choices, "(a, b or c)", when it is none of them or missing). */
+BU_INLINE int bu_choice_arg(const char* prog, const char* opt, const char* text,
+                            const char* const* choices, int n) {
+  char list[256] = "";
+  int i;
+  if (!text) bu_usage_error(prog, "%s needs a value", opt);
+  for (i = 0; i < n; ++i)
+    if (!strcmp(text, choices[i])) return i;
+  for (i = 0; i < n; ++i) {
+    size_t len = strlen(list);
+    snprintf(list + len, sizeof list - len, "%s%s", i == 0 ? "" : i == n - 1 ? " or " : ", ",
+             choices[i]);
+  }
+  bu_usage_error(prog, "bad value for %s: '%s' (%s)", opt, text, list);
+  return -1;
+}
+
 /* "1.0K"-style human size for tables. */
 BU_INLINE const char* bu_human(size_t bytes, char* buf, size_t n) {
   if (bytes >= BU_GiB && bytes % BU_GiB == 0)
