@@ -29,8 +29,65 @@ void FakeDriver::Reset() {
   allocs_.clear();
   mappings_.clear();
   fail_ = 0;
+  ctx_ = nullptr;
   attr_calls_ = ipc_gets_ = ipc_opens_ = ipc_closes_ = 0;
   // Buffer ids keep growing across resets, as in a real process.
+}
+
+DriverTable FakeDriver::StagingTable() const {
+  DriverTable t = table_;
+  t.MemHostAlloc = &HostAlloc;
+  t.MemFreeHost = &FreeHost;
+  t.CtxGetCurrent = &CtxGetCurrent;
+  t.CtxSetCurrent = &CtxSetCurrent;
+  t.CtxGetDevice = &CtxGetDevice;
+  t.DeviceGet = &DeviceGet;
+  t.DevicePrimaryCtxRetain = &PrimaryCtxRetain;
+  return t;
+}
+
+CuContext FakeDriver::current_context() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ctx_;
+}
+
+CuResult FakeDriver::HostAlloc(void** p, size_t bytes, unsigned) {
+  *p = ::operator new(bytes);
+  return cu::kSuccess;
+}
+
+CuResult FakeDriver::FreeHost(void* p) {
+  ::operator delete(p);
+  return cu::kSuccess;
+}
+
+CuResult FakeDriver::CtxGetCurrent(CuContext* c) {
+  FakeDriver& d = Get();
+  std::lock_guard<std::mutex> lock(d.mu_);
+  *c = d.ctx_;
+  return cu::kSuccess;
+}
+
+CuResult FakeDriver::CtxSetCurrent(CuContext c) {
+  FakeDriver& d = Get();
+  std::lock_guard<std::mutex> lock(d.mu_);
+  d.ctx_ = c;
+  return cu::kSuccess;
+}
+
+CuResult FakeDriver::CtxGetDevice(CuDevice* d) {
+  *d = 0;
+  return cu::kSuccess;
+}
+
+CuResult FakeDriver::DeviceGet(CuDevice* d, int ordinal) {
+  *d = ordinal;
+  return cu::kSuccess;
+}
+
+CuResult FakeDriver::PrimaryCtxRetain(CuContext* c, CuDevice) {
+  *c = reinterpret_cast<CuContext>(0x1000);
+  return cu::kSuccess;
 }
 
 uint64_t FakeDriver::Alloc(uintptr_t base, size_t size, unsigned mem_type,

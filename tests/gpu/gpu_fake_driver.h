@@ -29,6 +29,11 @@ class FakeDriver {
   const DriverTable* table() const { return &table_; }
   // A table that says "no driver".
   const DriverTable* absent() const { return &absent_; }
+  // table() plus what staging needs besides copies: one fake context
+  // (current_context(), cleared by Reset()) and pinned host memory from
+  // operator new. Tests add their own cuMemcpy fakes.
+  DriverTable StagingTable() const;
+  CuContext current_context() const;
 
   void Reset();
   // Adds an allocation and returns its (new, unique) buffer id.
@@ -58,6 +63,13 @@ class FakeDriver {
                                    unsigned flags);
   static CuResult IpcCloseMemHandle(CuDevicePtr p);
   static CuResult Init(unsigned);
+  static CuResult HostAlloc(void** p, size_t bytes, unsigned flags);
+  static CuResult FreeHost(void* p);
+  static CuResult CtxGetCurrent(CuContext* c);
+  static CuResult CtxSetCurrent(CuContext c);
+  static CuResult CtxGetDevice(CuDevice* d);
+  static CuResult DeviceGet(CuDevice* d, int ordinal);
+  static CuResult PrimaryCtxRetain(CuContext* c, CuDevice d);
 
   const FakeAlloc* FindLocked(uintptr_t p) const;
 
@@ -69,6 +81,7 @@ class FakeDriver {
   uint64_t next_id_ = 1;
   CuDevicePtr next_map_ = 0x7e0000000000ull;
   CuResult fail_ = 0;
+  CuContext ctx_ = nullptr;
   uint64_t attr_calls_ = 0, ipc_gets_ = 0, ipc_opens_ = 0, ipc_closes_ = 0;
 };
 

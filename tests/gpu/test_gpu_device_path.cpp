@@ -66,23 +66,6 @@ CuResult FakeHtoD(CuDevicePtr dst, const void* src, size_t n) {
   Protect(dst, n, PROT_NONE);
   return 0;
 }
-CuResult FakeHostAlloc(void** p, size_t bytes, unsigned) {
-  *p = ::operator new(bytes);
-  return 0;
-}
-CuResult FakeFreeHost(void* p) {
-  ::operator delete(p);
-  return 0;
-}
-gpu::CuContext g_ctx = nullptr;
-CuResult FakeCtxGetCurrent(gpu::CuContext* c) { *c = g_ctx; return 0; }
-CuResult FakeCtxSetCurrent(gpu::CuContext c) { g_ctx = c; return 0; }
-CuResult FakeCtxGetDevice(gpu::CuDevice* d) { *d = 0; return 0; }
-CuResult FakeDeviceGet(gpu::CuDevice* d, int ordinal) { *d = ordinal; return 0; }
-CuResult FakeRetain(gpu::CuContext* c, gpu::CuDevice) {
-  *c = reinterpret_cast<gpu::CuContext>(0x1000);
-  return 0;
-}
 CuResult FakeCtxSynchronize() { return g_sync_result; }
 
 // One rank's fake GPU (lives until the child exits: the communicator's
@@ -94,16 +77,9 @@ struct FakeGpu {
 
   FakeGpu() {
     FakeDriver::Get().Reset();
-    table = *FakeDriver::Get().table();
-    table.MemHostAlloc = &FakeHostAlloc;
-    table.MemFreeHost = &FakeFreeHost;
+    table = FakeDriver::Get().StagingTable();
     table.MemcpyDtoH = &FakeDtoH;
     table.MemcpyHtoD = &FakeHtoD;
-    table.CtxGetCurrent = &FakeCtxGetCurrent;
-    table.CtxSetCurrent = &FakeCtxSetCurrent;
-    table.CtxGetDevice = &FakeCtxGetDevice;
-    table.DeviceGet = &FakeDeviceGet;
-    table.DevicePrimaryCtxRetain = &FakeRetain;
     table.CtxSynchronize = &FakeCtxSynchronize;
     cache = std::make_unique<gpu::PointerCache>(&table);
     pool = std::make_unique<gpu::PinnedPool>(&table);

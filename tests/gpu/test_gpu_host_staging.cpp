@@ -25,14 +25,6 @@ using testing::FakeDriver;
 int g_copies = 0;
 CuResult g_copy_fail = 0;
 
-CuResult FakeHostAlloc(void** p, size_t bytes, unsigned) {
-  *p = ::operator new(bytes);
-  return cu::kSuccess;
-}
-CuResult FakeFreeHost(void* p) {
-  ::operator delete(p);
-  return cu::kSuccess;
-}
 CuResult FakeDtoH(void* dst, CuDevicePtr src, size_t n) {
   if (g_copy_fail != 0) return g_copy_fail;
   ++g_copies;
@@ -45,33 +37,16 @@ CuResult FakeHtoD(CuDevicePtr dst, const void* src, size_t n) {
   std::memcpy(reinterpret_cast<void*>(dst), src, n);
   return cu::kSuccess;
 }
-CuContext g_ctx = nullptr;
-CuResult FakeCtxGetCurrent(CuContext* c) { *c = g_ctx; return cu::kSuccess; }
-CuResult FakeCtxSetCurrent(CuContext c) { g_ctx = c; return cu::kSuccess; }
-CuResult FakeCtxGetDevice(CuDevice* d) { *d = 0; return cu::kSuccess; }
-CuResult FakeDeviceGet(CuDevice* d, int ordinal) { *d = ordinal; return cu::kSuccess; }
-CuResult FakeRetain(CuContext* c, CuDevice) {
-  *c = reinterpret_cast<CuContext>(0x1000);
-  return cu::kSuccess;
-}
 
 class HostStagingTest : public ::testing::Test {
  protected:
   void SetUp() override {
     FakeDriver::Get().Reset();
-    table_ = *FakeDriver::Get().table();
-    table_.MemHostAlloc = &FakeHostAlloc;
-    table_.MemFreeHost = &FakeFreeHost;
+    table_ = FakeDriver::Get().StagingTable();
     table_.MemcpyDtoH = &FakeDtoH;
     table_.MemcpyHtoD = &FakeHtoD;
-    table_.CtxGetCurrent = &FakeCtxGetCurrent;
-    table_.CtxSetCurrent = &FakeCtxSetCurrent;
-    table_.CtxGetDevice = &FakeCtxGetDevice;
-    table_.DeviceGet = &FakeDeviceGet;
-    table_.DevicePrimaryCtxRetain = &FakeRetain;
     g_copies = 0;
     g_copy_fail = 0;
-    g_ctx = nullptr;
     cache_ = std::make_unique<PointerCache>(&table_);
     pool_ = std::make_unique<PinnedPool>(&table_);
   }
@@ -101,7 +76,7 @@ TEST_F(HostStagingTest, HostBuffersPassThroughWithoutCopies) {
   EXPECT_TRUE(s.CopyOut().ok());
   EXPECT_EQ(g_copies, 0);
   EXPECT_EQ(pool_->stats().allocs, 0u);
-  EXPECT_EQ(g_ctx, nullptr);  // no context was made for host memory
+  EXPECT_EQ(FakeDriver::Get().current_context(), nullptr);  // no context was made for host memory
 }
 
 TEST_F(HostStagingTest, DeviceInputCopiedInOutputCopiedBack) {
