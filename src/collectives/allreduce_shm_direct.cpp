@@ -22,6 +22,8 @@ Status ShmDirect::Create(Group* dev, size_t shard_bytes, const Deadline& dl,
   ZC_RETURN_IF_ERROR(dev->Allocate(s->workspace_bytes(), &s->ws_));
   // Only the flags: slots and results are read after their flags are set.
   memset(s->ws_->data(), 0, s->flags_bytes());
+  for (int set = 0; set < kSets; ++set)
+    for (int p = 0; p < s->n_; ++p) s->flag(s->in_flag_off(set, p))->store(0);
   s->peer_ws_.resize(s->n_);
   std::string mine = s->ws_->remote().Serialize();
   for (int p = 0; p < s->n_; ++p)
@@ -81,25 +83,26 @@ Status ShmDirect::Allreduce(const Signature& sig, const void* send, void* recv, 
 }
 
 Status ShmDirect::WriteInput(const Signature& sig, uint64_t tag, uint64_t g, int set, int p,
-                             const char* src, size_t bytes, const Deadline& dl) {
-  if (bytes) ZC_RETURN_IF_ERROR(Put(p, src, bytes, in_payload_off(set, me_), nullptr, dl));
-  SlotHeader h{};
-  h.bytes = bytes;
-  sig.Pack(h.aux, tag, me_);
+                             const char* src, size_t bytes, bool small, const Deadline& dl) {
+  if (bytes) ZC_RETURN_IF_ERROR(Put(p, src, bytes, in_payload_off(set, me_, small), nullptr, dl));
+  uint64_t h[1 + kSigWords];  // bytes, signature: the slot header's first words
+  h[0] = bytes;
+  sig.Pack(h + 1, tag, me_);
   FlagWrite f{&peer_ws_[p], in_flag_off(set, me_), g};
-  return Put(p, &h, sizeof(h), in_header_off(set, me_), &f, dl);
+  return Put(p, h, sizeof(h), in_header_off(set, me_), &f, dl);
 }
 
 Status ShmDirect::ReadInput(const Signature& sig, uint64_t tag, uint64_t g, int set, int p,
-                            size_t expect_bytes, const Deadline& dl, const void** payload) {
+                            size_t expect_bytes, bool small, const Deadline& dl,
+                            const void** payload) {
   ZC_RETURN_IF_ERROR(dev_->WaitFlag(flag(in_flag_off(set, p)), g, p, dl, "a shared-memory input"));
   const char* base = static_cast<const char*>(ws_->data());
-  const SlotHeader* h = reinterpret_cast<const SlotHeader*>(base + in_header_off(set, p));
-  ZC_RETURN_IF_ERROR(CheckSignature(sig, me_, tag, h->aux, p));
-  if (h->bytes != expect_bytes)
+  const uint64_t* h = reinterpret_cast<const uint64_t*>(base + in_header_off(set, p));
+  ZC_RETURN_IF_ERROR(CheckSignature(sig, me_, tag, h + 1, p));
+  if (h[0] != expect_bytes)
     return Error(ZC_ERR_INTERNAL, "%s: shared-memory input of %llu bytes from rank %d, expected %zu",
-                 sig.Describe().c_str(), static_cast<unsigned long long>(h->bytes), p, expect_bytes);
-  *payload = base + in_payload_off(set, p);
+                 sig.Describe().c_str(), static_cast<unsigned long long>(h[0]), p, expect_bytes);
+  *payload = base + in_payload_off(set, p, small);
   return Status::Ok();
 }
 
@@ -113,7 +116,7 @@ Status ShmDirect::SmallRound(const Signature& sig, const char* in, char* out, si
   // My whole input into my slot in every peer's workspace: header and
   // payload, then the flag.
   for (int i = 1; i < n_; ++i)
-    ZC_RETURN_IF_ERROR(WriteInput(sig, tag, g, set, (me_ + i) % n_, in, bytes, dl));
+    ZC_RETURN_IF_ERROR(WriteInput(sig, tag, g, set, (me_ + i) % n_, in, bytes, true, dl));
 
   // Every peer's input, then all n reduced in rank order.
   const void* srcs[64];
@@ -122,7 +125,7 @@ Status ShmDirect::SmallRound(const Signature& sig, const char* in, char* out, si
   s[me_] = in;
   for (int i = 1; i < n_; ++i) {
     const int p = (me_ + i) % n_;
-    ZC_RETURN_IF_ERROR(ReadInput(sig, tag, g, set, p, bytes, dl, &s[p]));
+    ZC_RETURN_IF_ERROR(ReadInput(sig, tag, g, set, p, bytes, true, dl, &s[p]));
   }
   if (count) {
     ReduceN(dtype, op, out, s, n_, count);
@@ -151,7 +154,8 @@ Status ShmDirect::Round(const Signature& sig, const char* in, char* out, size_t 
   //    published only after reducing that round's inputs.
   for (int i = 1; i < n_; ++i) {
     const int o = (me_ + i) % n_;
-    ZC_RETURN_IF_ERROR(WriteInput(sig, tag, g, set, o, in + shard_at(o), shard_bytes(o), dl));
+    ZC_RETURN_IF_ERROR(
+        WriteInput(sig, tag, g, set, o, in + shard_at(o), shard_bytes(o), false, dl));
   }
 
   // b. Reduce my shard from every rank's input in one pass.
@@ -168,7 +172,7 @@ Status ShmDirect::Round(const Signature& sig, const char* in, char* out, size_t 
     if (g > kSets)
       ZC_RETURN_IF_ERROR(dev_->WaitFlag(flag(done_flag_off(p)), g - kSets, p, dl,
                                         "the release of a shared-memory result"));
-    ZC_RETURN_IF_ERROR(ReadInput(sig, tag, g, set, p, shard_bytes(me_), dl, &s[p]));
+    ZC_RETURN_IF_ERROR(ReadInput(sig, tag, g, set, p, shard_bytes(me_), false, dl, &s[p]));
   }
   size_t mine = shard_bytes(me_) / es;
   if (mine) {

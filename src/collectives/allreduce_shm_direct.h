@@ -17,6 +17,13 @@
 // Flags are monotonic round numbers that persist across calls. See
 // docs/algorithms.md for bytes moved.
 //
+// An input slot starts with its flag, then the header (bytes and the
+// signature words), so the flag a reader waits on and the header it checks
+// share one cache line. A small round's payload follows the header
+// directly (8 bytes still in that line: an 8-byte allreduce moves one line
+// per peer instead of three); a sharded round's payload starts at the next
+// line, aligned for the reduction.
+//
 // Small vectors (at most kSmallBytes, and (n-1) copies of them at most
 // kSmallFanoutBytes) take one step instead of three: every rank writes its
 // whole input into its input slot in every peer's workspace, waits for
@@ -55,16 +62,20 @@ class ShmDirect {
 
  private:
   explicit ShmDirect(Group* dev, size_t shard_bytes);
-  // Offsets inside a workspace.
-  uint64_t in_flag_off(int set, int p) const { return (uint64_t(set) * n_ + p) * 64; }
-  uint64_t res_flag_off(int o) const { return (uint64_t(kSets) * n_ + o) * 64; }
-  uint64_t done_flag_off(int p) const { return (uint64_t(kSets) * n_ + n_ + p) * 64; }
-  uint64_t flags_bytes() const { return (uint64_t(kSets) * n_ + 2 * n_) * 64; }
+  // Offsets inside a workspace: flags (results, releases), input slots
+  // ([flag][bytes][signature][payload]), result areas.
+  static constexpr uint64_t kInHeaderBytes = 8 + 8 * (1 + kSigWords);  // flag, bytes, signature
+  uint64_t res_flag_off(int o) const { return uint64_t(o) * 64; }
+  uint64_t done_flag_off(int p) const { return (uint64_t(n_) + p) * 64; }
+  uint64_t flags_bytes() const { return 2 * uint64_t(n_) * 64; }
   uint64_t in_stride() const { return 64 + shard_bytes_; }
-  uint64_t in_header_off(int set, int p) const {
+  uint64_t in_flag_off(int set, int p) const {
     return flags_bytes() + (uint64_t(set) * n_ + p) * in_stride();
   }
-  uint64_t in_payload_off(int set, int p) const { return in_header_off(set, p) + 64; }
+  uint64_t in_header_off(int set, int p) const { return in_flag_off(set, p) + 8; }
+  uint64_t in_payload_off(int set, int p, bool small) const {
+    return in_flag_off(set, p) + (small ? kInHeaderBytes : 64);
+  }
   uint64_t result_off(int set) const {
     return flags_bytes() + uint64_t(kSets) * n_ * in_stride() + uint64_t(set) * shard_bytes_;
   }
@@ -76,11 +87,11 @@ class ShmDirect {
   // My input of round g (payload, header with the signature, then the
   // flag) into my slot `set` in rank p's workspace.
   Status WriteInput(const Signature& sig, uint64_t tag, uint64_t g, int set, int p,
-                    const char* src, size_t bytes, const Deadline& dl);
+                    const char* src, size_t bytes, bool small, const Deadline& dl);
   // Waits for rank p's input of round g in my slot `set`, checks its
   // signature and size, and points *payload at it.
   Status ReadInput(const Signature& sig, uint64_t tag, uint64_t g, int set, int p,
-                   size_t expect_bytes, const Deadline& dl, const void** payload);
+                   size_t expect_bytes, bool small, const Deadline& dl, const void** payload);
   // The one-step round for small vectors (see above).
   Status SmallRound(const Signature& sig, const char* send, char* recv, size_t count,
                     zc_dtype dtype, zc_op op, const Deadline& dl);

@@ -11,6 +11,7 @@ SlotLayout ControlLayout(uint64_t max_message) {
   l.slots = 8;
   l.slot_bytes = max_message;
   l.spread = false;  // small messages: one connection, one progress thread per hop
+  l.compact = true;  // a small message is one cache line (flag, header, payload)
   return l;
 }
 }  // namespace

@@ -15,6 +15,7 @@ void SlotWriter::Init(Device* dev, int peer, const SlotLayout& layout, MemRegion
   remote_ = remote;
   channel_ = channel_index;
   sent_ = 0;
+  credits_ = 0;
   direct_ = nullptr;
   direct_resolved_ = false;
 }
@@ -28,16 +29,21 @@ char* SlotWriter::Direct() {
   return direct_;
 }
 
-bool SlotWriter::HasCredit() const {
-  if (sent_ < layout_.slots) return true;
-  return FlagAt(local_, 0)->load(std::memory_order_acquire) >= sent_ - layout_.slots + 1;
+bool SlotWriter::CreditCovers() {
+  // Slot sent_ % K is free once the reader has consumed sent_ - K + 1 messages.
+  if (sent_ < layout_.slots + credits_) return true;
+  credits_ = FlagAt(local_, 0)->load(std::memory_order_acquire);
+  return sent_ < layout_.slots + credits_;
 }
 
+bool SlotWriter::HasCredit() { return CreditCovers(); }
+
 Status SlotWriter::WaitCredit(const Deadline& dl) {
-  // Slot sent_ % K is free once the reader has consumed sent_ - K + 1 messages.
-  if (sent_ < layout_.slots) return Status::Ok();
-  return dev_->WaitFlag(FlagAt(local_, 0), sent_ - layout_.slots + 1, peer_, dl,
-                        "a free slot (credit)");
+  if (CreditCovers()) return Status::Ok();
+  ZC_RETURN_IF_ERROR(dev_->WaitFlag(FlagAt(local_, 0), sent_ - layout_.slots + 1, peer_, dl,
+                                    "a free slot (credit)"));
+  credits_ = FlagAt(local_, 0)->load(std::memory_order_acquire);
+  return Status::Ok();
 }
 
 Status SlotWriter::Drain(const Deadline& dl) {
@@ -56,14 +62,17 @@ Status SlotWriter::Put2(const void* a, uint64_t abytes, const void* b, uint64_t 
     return Error(ZC_ERR_INTERNAL, "slot message of %llu bytes exceeds slot capacity %llu",
                  static_cast<unsigned long long>(abytes + bbytes),
                  static_cast<unsigned long long>(layout_.slot_bytes));
+  if (naux > layout_.aux_words())
+    return Error(ZC_ERR_INTERNAL, "slot message with %d header words, the layout holds %d", naux,
+                 layout_.aux_words());
   ZC_RETURN_IF_ERROR(WaitCredit(dl));
   uint32_t k = static_cast<uint32_t>(sent_ % layout_.slots);
   SlotHeader h{};
   h.bytes = abytes + bbytes;
-  for (int i = 0; i < naux && i < 7; ++i) h.aux[i] = aux[i];
+  for (int i = 0; i < naux; ++i) h.aux[i] = aux[i];
   // Header and payload are adjacent in the slot: one gathered write (one
   // message on tcp), the flag ordered after all of it.
-  const SrcPiece pieces[3] = {{&h, sizeof(h)}, {a, abytes}, {b, bbytes}};
+  const SrcPiece pieces[3] = {{&h, layout_.header_bytes()}, {a, abytes}, {b, bbytes}};
   FlagWrite flag{&remote_, layout_.flag_offset(k), sent_ + 1};
   if (char* d = Direct()) {
     // Mapped slots (shm): plain stores, no per-write lookup.

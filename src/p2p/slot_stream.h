@@ -10,6 +10,19 @@
 //   slot:           [Header (64 bytes)][payload (slot_bytes)]
 //   writer memory:  [credit word (one cache line)]
 //
+// Compact layout (small messages, e.g. the control plane): the flag moves
+// into its slot and the header shrinks to bytes + one aux word, so flag,
+// header and the first 40 payload bytes share one cache line:
+//
+//   slot:           [flag][bytes][aux 0][payload (slot_bytes)]   (64-byte aligned)
+//
+// A small message then costs the reader one cache-line transfer instead of
+// three (flag, header, payload lines).
+//
+// The writer remembers the last credit it read and reads the credit word
+// again only when that one does not cover the next slot, so in steady state
+// the credit line crosses between the cores about once per K messages.
+//
 // Each side is set up with its local region and the peer's descriptor (sent
 // once, over control messages or the bootstrap).
 #pragma once
@@ -29,7 +42,7 @@ class Device;
 struct SlotHeader {
   uint64_t bytes;    // payload bytes in this slot
   uint64_t aux[7];   // caller's words: operation signature, tags, offsets...
-};
+};                   // (compact layout: only bytes and aux[0] exist)
 static_assert(sizeof(SlotHeader) == 64, "header is one cache line");
 
 struct SlotLayout {
@@ -42,13 +55,25 @@ struct SlotLayout {
   // gathered write, so any connection may carry it.
   bool spread = true;
   static constexpr uint64_t kSpreadMin = 64 * 1024;
-  uint64_t flags_bytes() const { return uint64_t{slots} * 64; }
-  uint64_t slot_stride() const { return sizeof(SlotHeader) + ((slot_bytes + 63) & ~uint64_t{63}); }
+  bool compact = false;
+  static constexpr uint64_t kCompactHeaderBytes = 16;  // bytes + aux[0]
+  int aux_words() const { return compact ? 1 : 7; }
+  // What Put writes before the payload (the flag excluded).
+  uint64_t header_bytes() const { return compact ? kCompactHeaderBytes : sizeof(SlotHeader); }
+  uint64_t flags_bytes() const { return compact ? 0 : uint64_t{slots} * 64; }
+  uint64_t slot_stride() const {
+    return compact ? (8 + kCompactHeaderBytes + slot_bytes + 63) & ~uint64_t{63}
+                   : sizeof(SlotHeader) + ((slot_bytes + 63) & ~uint64_t{63});
+  }
   uint64_t reader_bytes() const { return flags_bytes() + slots * slot_stride(); }
   static constexpr uint64_t kWriterBytes = 64;
-  uint64_t flag_offset(uint32_t k) const { return uint64_t{k} * 64; }
-  uint64_t header_offset(uint32_t k) const { return flags_bytes() + k * slot_stride(); }
-  uint64_t payload_offset(uint32_t k) const { return header_offset(k) + sizeof(SlotHeader); }
+  uint64_t flag_offset(uint32_t k) const {
+    return compact ? uint64_t{k} * slot_stride() : uint64_t{k} * 64;
+  }
+  uint64_t header_offset(uint32_t k) const {
+    return compact ? flag_offset(k) + 8 : flags_bytes() + k * slot_stride();
+  }
+  uint64_t payload_offset(uint32_t k) const { return header_offset(k) + header_bytes(); }
 };
 
 class SlotWriter {
@@ -68,7 +93,7 @@ class SlotWriter {
               const uint64_t* aux, int naux, const Deadline& dl);
   // True when the next Put needs no wait: a slot is free (its credit has
   // come back). Non-blocking; for callers that must not wait for the peer.
-  bool HasCredit() const;
+  bool HasCredit();
   uint64_t sent() const { return sent_; }
   int peer() const { return peer_; }
   const SlotLayout& layout() const { return layout_; }
@@ -78,6 +103,9 @@ class SlotWriter {
 
  private:
   Status WaitCredit(const Deadline& dl);
+  // Whether the credits seen so far free the next slot; reads the credit
+  // word (a line the reader writes) only when the remembered value does not.
+  bool CreditCovers();
   char* Direct();
   Device* dev_ = nullptr;
   int peer_ = -1, channel_ = 0;
@@ -85,6 +113,7 @@ class SlotWriter {
   MemRegion* local_ = nullptr;
   RemoteRegion remote_;
   uint64_t sent_ = 0;
+  uint64_t credits_ = 0;  // the reader's consumed count, as last read
   // The reader's slots mapped here (shm), resolved on first use; then a
   // message is two memcpys and a release store.
   char* direct_ = nullptr;
