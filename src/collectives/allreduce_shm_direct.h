@@ -50,6 +50,10 @@ class ShmDirect {
   static constexpr int kSets = 2;
   static constexpr size_t kSmallBytes = 4096;
   static constexpr size_t kSmallFanoutBytes = 64 * 1024;
+  // Shards above this leave a round's working set (inputs, slots, result)
+  // outside a core's L2: 2 ranks, 2-16 MiB took 1.1-1.5x the time with 1 MiB
+  // shards than with 256 KiB ones (docs/PERFORMANCE.md, issue 14).
+  static constexpr size_t kMaxShardBytes = 256 * 1024;
 
   // Collective over all ranks: allocates the workspace and exchanges
   // descriptors with every peer.

@@ -57,7 +57,9 @@ Status Collectives::Init() {
   bool all_local = true;
   for (int p = 0; p < size_; ++p)
     if (p != rank_ && !dev_->is_local(p)) all_local = false;
-  if (all_local) ZC_RETURN_IF_ERROR(coll::ShmDirect::Create(dev_, chunk_bytes_, dl, &shm_));
+  if (all_local)
+    ZC_RETURN_IF_ERROR(coll::ShmDirect::Create(
+        dev_, std::min(chunk_bytes_, coll::ShmDirect::kMaxShardBytes), dl, &shm_));
   ZC_INFO(kColl, "collectives ready: %d ranks on %s, chunk %zu bytes, ZC_ALGO=%s (forced: %s)%s%s",
           size_, hier_.layout.c_str(), chunk_bytes_, algo.c_str(), algo_sel_.Describe().c_str(),
           shm_ ? ", shared-memory workspace" : "", HierMayRun() ? ", hierarchical allreduce" : "");
