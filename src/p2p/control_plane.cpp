@@ -174,14 +174,15 @@ Status ControlPlane::RecvWith(int peer, uint64_t tag, Consumer consume, void* ct
       if (done || !st.ok()) return st;
     }
     // Nothing yet: wait outside the lock so other tags' receivers progress;
-    // spin, then yield, then sleep.
+    // spin, then yield, then sleep. Health and deadline after the pause: a
+    // message that comes within the first spins costs no clock read.
+    backoff.Pause();
     if (backoff.Due()) {
       ZC_RETURN_IF_ERROR(dev_->Health(peer));
       if (dl.expired())
         return Error(ZC_ERR_TIMEOUT, "waited %.1f s for a message from peer %d (ZC_TIMEOUT=%g s)",
                      dl.elapsed_s(), peer, dev_->timeout_s());
     }
-    backoff.Pause();
   }
 }
 

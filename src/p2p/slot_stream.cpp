@@ -66,10 +66,10 @@ Status SlotWriter::Put2(const void* a, uint64_t abytes, const void* b, uint64_t 
     return Error(ZC_ERR_INTERNAL, "slot message with %d header words, the layout holds %d", naux,
                  layout_.aux_words());
   ZC_RETURN_IF_ERROR(WaitCredit(dl));
-  uint32_t k = static_cast<uint32_t>(sent_ % layout_.slots);
-  SlotHeader h{};
+  const uint32_t k = layout_.slot_of(sent_);
+  SlotHeader h;  // only its first header_bytes() are written
   h.bytes = abytes + bbytes;
-  for (int i = 0; i < naux; ++i) h.aux[i] = aux[i];
+  for (int i = 0; i < layout_.aux_words(); ++i) h.aux[i] = i < naux ? aux[i] : 0;
   // Header and payload are adjacent in the slot: one gathered write (one
   // message on tcp), the flag ordered after all of it.
   const SrcPiece pieces[3] = {{&h, layout_.header_bytes()}, {a, abytes}, {b, bbytes}};
@@ -108,13 +108,13 @@ void SlotReader::Init(Device* dev, int peer, const SlotLayout& layout, MemRegion
 
 bool SlotReader::Ready() const {
   const uint64_t c = consumed_.load(std::memory_order_relaxed);
-  uint32_t k = static_cast<uint32_t>(c % layout_.slots);
+  const uint32_t k = layout_.slot_of(c);
   return FlagAt(local_, layout_.flag_offset(k))->load(std::memory_order_acquire) >= c + 1;
 }
 
 Status SlotReader::Next(const SlotHeader** header, const void** payload, const Deadline& dl) {
   const uint64_t c = consumed_.load(std::memory_order_relaxed);
-  uint32_t k = static_cast<uint32_t>(c % layout_.slots);
+  const uint32_t k = layout_.slot_of(c);
   ZC_RETURN_IF_ERROR(dev_->WaitFlag(FlagAt(local_, layout_.flag_offset(k)), c + 1, peer_,
                                     dl, "a slot message"));
   char* base = static_cast<char*>(local_->data());

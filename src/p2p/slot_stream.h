@@ -74,6 +74,12 @@ struct SlotLayout {
     return compact ? flag_offset(k) + 8 : flags_bytes() + k * slot_stride();
   }
   uint64_t payload_offset(uint32_t k) const { return header_offset(k) + header_bytes(); }
+  // The slot of message number seq (a mask for the usual power-of-two K:
+  // a 64-bit division costs more than the rest of a small message's
+  // bookkeeping).
+  uint32_t slot_of(uint64_t seq) const {
+    return static_cast<uint32_t>((slots & (slots - 1)) == 0 ? seq & (slots - 1) : seq % slots);
+  }
 };
 
 class SlotWriter {
