@@ -6,8 +6,108 @@
 #include "collectives/collectives.h"
 #include "collectives/links.h"
 #include "collectives/reduce_kernels.h"
+#include "p2p/device.h"
+#include "p2p/region_hold.h"
 
 namespace zc::coll {
+namespace {
+
+// Step of the message that carries a rank's receive buffer descriptor to
+// its left neighbour (ring steps count from 0; the agreement is ~0u).
+constexpr uint32_t kDescStep = 0xfffffffeu;
+
+// Over tcp, the allgather half writes every segment straight into the right
+// neighbour's receive buffer (one-sided writes, OpCtx::WriteDirect): the
+// neighbour's progress thread reads the socket into its final place, with
+// no slot in between, no copy out of the slot and no credit to return.
+// Each rank therefore tells its left neighbour, before the reduce-scatter,
+// where its receive buffer is. Whether a link goes direct is decided per
+// link from its transport, alike on both ends.
+struct DirectRing {
+  bool out = false;  // I write to my right neighbour directly
+  bool in = false;   // my left neighbour writes to me directly
+  RemoteRegion right_buf;  // the right neighbour's receive buffer region
+  uint64_t right_off = 0;  // its receive buffer's offset in right_buf
+  RegionHold mine;         // my receive buffer, held while peers write it
+};
+
+bool DirectLink(OpCtx& c, int peer) { return c.dev()->transport_to(peer) == TransportKind::kTcp; }
+
+// Sends my receive buffer's descriptor left, reads the right neighbour's.
+Status ExchangeDirectRing(OpCtx& c, int left, int right, void* recv, size_t bytes, DirectRing* d) {
+  d->in = DirectLink(c, left);
+  d->out = DirectLink(c, right);
+  if (d->in) {
+    ZC_RETURN_IF_ERROR(c.dev()->device()->HoldLocalRegion(recv, bytes, &d->mine));
+    std::string msg = d->mine->remote().Serialize();
+    uint64_t off = d->mine->offset_of(recv);
+    msg.append(reinterpret_cast<const char*>(&off), sizeof(off));
+    ZC_RETURN_IF_ERROR(c.Send(left, msg.data(), msg.size(), MessageTag(kDescStep, 0)));
+  }
+  if (d->out) {
+    const size_t want = RemoteRegion().Serialize().size() + sizeof(uint64_t);
+    const void* payload = nullptr;
+    ZC_RETURN_IF_ERROR(c.Recv(right, want, MessageTag(kDescStep, 0), &payload));
+    std::string msg(static_cast<const char*>(payload), want);
+    ZC_RETURN_IF_ERROR(c.Release(right));
+    ZC_RETURN_IF_ERROR(RemoteRegion::Parse(msg.substr(0, want - sizeof(uint64_t)), &d->right_buf));
+    memcpy(&d->right_off, msg.data() + want - sizeof(uint64_t), sizeof(uint64_t));
+    // The same count on both ends (the signature says so): the buffer holds it.
+    if (!d->right_buf.Contains(d->right_off, bytes))
+      return Error(ZC_ERR_INTERNAL, "rank %d's receive buffer (%llu bytes at %llu) cannot hold %zu bytes",
+                   right, static_cast<unsigned long long>(d->right_buf.size),
+                   static_cast<unsigned long long>(d->right_off), bytes);
+  }
+  return Status::Ok();
+}
+
+// RingAllgatherSegments over the identity ring, each link direct or through
+// the slots as *d says. Chunk by chunk in lockstep as OpCtx::Exchange.
+Status RingAllgatherDirect(OpCtx& c, void* buf, size_t count, uint32_t step0, DirectRing* d) {
+  const int n = c.size(), me = c.rank();
+  const size_t es = c.es(), ce = c.chunk_elems();
+  char* out = static_cast<char*>(buf);
+  const int right = (me + 1) % n, left = (me + n - 1) % n;
+  auto begin = [&](int k) { return SegBegin(count, n, ((k % n) + n) % n); };
+  auto len = [&](int k) { return SegLen(count, n, ((k % n) + n) % n); };
+  // Direct writes are numbered over the whole allgather, alike on both ends
+  // (the sender's segment at step s is the receiver's); empty segments send
+  // nothing.
+  auto direct_chunks = [&](size_t m) { return m ? (m + ce - 1) / ce : 0; };
+  uint32_t qs = 0, qr = 0;
+  for (int s = 0; s < n - 1; ++s) {
+    const int sk = me + 1 - s, rk = me - s;
+    const size_t sb = begin(sk), sn = len(sk), rb = begin(rk), rn = len(rk);
+    const size_t ns = d->out ? direct_chunks(sn) : c.Chunks(sn);
+    const size_t nr = d->in ? direct_chunks(rn) : c.Chunks(rn);
+    for (size_t i = 0; i < ns || i < nr; ++i) {
+      const size_t off = i * ce;
+      if (i < ns) {
+        const size_t m = sn > off ? std::min(ce, sn - off) : 0;
+        const char* src = out + (sb + off) * es;
+        if (d->out)
+          ZC_RETURN_IF_ERROR(c.WriteDirect(right, src, m * es, d->right_buf,
+                                           d->right_off + (sb + off) * es, qs++));
+        else
+          ZC_RETURN_IF_ERROR(c.Send(right, m ? src : nullptr, m * es, MessageTag(step0 + s, i)));
+      }
+      if (i < nr) {
+        if (d->in) {
+          ZC_RETURN_IF_ERROR(c.AwaitDirect(left, qr++));
+        } else {
+          const size_t m = rn > off ? std::min(ce, rn - off) : 0;
+          const void* payload = nullptr;
+          ZC_RETURN_IF_ERROR(c.Recv(left, m * es, MessageTag(step0 + s, i), &payload));
+          if (m) memcpy(out + (rb + off) * es, payload, m * es);
+          ZC_RETURN_IF_ERROR(c.Release(left));
+        }
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 std::vector<int> RingPeers(int rank, int size) {
   if (size < 2) return {};
@@ -67,14 +167,18 @@ Status RingAllgatherSegments(OpCtx& c, const std::vector<int>& ring, int me, voi
 Status AllreduceRing(OpCtx& c, const void* send, void* recv, size_t count, zc_dtype dtype,
                      zc_op op) {
   const int n = c.size(), r = c.rank();
+  const size_t es = c.es();
   std::vector<int> ring(n);
   for (int i = 0; i < n; ++i) ring[i] = i;
+  DirectRing direct;
+  ZC_RETURN_IF_ERROR(
+      ExchangeDirectRing(c, (r + n - 1) % n, (r + 1) % n, recv, count * es, &direct));
   ZC_RETURN_IF_ERROR(RingReduceScatter(c, ring, r, send, recv, count, dtype, op, 0));
-  const size_t es = c.es();
   const int own = (r + 1) % n;
   if (op == ZC_AVG)
     ScaleDiv(dtype, static_cast<char*>(recv) + SegBegin(count, n, own) * es, SegLen(count, n, own), n);
-  return RingAllgatherSegments(c, ring, r, recv, count, n - 1);
+  if (!direct.in && !direct.out) return RingAllgatherSegments(c, ring, r, recv, count, n - 1);
+  return RingAllgatherDirect(c, recv, count, n - 1, &direct);
 }
 
 }  // namespace zc::coll

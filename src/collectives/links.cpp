@@ -37,7 +37,7 @@ Status Links::Ensure(const std::vector<int>& peers, const Deadline& dl) {
   for (int p : todo) {
     auto l = std::make_unique<Link>();
     st = dev_->Allocate(layout_.reader_bytes(), &l->slots);
-    if (st.ok()) st = dev_->Allocate(SlotLayout::kWriterBytes, &l->credit);
+    if (st.ok()) st = dev_->Allocate(kWordsBytes, &l->credit);
     if (!st.ok()) {
       if (l->slots) IgnoreError(dev_->Free(l->slots->data()), "cleanup after a failed allocation");
       break;
@@ -46,7 +46,7 @@ Status Links::Ensure(const std::vector<int>& peers, const Deadline& dl) {
     // says they were written. (Zeroing megabytes of slots made every new
     // communicator touch all of its link memory up front.)
     memset(l->slots->data(), 0, layout_.flags_bytes());
-    memset(l->credit->data(), 0, SlotLayout::kWriterBytes);
+    memset(l->credit->data(), 0, kWordsBytes);
     Link* raw = l.get();
     fresh[p] = std::move(l);
     std::string msg = raw->slots->remote().Serialize() + raw->credit->remote().Serialize();
@@ -67,6 +67,10 @@ Status Links::Ensure(const std::vector<int>& peers, const Deadline& dl) {
                  "(ZC_CHUNK differs between ranks?)", p,
                  static_cast<unsigned long long>(their_slots.size),
                  static_cast<unsigned long long>(layout_.reader_bytes()));
+    if (st.ok() && their_credit.size < kWordsBytes)
+      st = Error(ZC_ERR_MISMATCH, "rank %d's collective flags hold %llu bytes, this rank needs %llu "
+                 "(a different zcomm build?)", p, static_cast<unsigned long long>(their_credit.size),
+                 static_cast<unsigned long long>(kWordsBytes));
     if (!st.ok()) {
       st = st.with_context(Format("collective link with rank %d", p));
       break;
@@ -74,6 +78,7 @@ Status Links::Ensure(const std::vector<int>& peers, const Deadline& dl) {
     Link* l = fresh[p].get();
     l->writer.Init(dev_->device(), dev_->device_rank(p), layout_, l->credit, their_slots);
     l->reader.Init(dev_->device(), dev_->device_rank(p), layout_, l->slots, their_credit);
+    l->their_words = their_credit;
     links_[p] = std::move(fresh[p]);
     ZC_TRACE(kColl, "link with rank %d ready (%u slots of %llu bytes)", p, layout_.slots,
              static_cast<unsigned long long>(layout_.slot_bytes));
@@ -103,6 +108,25 @@ Status OpCtx::Send(int peer, const void* src, size_t bytes, uint64_t tag, const 
     aux[naux++] = block->elems;
   }
   return links_->at(peer).writer.Put(src, bytes, aux, naux, dl_);
+}
+
+Status OpCtx::WriteDirect(int peer, const void* src, size_t bytes, const RemoteRegion& dst,
+                          uint64_t dst_off, uint32_t q) {
+  Link& l = links_->at(peer);
+  const uint32_t j = q % Links::kSlots;
+  FlagWrite flag{&l.their_words, Links::DirectFlagOffset(j), l.direct_sent[j] + 1};
+  ZC_RETURN_IF_ERROR(dev_->channel(peer, static_cast<int>(j)).Write(src, bytes, dst, dst_off, &flag, dl_));
+  ++l.direct_sent[j];
+  return Status::Ok();
+}
+
+Status OpCtx::AwaitDirect(int peer, uint32_t q) {
+  Link& l = links_->at(peer);
+  const uint32_t j = q % Links::kSlots;
+  ZC_RETURN_IF_ERROR(dev_->WaitFlag(FlagAt(l.credit, Links::DirectFlagOffset(j)),
+                                    l.direct_seen[j] + 1, peer, dl_, "a direct write"));
+  ++l.direct_seen[j];
+  return Status::Ok();
 }
 
 Status OpCtx::BeginAgreement() {

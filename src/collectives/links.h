@@ -27,12 +27,21 @@ struct Link {
   SlotWriter writer;  // into the peer's slots
   SlotReader reader;  // from my slots
   MemRegion* slots = nullptr;   // my slots (peer writes)
-  MemRegion* credit = nullptr;  // my credit word (peer writes)
+  // My credit word (peer writes), then kSlots direct-write flags (peer
+  // writes, see OpCtx::WriteDirect), one cache line each.
+  MemRegion* credit = nullptr;
+  RemoteRegion their_words;  // the peer's credit word and direct-write flags
+  // Direct writes sent to / awaited from the peer per flag word, over the
+  // link's life (flags are monotonic, never cleared).
+  uint64_t direct_sent[4] = {}, direct_seen[4] = {};
 };
 
 class Links {
  public:
   static constexpr uint32_t kSlots = 4;
+  // The credit region: the slot writer's credit word, then kSlots flags.
+  static constexpr uint64_t kWordsBytes = SlotLayout::kWriterBytes + kSlots * 64;
+  static uint64_t DirectFlagOffset(uint32_t j) { return SlotLayout::kWriterBytes + uint64_t{j} * 64; }
 
   Links(Group* dev, size_t chunk_bytes);
   ~Links();
@@ -56,6 +65,8 @@ class Links {
   SlotLayout layout_;
   std::map<int, std::unique_ptr<Link>> links_;
 };
+
+static_assert(Links::kSlots == sizeof(Link::direct_sent) / sizeof(uint64_t), "a direct flag per slot");
 
 class OpCtx {
  public:
@@ -90,6 +101,18 @@ class OpCtx {
   Status Recv(int peer, size_t expect_bytes, uint64_t tag, const void** payload,
               const Block* block = nullptr);
   Status Release(int peer);
+
+  // Direct writes (tcp allreduce, allreduce_ring.cpp): `bytes` from src
+  // straight into the peer's memory `dst` at dst_off, no slot and no copy
+  // on arrival, completed by one of the link's kSlots flags. The q-th direct
+  // write of a call travels on connection q % kSlots with flag q % kSlots:
+  // each flag's writes share one ordered connection, while the payloads
+  // spread over the connections and their progress threads. AwaitDirect(q)
+  // on the receiver waits for the sender's WriteDirect(q); both sides must
+  // number their writes alike.
+  Status WriteDirect(int peer, const void* src, size_t bytes, const RemoteRegion& dst,
+                     uint64_t dst_off, uint32_t q);
+  Status AwaitDirect(int peer, uint32_t q);
 
   // Rooted collectives whose ranks could disagree on the root without any
   // message showing it (broadcast, reduce: two roots only send, or each

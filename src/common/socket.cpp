@@ -375,9 +375,32 @@ Status SendAllv(int fd, struct iovec* iov, int iovcnt, const Deadline& dl) {
   return Status::Ok();
 }
 
+namespace {
+// SO_RCVLOWAT for the rest of one RecvAll; back to 1 byte when it ends.
+class RecvLowat {
+ public:
+  explicit RecvLowat(int fd) : fd_(fd) {}
+  ~RecvLowat() { Set(1); }
+  void Set(size_t missing) {
+    int v = static_cast<int>(std::min(missing, kRecvLowatMax));
+    if (v == now_) return;
+    if (setsockopt(fd_, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v)) == 0) now_ = v;
+  }
+
+ private:
+  int fd_;
+  int now_ = 1;
+};
+}  // namespace
+
 Status RecvAll(int fd, void* buf, size_t len, const Deadline& dl) {
   char* p = static_cast<char*>(buf);
   size_t want = len;
+  // Loopback tcp between two busy ranks on few cores (measured with the tcp
+  // allreduce, docs/PERFORMANCE.md "TCP allreduce vs Gloo"): waking for every
+  // 64 KiB segment of a large payload cost a third of the context switches
+  // and a sixth of the CPU time per call.
+  RecvLowat lowat(fd);
   while (len > 0) {
     ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
     if (n > 0) {
@@ -392,6 +415,7 @@ Status RecvAll(int fd, void* buf, size_t len, const Deadline& dl) {
     int err = errno;
     if (err == EINTR) continue;
     if (err == EAGAIN || err == EWOULDBLOCK) {
+      lowat.Set(len > kRecvLowatMin ? len : 1);
       ZC_RETURN_IF_ERROR(WaitReady(fd, POLLIN, dl, "recv from"));
       continue;
     }

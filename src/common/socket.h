@@ -39,6 +39,12 @@ Status SendAll(int fd, const void* buf, size_t len, const Deadline& dl);
 // Sends every iovec; advances iov in place as bytes go out.
 Status SendAllv(int fd, struct iovec* iov, int iovcnt, const Deadline& dl);
 // EOF before len bytes -> ZC_ERR_PEER_LOST "connection closed by peer".
+// While more than kRecvLowatMin bytes are missing, the wait for them asks
+// the kernel (SO_RCVLOWAT) to wake it only when min(missing, kRecvLowatMax)
+// have arrived, not at every segment; the socket's low-water mark is back
+// at 1 byte when RecvAll returns.
+constexpr size_t kRecvLowatMin = 64 * 1024;
+constexpr size_t kRecvLowatMax = 1 << 20;
 Status RecvAll(int fd, void* buf, size_t len, const Deadline& dl);
 
 void SetNoDelay(int fd);

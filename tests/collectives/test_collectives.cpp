@@ -126,6 +126,69 @@ INSTANTIATE_TEST_SUITE_P(Tcp, AllreduceMatrix,
                                            MatrixCase{"auto", "tcp", 5}),
                          CaseName);
 
+// ---- tcp ring: the allgather writes straight into the neighbour's buffer ----
+
+// Pool memory (zc_mem_alloc) as receive buffer, the suite's default: the
+// direct writes land in a pool region rather than a registered user range.
+int PoolBuffersBody(int rank, size_t big) {
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  const int n = zc_size(comm);
+  void* s = nullptr;
+  void* r = nullptr;
+  CHILD_OK(zc_mem_alloc(comm, big * 8, &s));
+  CHILD_OK(zc_mem_alloc(comm, big * 8, &r));
+  int it = 100;
+  for (size_t count : {big, big - 1, size_t{65537}})
+    for (int inplace = 0; inplace < 2; ++inplace)
+      for (zc_dtype d : {ZC_FLOAT32, ZC_INT64}) {
+        ++it;
+        zc_op op = d == ZC_FLOAT32 ? ZC_SUM : ZC_MIN;
+        FillInput(d, op, s, count, rank, it);
+        void* out = inplace ? s : r;
+        CHILD_OK(zc_allreduce(comm, s, out, count, d, op));
+        CHILD_CHECK(n < 2 || strcmp(zc_last_algorithm(comm), "ring") == 0, "algorithm %s",
+                    zc_last_algorithm(comm));
+        for (size_t i = 0; i < count; ++i) {
+          std::string err = CheckReduced(d, op, out, i, i, n, it);
+          CHILD_CHECK(err.empty(), "rank %d count %zu %s: %s", rank, count,
+                      inplace ? "in place" : "out of place", err.c_str());
+        }
+      }
+  CHILD_OK(zc_mem_free(comm, s));
+  CHILD_OK(zc_mem_free(comm, r));
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+
+class TcpRingDirect : public ::testing::TestWithParam<int> {};
+
+// Every dtype and op, counts around the chunk boundaries of every element
+// size (ZC_CHUNK=64k: 65536 / es elements per chunk; a segment is count / n
+// elements), counts below the rank count (empty segments) and primes, in
+// place and out of place, many calls on the same buffers.
+TEST_P(TcpRingDirect, EveryDtypeOpChunkBoundary) {
+  const int n = GetParam();
+  std::vector<size_t> counts = {1, 2, 3, 5, 7919};
+  for (size_t per_chunk : {8192, 16384, 32768, 65536})
+    for (long d : {-1, 0, 1}) counts.push_back(per_chunk * n + d);
+  counts.push_back(3 * 65536 * n + n + 1);
+  std::vector<zc_dtype> dtypes(std::begin(kAllDtypes), std::end(kAllDtypes));
+  size_t big = n <= 3 ? (1u << 20) + 3 : 0;
+  auto res = RunRanks(n, [&](int rank) { return AllreduceMatrixBody(rank, counts, dtypes, "ring", big); },
+                      BaseEnv("tcp", "ring"), 280);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
+}
+
+TEST_P(TcpRingDirect, PoolBuffers) {
+  const int n = GetParam();
+  auto res = RunRanks(n, [&](int rank) { return PoolBuffersBody(rank, (1u << 20) + 7); },
+                      BaseEnv("tcp", "ring"), 120);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
+}
+
+INSTANTIATE_TEST_SUITE_P(Tcp, TcpRingDirect, ::testing::Values(2, 3, 5));
+
 // ---- bitwise ops (band, bor, bxor) on every integer dtype ----
 
 // Allreduce (with the algorithm ZC_ALGO forces), reduce to a rotating root

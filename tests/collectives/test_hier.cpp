@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <zcomm/zcomm.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -221,6 +222,51 @@ TEST(HierAllreduce, UnevenHosts) {
     return 0;
   }, HierEnv("hier"), 60);
   EXPECT_TRUE(AllOk(res)) << Describe(res);
+}
+
+// The flat ring across hosts mixes its links: ranks of one host pass
+// through shared-memory slots, ranks of different hosts write the allgather
+// straight into the neighbour's buffer over tcp (allreduce_ring.cpp), so a
+// rank may receive one way and send the other. Every dtype and op, counts
+// around the chunk boundaries, in place and out of place.
+TEST(HierAllreduce, RingWithMixedLinks) {
+  NEED_HOSTS();
+  for (std::vector<int> hosts : {std::vector<int>{0, 0, 1}, std::vector<int>{0, 1, 1, 0, 2}}) {
+    auto res = RunRanks(static_cast<int>(hosts.size()), [&](int rank) {
+      if (JoinHost(hosts, rank)) return 1;
+      zc_comm* comm = nullptr;
+      CHILD_OK(zc_init(&comm));
+      const int n = zc_size(comm);
+      std::vector<size_t> counts = {1, 3, 7919, 65537};
+      for (size_t per_chunk : {8192, 16384})
+        for (long d : {-1, 1}) counts.push_back(per_chunk * n + d);
+      size_t max = 0;
+      for (size_t c : counts) max = std::max(max, c);
+      std::vector<char> send(max * 8 + 64), recv(max * 8 + 64);
+      char* sb = send.data() + 1;
+      char* rb = recv.data() + 7;
+      int it = 0;
+      for (zc_dtype d : kAllDtypes)
+        for (zc_op op : OpsFor(d))
+          for (size_t count : counts)
+            for (int inplace = 0; inplace < 2; ++inplace) {
+              ++it;
+              FillInput(d, op, sb, count, rank, it);
+              char* out = inplace ? sb : rb;
+              CHILD_OK(zc_allreduce(comm, sb, out, count, d, op));
+              CHILD_CHECK(strcmp(zc_last_algorithm(comm), "ring") == 0, "algorithm %s",
+                          zc_last_algorithm(comm));
+              for (size_t i = 0; i < count; ++i) {
+                std::string err = CheckReduced(d, op, out, i, i, n, it);
+                CHILD_CHECK(err.empty(), "rank %d count %zu %s: %s", rank, count,
+                            inplace ? "in place" : "out of place", err.c_str());
+              }
+            }
+      CHILD_OK(zc_finalize(comm));
+      return 0;
+    }, HierEnv("ring", "120"), 240);
+    EXPECT_TRUE(AllOk(res)) << Describe(res);
+  }
 }
 
 // A rank whose count differs: ZC_ERR_MISMATCH naming both calls, from the

@@ -1,6 +1,7 @@
 // Socket helpers: address parsing, listen/accept/connect, all-or-error I/O
 // with odd sizes, peer loss and deadlines, interface selection.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -117,6 +118,63 @@ TEST(Socket, SendToClosedPeerIsPeerLost) {
   for (int i = 0; i < 50 && st.ok(); ++i)
     st = SendAll(a.get(), big.data(), big.size(), Deadline(5));
   EXPECT_EQ(st.code(), ZC_ERR_PEER_LOST) << st.message();
+}
+
+int RecvLowat(int fd) {
+  int v = -1;
+  socklen_t len = sizeof(v);
+  EXPECT_EQ(getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, &len), 0);
+  return v;
+}
+
+// Waits (deadline 10 s) until the receiver on fd waits for a large payload
+// with a raised low-water mark, as RecvAll does after a partial read.
+bool AwaitRaisedLowat(int fd) {
+  Deadline dl(10);
+  while (!dl.expired())
+    if (RecvLowat(fd) > 1) return true;
+  return false;
+}
+
+// A large RecvAll that has to wait asks to be woken only when most of the
+// rest is there (SO_RCVLOWAT), and leaves the mark at 1 byte however it
+// ends, so that the next poll for a small header still wakes.
+TEST(Socket, LargeRecvRaisesLowWaterMarkAndRestoresIt) {
+  ScopedFd a, b;
+  TcpPair(&a, &b);
+  const size_t total = 3 << 20, first = 100 << 10;
+  std::vector<char> src = Pattern(total, 7), dst(total, 0);
+  std::atomic<bool> raised{false};
+  std::thread sender([&] {
+    ASSERT_TRUE(SendAll(a.get(), src.data(), first, Deadline(10)).ok());
+    raised = AwaitRaisedLowat(b.get());
+    ASSERT_TRUE(SendAll(a.get(), src.data() + first, total - first, Deadline(10)).ok());
+  });
+  Status st = RecvAll(b.get(), dst.data(), total, Deadline(10));
+  sender.join();
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_TRUE(raised.load()) << "RecvAll waited without raising SO_RCVLOWAT";
+  EXPECT_EQ(dst, src);
+  EXPECT_EQ(RecvLowat(b.get()), 1);
+  // A small message after it is reported readable at once.
+  ASSERT_TRUE(SendAll(a.get(), "hdr", 3, Deadline(5)).ok());
+  pollfd p{b.get(), POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 5000), 1);
+}
+
+TEST(Socket, LowWaterMarkRestoredWhenThePeerGoesMidPayload) {
+  ScopedFd a, b;
+  TcpPair(&a, &b);
+  std::vector<char> src = Pattern(100 << 10, 3), dst(1 << 20, 0);
+  std::thread sender([&] {
+    ASSERT_TRUE(SendAll(a.get(), src.data(), src.size(), Deadline(10)).ok());
+    EXPECT_TRUE(AwaitRaisedLowat(b.get()));
+    a.reset();
+  });
+  Status st = RecvAll(b.get(), dst.data(), dst.size(), Deadline(10));
+  sender.join();
+  EXPECT_EQ(st.code(), ZC_ERR_PEER_LOST) << st.message();
+  EXPECT_EQ(RecvLowat(b.get()), 1);
 }
 
 TEST(Socket, RecvDeadline) {
