@@ -135,12 +135,19 @@ class Backoff {
   uint64_t count() const { return n_; }
   // Whether to check the deadline and peers' health now (see above).
   bool Due() const { return n_ >= spins_ || (n_ & (kCheckSpins - 1)) == 0; }
-  // Oversubscribed (more ranks than cores on this host): spin only briefly
-  // before yielding. Process-wide; set once by the Device.
-  static void SetOversubscribed(bool on) { g_spins.store(on ? 16 : kSpins, std::memory_order_relaxed); }
+  // Oversubscribed (more ranks than cores on this host): yield almost at
+  // once. The flag's setter often waits for this very core, so every spin
+  // delays it; with 16 spins, 4 ranks on 2 cores ran an 8-byte allreduce at
+  // 2.2-2.4 us in some runs and 4.4-6.4 us in others (the two ranks of a
+  // core fell out of step), with 2 at 2.2-2.5 us in every run
+  // (docs/PERFORMANCE.md, issue 14). Process-wide; set once by the Device.
+  static void SetOversubscribed(bool on) {
+    g_spins.store(on ? kOversubscribedSpins : kSpins, std::memory_order_relaxed);
+  }
 
  private:
   static constexpr uint64_t kSpins = 2000;
+  static constexpr uint64_t kOversubscribedSpins = 2;
   static constexpr uint64_t kNotifiedSpins = 64;
   static constexpr uint64_t kCheckSpins = 256;  // a power of two
   static inline std::atomic<uint64_t> g_spins{kSpins};
