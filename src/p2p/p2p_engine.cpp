@@ -123,9 +123,7 @@ Status P2pEngine::Isend(const void* buf, size_t bytes, int peer, int tag,
   uint32_t seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
   if (seq == 0) seq = next_seq_.fetch_add(1, std::memory_order_relaxed);  // 0: blocking zc::Send
   op->meta = Meta{bytes, kEager, seq, 0};
-  const size_t eager =
-      dev_->transport_to(op->dpeer) == TransportKind::kShm ? kEagerLimit : kNetworkEagerLimit;
-  if (bytes > eager) {
+  if (bytes > EagerLimit(dev_->transport_to(op->dpeer))) {
     // Rendezvous: expose the source where it lies (pool memory: zero copy).
     Status st = dev_->HoldLocalRegion(buf, bytes, &op->source);
     if (!st.ok()) return st.with_context(op->What());
@@ -295,7 +293,8 @@ bool P2pEngine::Pass() {
         if (recv_blocked.count(key)) break;
         Arrival in{op.rbuf, op.bytes};
         Status st;
-        if (!cp->TryRecvWith(op.dpeer, MetaTag(context_, op.tag), &TakeMeta, &in, &st)) {
+        if (!cp->TryRecvWith(op.dpeer, MetaTag(context_, op.tag), &TakeMetaPieces<ControlPlane::Piece>,
+                             &in, &st)) {
           if (!st.ok()) Complete(op, st.with_context(op.What()));
           else recv_blocked.insert(key);
           break;

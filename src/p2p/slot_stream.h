@@ -21,6 +21,7 @@
 #include "common/deadline.h"
 #include "common/status.h"
 #include "p2p/mem_region.h"
+#include "p2p/transport.h"
 
 namespace zc {
 
@@ -66,9 +67,18 @@ class SlotWriter {
   // plus the data).
   Status Put2(const void* a, uint64_t abytes, const void* b, uint64_t bbytes,
               const uint64_t* aux, int naux, const Deadline& dl);
+  // A message of several slots: the pieces' concatenation cut into n
+  // consecutive slots (n <= layout.slots, each part <= slot_bytes), written
+  // back to back once all n slots are free, so that the reader, having seen
+  // the first, only waits for data already in flight. aux[0..naux) goes in
+  // every part's header; aux word 1 (naux >= 2 required) is set to n.
+  Status PutSpan(const SrcPiece* pieces, int npieces, uint64_t total, uint32_t n, uint64_t* aux,
+                 int naux, const Deadline& dl);
   // True when the next Put needs no wait: a slot is free (its credit has
   // come back). Non-blocking; for callers that must not wait for the peer.
-  bool HasCredit() const;
+  bool HasCredit() const { return HasCredits(1); }
+  // True when the next n slots are free.
+  bool HasCredits(uint32_t n) const;
   uint64_t sent() const { return sent_; }
   int peer() const { return peer_; }
   const SlotLayout& layout() const { return layout_; }
@@ -77,7 +87,10 @@ class SlotWriter {
   Status Drain(const Deadline& dl);
 
  private:
-  Status WaitCredit(const Deadline& dl);
+  Status WaitCredit(const Deadline& dl, uint32_t n = 1);
+  // One slot's write: header + pieces + flag (the slot is free).
+  Status WriteSlot(const SrcPiece* pieces, int n, uint64_t bytes, const uint64_t* aux, int naux,
+                   const Deadline& dl);
   char* Direct();
   Device* dev_ = nullptr;
   int peer_ = -1, channel_ = 0;
@@ -99,12 +112,18 @@ class SlotReader {
   void Init(Device* dev, int peer, const SlotLayout& layout, MemRegion* local,
             const RemoteRegion& remote, int channel_index = 0);
   // Waits for the next message; the pointers stay valid until Release().
-  Status Next(const SlotHeader** header, const void** payload, const Deadline& dl);
+  Status Next(const SlotHeader** header, const void** payload, const Deadline& dl) {
+    return Peek(0, header, payload, dl);
+  }
+  // Waits for the message `ahead` places after the next one (0: the next;
+  // ahead < layout.slots), leaving it unconsumed; valid until Release().
+  Status Peek(uint32_t ahead, const SlotHeader** header, const void** payload, const Deadline& dl);
   // True when the next message has arrived (no wait). Safe to call without
   // the owner's lock, as a hint.
   bool Ready() const;
-  // Returns the slot to the writer (one flag-only write of the credit).
-  Status Release(const Deadline& dl);
+  // Returns the next n slots (read with Next/Peek) to the writer: one
+  // flag-only write of the credit.
+  Status Release(const Deadline& dl, uint32_t n = 1);
   uint64_t received() const { return consumed_.load(std::memory_order_relaxed); }
   int peer() const { return peer_; }
 

@@ -49,10 +49,13 @@ class P2p : public ::testing::TestWithParam<const char*> {
 };
 
 // Every pair exchanges messages of odd sizes in both directions (either side
-// of the eager limits: 8 KiB on shm, 32 KiB on tcp), from user
-// memory at unaligned addresses and from pool memory.
+// of the eager limits: 8 KiB on shm, 256 KiB on tcp; on tcp also either side
+// of the control-slot boundaries an eager message spans: 32832 payload bytes a
+// slot, less the 24-byte meta), from user memory at unaligned addresses and
+// from pool memory.
 TEST_P(P2p, SendRecvAllSizesAllPairs) {
-  const size_t sizes[] = {0, 1, 7, 4095, 4096, 4097, 8192, 8193, 32768, 32769, (1u << 20) + 3};
+  const size_t sizes[] = {0,     1,      7,      4095,   4096,   4097,   8192,  8193, 32768,
+                          32769, 32808,  32809,  65640,  65641,  100003, 262144, 262145, (1u << 20) + 3};
   for (int n : {2, 3}) {
     auto res = RunRanks(n, [&](int rank) -> int {
       zc_comm* comm;
@@ -99,15 +102,15 @@ TEST_P(P2p, SizeMismatchIsReported) {
   auto res = RunRanks(2, [&](int rank) -> int {
     zc_comm* comm;
     CHILD_CHECK(zc_init(&comm) == ZC_OK, "init");
-    std::vector<char> buf(100000);
+    std::vector<char> buf(300000);
     if (rank == 0) {
-      zc_status s = zc_send(comm, buf.data(), 100000, 1, 3);
+      zc_status s = zc_send(comm, buf.data(), 300000, 1, 3);
       CHILD_CHECK(s == ZC_ERR_MISMATCH, "sender got %s", zc_status_string(s));
-      CHILD_CHECK(strstr(zc_last_error(comm), "99999") != nullptr, "message: %s", zc_last_error(comm));
+      CHILD_CHECK(strstr(zc_last_error(comm), "299999") != nullptr, "message: %s", zc_last_error(comm));
       s = zc_send(comm, buf.data(), 10, 1, 4);  // eager: the receiver reports it
       CHILD_CHECK(s == ZC_OK, "eager sender got %s", zc_status_string(s));
     } else {
-      zc_status s = zc_recv(comm, buf.data(), 99999, 0, 3);
+      zc_status s = zc_recv(comm, buf.data(), 299999, 0, 3);
       CHILD_CHECK(s == ZC_ERR_MISMATCH, "receiver got %s", zc_status_string(s));
       CHILD_CHECK(strstr(zc_last_error(comm), "peer 0") != nullptr, "message: %s", zc_last_error(comm));
       s = zc_recv(comm, buf.data(), 11, 0, 4);
