@@ -117,11 +117,20 @@ Status ControlPlane::TryTake(Peer& p, uint64_t tag, Consumer consume, void* ctx,
     if (n > p.max_span) return Error(ZC_ERR_INTERNAL, "control message from peer %d spans %llu slots",
                                      p.reader.peer(), static_cast<unsigned long long>(n));
     const uint64_t msg_tag = h->aux[0];
+    const SlotHeader* const first = h;
+    const void* const first_payload = payload;
     Piece parts[kSlots];
-    for (uint32_t i = 0; i < n; ++i) {
+    // The last part first: one wait (one wake-up) for the whole message
+    // rather than one per part; the others have then arrived too (the
+    // parts travel in order on one connection).
+    for (uint32_t j = 0; j < n; ++j) {
+      const uint32_t i = j == 0 ? static_cast<uint32_t>(n - 1) : j - 1;
       if (i) {
         Status st = p.reader.Peek(i, &h, &payload, dev_->NewDeadline());
         if (!st.ok()) return st.with_context("the rest of a control message spanning slots");
+      } else {
+        h = first;
+        payload = first_payload;
       }
       parts[i] = {static_cast<const char*>(payload), h->bytes > p.max_message ? p.max_message : h->bytes};
     }

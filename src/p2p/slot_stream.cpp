@@ -74,17 +74,24 @@ Status SlotWriter::PutSpan(const SrcPiece* pieces, int npieces, uint64_t total, 
   // seen the first, so they must never wait for its credits.
   ZC_RETURN_IF_ERROR(WaitCredit(dl, n));
   aux[1] = n;
+  if (n > kMaxSpan) return Error(ZC_ERR_INTERNAL, "slot span of %u slots (at most %u)", n, kMaxSpan);
+  // Part i: header i, then the next min(slot_bytes, rest) bytes of the
+  // pieces (at most 8 of them).
+  SlotHeader heads[kMaxSpan];
+  SrcPiece sub[kMaxSpan][9];
+  GatherWrite parts[kMaxSpan];
   int pi = 0;
-  uint64_t pofs = 0;  // bytes of pieces[pi] already sent
+  uint64_t pofs = 0;  // bytes of pieces[pi] already placed
   for (uint32_t part = 0; part < n; ++part) {
-    // This part: the next min(slot_bytes, rest) bytes of the pieces (at most 8 of them).
-    SrcPiece sub[8];
-    int ns = 0;
     uint64_t want = std::min<uint64_t>(layout_.slot_bytes, total - part * layout_.slot_bytes);
-    const uint64_t bytes = want;
-    while (want && pi < npieces && ns < 8) {
+    heads[part] = SlotHeader{};
+    heads[part].bytes = want;
+    for (int i = 0; i < naux && i < 7; ++i) heads[part].aux[i] = aux[i];
+    int ns = 0;
+    sub[part][ns++] = {&heads[part], sizeof(SlotHeader)};
+    while (want && pi < npieces && ns < 9) {
       uint64_t take = std::min<uint64_t>(want, pieces[pi].bytes - pofs);
-      if (take) sub[ns++] = {static_cast<const char*>(pieces[pi].data) + pofs, take};
+      if (take) sub[part][ns++] = {static_cast<const char*>(pieces[pi].data) + pofs, take};
       want -= take;
       pofs += take;
       if (pofs == pieces[pi].bytes) {
@@ -94,8 +101,20 @@ Status SlotWriter::PutSpan(const SrcPiece* pieces, int npieces, uint64_t total, 
     }
     if (want) return Error(ZC_ERR_INTERNAL, "slot span: pieces shorter than %llu bytes",
                            static_cast<unsigned long long>(total));
-    ZC_RETURN_IF_ERROR(WriteSlot(sub, ns, bytes, aux, naux, dl));
+    const uint32_t k = static_cast<uint32_t>((sent_ + part) % layout_.slots);
+    parts[part] = GatherWrite{sub[part], ns, layout_.header_offset(k),
+                              FlagWrite{&remote_, layout_.flag_offset(k), sent_ + part + 1}};
   }
+  if (char* d = Direct()) {
+    ZC_RETURN_IF_ERROR(dev_->KnownHealth(peer_));
+    for (uint32_t part = 0; part < n; ++part)
+      WriteMapped(d, parts[part].dst_off, parts[part].src, parts[part].n, &parts[part].flag);
+  } else {
+    // One batch on one connection (one system call on tcp): the reader
+    // gets the whole message at once, in order.
+    ZC_RETURN_IF_ERROR(dev_->channel(peer_, channel_).WriteBatch(parts, static_cast<int>(n), remote_, dl));
+  }
+  sent_ += n;
   return Status::Ok();
 }
 

@@ -74,6 +74,7 @@ class SlotWriter {
   // every part's header; aux word 1 (naux >= 2 required) is set to n.
   Status PutSpan(const SrcPiece* pieces, int npieces, uint64_t total, uint32_t n, uint64_t* aux,
                  int naux, const Deadline& dl);
+  static constexpr uint32_t kMaxSpan = 16;
   // True when the next Put needs no wait: a slot is free (its credit has
   // come back). Non-blocking; for callers that must not wait for the peer.
   bool HasCredit() const { return HasCredits(1); }

@@ -103,6 +103,14 @@ struct SrcPiece {
   size_t bytes;
 };
 
+// One write of a batch (Connection::WriteBatch): src[0..n) to dst_off, then flag.
+struct GatherWrite {
+  const SrcPiece* src;
+  int n;
+  uint64_t dst_off;
+  FlagWrite flag;
+};
+
 // One connection to one peer (the paper's QP).
 class Connection {
  public:
@@ -121,6 +129,14 @@ class Connection {
   // then the flag: Write() of their concatenation without joining them
   // first. The default issues one Write per piece (the flag with the last);
   // tcp sends one message.
+  // Several gathered writes into dst, in order (each one's flag after its
+  // data): WriteGather for each; tcp sends them in one system call.
+  virtual Status WriteBatch(const GatherWrite* w, int n, const RemoteRegion& dst,
+                            const Deadline& deadline) {
+    for (int i = 0; i < n; ++i)
+      ZC_RETURN_IF_ERROR(WriteGather(w[i].src, w[i].n, dst, w[i].dst_off, &w[i].flag, deadline));
+    return Status::Ok();
+  }
   virtual Status WriteGather(const SrcPiece* src, int n, const RemoteRegion& dst,
                              uint64_t dst_off, const FlagWrite* flag,
                              const Deadline& deadline) {

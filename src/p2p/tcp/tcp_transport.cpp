@@ -79,6 +79,7 @@ class TcpConnection : public Connection {
               const Deadline& deadline) override;
   Status WriteGather(const SrcPiece* src, int n, const RemoteRegion& dst, uint64_t dst_off,
                      const FlagWrite* flag, const Deadline& deadline) override;
+  Status WriteBatch(const GatherWrite* w, int n, const RemoteRegion& dst, const Deadline& deadline) override;
 
  private:
   TcpTransport* t_;
@@ -121,6 +122,32 @@ class TcpTransport : public Transport {
     int k = 1;
     for (int i = 0; i < n && k < 8; ++i)
       if (pieces[i].bytes) iov[k++] = {const_cast<void*>(pieces[i].data), pieces[i].bytes};
+    Status st = net::SendAllv(s->fd, iov, k, dl);
+    if (!st.ok() && st.code() == ZC_ERR_PEER_LOST) {
+      s->dead.store(true);
+      host_->OnPeerLost(s->peer, st.with_context(Format("tcp send to peer %d", s->peer)));
+    }
+    return st.ok() ? st : st.with_context(Format("tcp write to peer %d", s->peer));
+  }
+
+  // Several messages in one system call: hs[i] then its pieces (at most 7
+  // non-empty ones each, kMaxBatch messages).
+  static constexpr int kMaxBatch = 16;
+  Status SendBatch(Socket* s, const MsgHeader* hs, const GatherWrite* w, int n, const Deadline& dl) {
+    std::lock_guard<std::mutex> lock(s->send_mu);
+    if (s->dead.load()) return host_->Health(s->peer).ok()
+                                   ? Error(ZC_ERR_PEER_LOST, "connection to peer %d is closed", s->peer)
+                                   : host_->Health(s->peer);
+    struct iovec iov[kMaxBatch * 8];
+    int k = 0;
+    for (int i = 0; i < n; ++i) {
+      iov[k++] = {const_cast<MsgHeader*>(&hs[i]), sizeof(MsgHeader)};
+      for (int j = 0, used = 0; j < w[i].n && used < 7; ++j)
+        if (w[i].src[j].bytes) {
+          iov[k++] = {const_cast<void*>(w[i].src[j].data), w[i].src[j].bytes};
+          ++used;
+        }
+    }
     Status st = net::SendAllv(s->fd, iov, k, dl);
     if (!st.ok() && st.code() == ZC_ERR_PEER_LOST) {
       s->dead.store(true);
@@ -722,6 +749,30 @@ Status TcpConnection::WriteGather(const SrcPiece* src, int n, const RemoteRegion
     h.flag_value = flag->value;
   }
   return t_->SendMsgV(s_, h, src, n, deadline);
+}
+
+Status TcpConnection::WriteBatch(const GatherWrite* w, int n, const RemoteRegion& dst,
+                                 const Deadline& deadline) {
+  bool small = n <= TcpTransport::kMaxBatch;
+  for (int i = 0; small && i < n; ++i) {
+    int used = 0;
+    for (int j = 0; j < w[i].n; ++j) used += w[i].src[j].bytes != 0;
+    small = used <= 7;
+  }
+  if (!small) return Connection::WriteBatch(w, n, dst, deadline);
+  MsgHeader hs[TcpTransport::kMaxBatch] = {};
+  for (int i = 0; i < n; ++i) {
+    MsgHeader& h = hs[i];
+    h.magic = kMagic;
+    h.type = kWrite;
+    h.region_id = dst.id;
+    h.offset = w[i].dst_off;
+    for (int j = 0; j < w[i].n; ++j) h.bytes += w[i].src[j].bytes;
+    h.flag_region_id = w[i].flag.region->id;
+    h.flag_offset = w[i].flag.offset;
+    h.flag_value = w[i].flag.value;
+  }
+  return t_->SendBatch(s_, hs, w, n, deadline);
 }
 
 Status TcpConnection::Read(void* dst, size_t bytes, const RemoteRegion& src, uint64_t src_off,
