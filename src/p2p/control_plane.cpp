@@ -95,6 +95,30 @@ Status ControlPlane::Send2(int peer, uint64_t tag, const void* a, size_t abytes,
 }
 
 Status ControlPlane::TryTake(Peer& p, uint64_t tag, Consumer consume, void* ctx, bool* done,
+                             const Deadline& dl, bool defer_credit) {
+  Status st = TakeOne(p, tag, consume, ctx, done, dl);
+  if (defer_credit) {
+    p.credit_pending.store(p.reader.credit_pending(), std::memory_order_relaxed);
+    return st;
+  }
+  Status credit = p.reader.Credit(dl);
+  p.credit_pending.store(false, std::memory_order_relaxed);
+  return st.ok() ? credit : st;
+}
+
+Status ControlPlane::FlushCredits() {
+  Status first;
+  for (auto& pp : peers_) {
+    if (!pp || !pp->credit_pending.load(std::memory_order_relaxed)) continue;
+    std::lock_guard<std::mutex> lock(pp->recv_mu);
+    Status st = pp->reader.Credit(dev_->NewDeadline());
+    pp->credit_pending.store(false, std::memory_order_relaxed);
+    if (first.ok()) first = st;
+  }
+  return first;
+}
+
+Status ControlPlane::TakeOne(Peer& p, uint64_t tag, Consumer consume, void* ctx, bool* done,
                              const Deadline& dl) {
   *done = false;
   for (;;) {
@@ -137,7 +161,7 @@ Status ControlPlane::TryTake(Peer& p, uint64_t tag, Consumer consume, void* ctx,
     if (msg_tag == tag) {
       // In place: the slots stay ours until Release.
       Status st = consume(ctx, parts, static_cast<int>(n));
-      Status rel = p.reader.Release(dl, static_cast<uint32_t>(n));
+      Status rel = p.reader.Release(dl, static_cast<uint32_t>(n), /*credit=*/false);
       *done = true;
       return st.ok() ? rel : st;
     }
@@ -145,7 +169,7 @@ Status ControlPlane::TryTake(Peer& p, uint64_t tag, Consumer consume, void* ctx,
     ZC_RETURN_IF_ERROR(CopyOut(&copy, parts, static_cast<int>(n)));
     p.queued.emplace_back(msg_tag, std::move(copy));
     p.queued_n.store(p.queued.size(), std::memory_order_relaxed);
-    ZC_RETURN_IF_ERROR(p.reader.Release(dl, static_cast<uint32_t>(n)));
+    ZC_RETURN_IF_ERROR(p.reader.Release(dl, static_cast<uint32_t>(n), /*credit=*/false));
   }
 }
 
@@ -170,11 +194,12 @@ Status ControlPlane::TrySend2(int peer, uint64_t tag, const void* a, size_t abyt
   return Status::Ok();
 }
 
-bool ControlPlane::TryRecv(int peer, uint64_t tag, std::string* msg, Status* st) {
-  return TryRecvWith(peer, tag, &ControlPlane::CopyOut, msg, st) && st->ok();
+bool ControlPlane::TryRecv(int peer, uint64_t tag, std::string* msg, Status* st, bool defer_credit) {
+  return TryRecvWith(peer, tag, &ControlPlane::CopyOut, msg, st, defer_credit) && st->ok();
 }
 
-bool ControlPlane::TryRecvWith(int peer, uint64_t tag, Consumer consume, void* ctx, Status* st) {
+bool ControlPlane::TryRecvWith(int peer, uint64_t tag, Consumer consume, void* ctx, Status* st,
+                               bool defer_credit) {
   *st = Status::Ok();
   if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer]) {
     *st = Error(ZC_ERR_INVALID_ARG, "control message from invalid peer %d", peer);
@@ -183,7 +208,7 @@ bool ControlPlane::TryRecvWith(int peer, uint64_t tag, Consumer consume, void* c
   Peer& p = *peers_[peer];
   std::lock_guard<std::mutex> lock(p.recv_mu);
   bool done = false;
-  *st = TryTake(p, tag, consume, ctx, &done, Deadline(1.0));
+  *st = TryTake(p, tag, consume, ctx, &done, Deadline(1.0), defer_credit);
   return done;
 }
 

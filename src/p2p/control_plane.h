@@ -53,10 +53,15 @@ class ControlPlane {
   using Consumer = Status (*)(void* ctx, const Piece* pieces, int n);
   Status RecvWith(int peer, uint64_t tag, Consumer consume, void* ctx, const Deadline& dl);
   // Non-blocking: a queued or arrived message with this tag, if any.
-  bool TryRecv(int peer, uint64_t tag, std::string* msg, Status* st);
+  // defer_credit: the slots' credits may wait for FlushCredits, which the
+  // caller promises to call soon (one credit write for many messages).
+  bool TryRecv(int peer, uint64_t tag, std::string* msg, Status* st, bool defer_credit = false);
   // Non-blocking RecvWith: true when a message with this tag was handed to
   // consume (*st: consume's status, or the stream's error).
-  bool TryRecvWith(int peer, uint64_t tag, Consumer consume, void* ctx, Status* st);
+  bool TryRecvWith(int peer, uint64_t tag, Consumer consume, void* ctx, Status* st,
+                   bool defer_credit = false);
+  // Writes the credits that deferring receives left pending.
+  Status FlushCredits();
   // Non-blocking Send2: *sent = false (and Ok) when no slot is free now or
   // another thread is sending to this peer; the caller retries later. Never
   // waits for the peer (the write itself may take as long as the transfer).
@@ -76,10 +81,15 @@ class ControlPlane {
     SlotReader reader;
     std::deque<std::pair<uint64_t, std::string>> queued;
     std::atomic<size_t> queued_n{0};  // queued.size(), readable without recv_mu
+    std::atomic<bool> credit_pending{false};  // reader's credit deferred (FlushCredits)
   };
   // One step of a receive under p.recv_mu: a queued message with the tag, or
   // the next arrival (consumed in place when it has the tag, queued if not).
-  Status TryTake(Peer& p, uint64_t tag, Consumer consume, void* ctx, bool* done, const Deadline& dl);
+  // Credits for all messages it consumed: one write at its end, or none
+  // when defer_credit (then p.credit_pending is set).
+  Status TryTake(Peer& p, uint64_t tag, Consumer consume, void* ctx, bool* done, const Deadline& dl,
+                 bool defer_credit = false);
+  Status TakeOne(Peer& p, uint64_t tag, Consumer consume, void* ctx, bool* done, const Deadline& dl);
   static Status CopyOut(void* ctx, const Piece* pieces, int n);  // into a std::string
   // Slots a message of `bytes` takes, or an error when it is too large.
   Status SpanOf(const Peer& p, int peer, size_t bytes, uint32_t* n) const;

@@ -294,7 +294,7 @@ bool P2pEngine::Pass() {
         Arrival in{op.rbuf, op.bytes};
         Status st;
         if (!cp->TryRecvWith(op.dpeer, MetaTag(context_, op.tag), &TakeMetaPieces<ControlPlane::Piece>,
-                             &in, &st)) {
+                             &in, &st, /*defer_credit=*/true)) {
           if (!st.ok()) Complete(op, st.with_context(op.What()));
           else recv_blocked.insert(key);
           break;
@@ -334,11 +334,13 @@ bool P2pEngine::Pass() {
   for (const auto& key : ack_keys) {
     std::string msg;
     Status st;
-    while (cp->TryRecv(key.first, AckTag(context_, key.second), &msg, &st)) {
+    while (cp->TryRecv(key.first, AckTag(context_, key.second), &msg, &st, /*defer_credit=*/true)) {
       moved = true;
       Dispatch(key.first, key.second, msg);
     }
   }
+  // One credit write per peer for all the messages this pass took.
+  IgnoreError(cp->FlushCredits(), "a lost peer fails its requests through Health below");
   // Deadlines and peers' health.
   for (auto& ptr : ops_) {
     Op& op = *ptr;
@@ -389,6 +391,8 @@ void P2pEngine::HandleMeta(Op& op) {
 }
 
 void P2pEngine::StartRead(Op& op) {
+  // The read may take a while: the peer must not wait for our credits.
+  IgnoreError(dev_->control()->FlushCredits(), "a lost peer fails the read too");
   RemoteRegion src;
   Status st = RemoteRegion::Parse(op.desc, &src);
   // One-sided read straight into the user's buffer (blocks for the transfer only).

@@ -159,6 +159,7 @@ void SlotReader::Init(Device* dev, int peer, const SlotLayout& layout, MemRegion
   channel_ = channel_index;
   consumed_.store(0, std::memory_order_relaxed);
   holding_ = false;
+  credited_ = 0;
   direct_ = nullptr;
   direct_resolved_ = false;
 }
@@ -183,12 +184,20 @@ Status SlotReader::Peek(uint32_t ahead, const SlotHeader** header, const void** 
   return Status::Ok();
 }
 
-Status SlotReader::Release(const Deadline& dl, uint32_t n) {
+Status SlotReader::Release(const Deadline& dl, uint32_t n, bool credit) {
   if (!holding_ || n == 0 || n > layout_.slots)
     return Error(ZC_ERR_INTERNAL, "slot release of %u without a message", n);
   holding_ = false;
   const uint64_t c = consumed_.load(std::memory_order_relaxed) + n;
   consumed_.store(c, std::memory_order_relaxed);
+  if (!credit && c - credited_ < (layout_.slots + 1) / 2) return Status::Ok();
+  return Credit(dl);
+}
+
+Status SlotReader::Credit(const Deadline& dl) {
+  const uint64_t c = consumed_.load(std::memory_order_relaxed);
+  if (c == credited_) return Status::Ok();
+  credited_ = c;
   if (!direct_resolved_) {
     direct_resolved_ = true;
     if (remote_.Contains(0, 8)) direct_ = dev_->channel(peer_, channel_).DirectAddress(remote_);

@@ -123,8 +123,13 @@ class SlotReader {
   // the owner's lock, as a hint.
   bool Ready() const;
   // Returns the next n slots (read with Next/Peek) to the writer: one
-  // flag-only write of the credit.
-  Status Release(const Deadline& dl, uint32_t n = 1);
+  // flag-only write of the credit. credit = false leaves the write to a
+  // later Release or Credit (one write for several messages), unless half
+  // the slots would then wait for it.
+  Status Release(const Deadline& dl, uint32_t n = 1, bool credit = true);
+  // Writes the credit of every message released so far, if not yet written.
+  Status Credit(const Deadline& dl);
+  bool credit_pending() const { return credited_ != consumed_.load(std::memory_order_relaxed); }
   uint64_t received() const { return consumed_.load(std::memory_order_relaxed); }
   int peer() const { return peer_; }
 
@@ -138,6 +143,7 @@ class SlotReader {
   // asked, as a hint, by threads that do not hold the owner's lock.
   std::atomic<uint64_t> consumed_{0};
   bool holding_ = false;
+  uint64_t credited_ = 0;  // the last credit written
   // The writer's credit word mapped here (shm), resolved on first use.
   char* direct_ = nullptr;
   bool direct_resolved_ = false;
