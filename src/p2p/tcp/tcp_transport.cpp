@@ -47,6 +47,12 @@ struct Socket {
   std::mutex send_mu;
   std::atomic<bool> dead{false};
   std::atomic<bool> said_bye{false};  // the peer finalized; every earlier message on this socket was handled
+  // What one recv took off the socket beyond the message being handled
+  // (its progress thread only): a burst of small messages costs one system
+  // call, not two per message (header, then payload).
+  static constexpr size_t kRecvBuf = 16384;
+  std::unique_ptr<char[]> rbuf{new char[kRecvBuf]};
+  size_t rpos = 0, rend = 0;
 };
 
 // Answers the read requests that one progress thread receives, on a thread
@@ -181,6 +187,10 @@ class TcpTransport : public Transport {
   // Handles one message; returns non-OK when the socket must be dropped.
   // Read requests are queued for responder, never answered here.
   Status HandleMessage(Socket* s, Responder* responder);
+  // One recv into the socket's buffer, then every whole message there.
+  Status Pump(Socket* s, Responder* responder);
+  // n bytes of the stream: the buffered ones, then straight from the socket.
+  Status TakeBytes(Socket* s, void* dst, size_t n, const Deadline& dl);
   void ResponderLoop(Responder* r);
   // Sends the reply to one read request (the bytes, or a refusal).
   Status AnswerRead(Socket* s, const MsgHeader& req);
@@ -190,7 +200,7 @@ class TcpTransport : public Transport {
       if (s->peer == peer && !s->said_bye.load()) return false;
     return true;
   }
-  Status Drain(int fd, uint64_t bytes);
+  Status Drain(Socket* s, uint64_t bytes);
 
   TransportHost* host_;
   const TransportSetup setup_;
@@ -519,12 +529,46 @@ Status TcpTransport::Connect(const std::vector<std::string>& all) {
   return Status::Ok();
 }
 
-Status TcpTransport::Drain(int fd, uint64_t bytes) {
+Status TcpTransport::TakeBytes(Socket* s, void* dst, size_t n, const Deadline& dl) {
+  const size_t have = std::min(n, s->rend - s->rpos);
+  if (have) {
+    memcpy(dst, s->rbuf.get() + s->rpos, have);
+    s->rpos += have;
+  }
+  return n > have ? net::RecvAll(s->fd, static_cast<char*>(dst) + have, n - have, dl) : Status::Ok();
+}
+
+Status TcpTransport::Pump(Socket* s, Responder* responder) {
+  if (s->rpos == s->rend) {
+    s->rpos = s->rend = 0;
+  } else if (s->rpos > 0) {
+    memmove(s->rbuf.get(), s->rbuf.get() + s->rpos, s->rend - s->rpos);
+    s->rend -= s->rpos;
+    s->rpos = 0;
+  }
+  for (;;) {
+    ssize_t n = recv(s->fd, s->rbuf.get() + s->rend, Socket::kRecvBuf - s->rend, MSG_DONTWAIT);
+    if (n > 0) {
+      s->rend += static_cast<size_t>(n);
+      break;
+    }
+    if (n == 0)
+      return Error(ZC_ERR_PEER_LOST, "tcp: recv from peer %d: connection closed by peer", s->peer);
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::Ok();
+    return Error(ZC_ERR_PEER_LOST, "tcp: recv from peer %d: %s", s->peer, strerror(errno));
+  }
+  while (s->rend - s->rpos >= sizeof(MsgHeader) && !s->said_bye.load())
+    ZC_RETURN_IF_ERROR(HandleMessage(s, responder));
+  return Status::Ok();
+}
+
+Status TcpTransport::Drain(Socket* s, uint64_t bytes) {
   char buf[16384];
   Deadline dl(setup_.config.timeout_s);
   while (bytes) {
     size_t n = bytes < sizeof(buf) ? bytes : sizeof(buf);
-    ZC_RETURN_IF_ERROR(net::RecvAll(fd, buf, n, dl));
+    ZC_RETURN_IF_ERROR(TakeBytes(s, buf, n, dl));
     bytes -= n;
   }
   return Status::Ok();
@@ -533,7 +577,7 @@ Status TcpTransport::Drain(int fd, uint64_t bytes) {
 Status TcpTransport::HandleMessage(Socket* s, Responder* responder) {
   MsgHeader h;
   Deadline dl(setup_.config.timeout_s);
-  ZC_RETURN_IF_ERROR(net::RecvAll(s->fd, &h, sizeof(h), dl));
+  ZC_RETURN_IF_ERROR(TakeBytes(s, &h, sizeof(h), dl));
   ZC_RETURN_IF_ERROR(tcp_wire::CheckHeader(h, s->peer));
   switch (h.type) {
     case kWrite: {
@@ -549,10 +593,10 @@ Status TcpTransport::HandleMessage(Socket* s, Responder* responder) {
             ZC_WARN(kTcp, "peer %d wrote %llu bytes to unknown or too small region %llu: dropped",
                     s->peer, static_cast<unsigned long long>(h.bytes),
                     static_cast<unsigned long long>(h.region_id));
-          ZC_RETURN_IF_ERROR(Drain(s->fd, h.bytes));
+          ZC_RETURN_IF_ERROR(Drain(s, h.bytes));
         } else {
           // Zero copy: straight from the socket into the target region.
-          ZC_RETURN_IF_ERROR(net::RecvAll(s->fd, static_cast<char*>(r->data()) + h.offset, h.bytes, dl));
+          ZC_RETURN_IF_ERROR(TakeBytes(s, static_cast<char*>(r->data()) + h.offset, h.bytes, dl));
         }
       }
       if (h.flag_region_id) {
@@ -592,7 +636,7 @@ Status TcpTransport::HandleMessage(Socket* s, Responder* responder) {
       }
       if (!p || !tcp_wire::ReadRespFits(h, p->bytes)) {
         // The reader gave up (deadline): throw the data away.
-        return Drain(s->fd, h.bytes);
+        return Drain(s, h.bytes);
       }
       if (h.status) {
         p->status = tcp_wire::RefusedRead(h, s->peer);
@@ -600,7 +644,7 @@ Status TcpTransport::HandleMessage(Socket* s, Responder* responder) {
         Wakeup::Notify();
         return Status::Ok();
       }
-      Status st = net::RecvAll(s->fd, p->dst, h.bytes, dl);
+      Status st = TakeBytes(s, p->dst, h.bytes, dl);
       p->status = st;
       p->state.store(st.ok() ? 1 : 2, std::memory_order_release);
       Wakeup::Notify();
@@ -672,7 +716,7 @@ void TcpTransport::ProgressLoop(std::vector<Socket*> sockets, Responder* respond
     for (size_t i = 0; i < sockets.size(); ++i) {
       if (!fds[i].revents || stop_.load()) continue;
       Socket* s = sockets[i];
-      Status st = HandleMessage(s, responder);
+      Status st = Pump(s, responder);
       if (st.ok() && s->said_bye.load()) {
         s->dead.store(true);
         if (AllSaidBye(s->peer) && !stop_.load())
