@@ -55,6 +55,13 @@ Status Channel::WriteBatch(const GatherWrite* w, int n, const RemoteRegion& dst,
   return conn_->WriteBatch(w, n, dst, deadline);
 }
 
+Status Channel::WriteFlagLazy(const FlagWrite& flag, const Deadline& deadline) {
+  ZC_RETURN_IF_ERROR(host_->Health(peer_));
+  ZC_RETURN_IF_ERROR(CheckFlag(&flag, peer_));
+  std::lock_guard<std::mutex> lock(mu_);
+  return conn_->WriteFlagLazy(flag, deadline);
+}
+
 Status Channel::Read(void* dst, size_t bytes, const RemoteRegion& src, uint64_t src_off,
                      const Deadline& deadline) {
   ZC_RETURN_IF_ERROR(host_->Health(peer_));

@@ -30,6 +30,8 @@ class Channel {
   Status WriteFlag(const FlagWrite& flag, const Deadline& deadline) {
     return Write(nullptr, 0, *flag.region, 0, &flag, deadline);
   }
+  // Connection::WriteFlagLazy.
+  Status WriteFlagLazy(const FlagWrite& flag, const Deadline& deadline);
   // Load/store address of dst in this process, or nullptr (Connection::DirectAddress).
   char* DirectAddress(const RemoteRegion& dst) { return conn_->DirectAddress(dst); }
   // One-sided read of [src_off, src_off+bytes) of src into dst.

@@ -11,6 +11,7 @@ SlotLayout ControlLayout(uint64_t max_message) {
   l.slots = ControlPlane::kSlots;
   l.slot_bytes = max_message;
   l.spread = false;  // small messages: one connection, one progress thread per hop
+  l.lazy_credit = true;
   return l;
 }
 }  // namespace
@@ -101,7 +102,8 @@ Status ControlPlane::TryTake(Peer& p, uint64_t tag, Consumer consume, void* ctx,
     p.credit_pending.store(p.reader.credit_pending(), std::memory_order_relaxed);
     return st;
   }
-  Status credit = p.reader.Credit(dl);
+  // Lazily: usually the receiver answers next, and the credit travels with it.
+  Status credit = p.reader.Credit(dl, /*lazy=*/true);
   p.credit_pending.store(false, std::memory_order_relaxed);
   return st.ok() ? credit : st;
 }

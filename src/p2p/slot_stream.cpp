@@ -194,7 +194,7 @@ Status SlotReader::Release(const Deadline& dl, uint32_t n, bool credit) {
   return Credit(dl);
 }
 
-Status SlotReader::Credit(const Deadline& dl) {
+Status SlotReader::Credit(const Deadline& dl, bool lazy) {
   const uint64_t c = consumed_.load(std::memory_order_relaxed);
   if (c == credited_) return Status::Ok();
   credited_ = c;
@@ -208,6 +208,7 @@ Status SlotReader::Credit(const Deadline& dl) {
     WriteMapped(direct_, 0, nullptr, 0, &credit);
     return Status::Ok();
   }
+  if (lazy && layout_.lazy_credit) return dev_->channel(peer_, channel_).WriteFlagLazy(credit, dl);
   return dev_->channel(peer_, channel_).WriteFlag(credit, dl);
 }
 

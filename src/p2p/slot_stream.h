@@ -42,6 +42,10 @@ struct SlotLayout {
   // channel (latency: one progress thread per hop). A message is one
   // gathered write, so any connection may carry it.
   bool spread = true;
+  // The reader's credits at the end of a receive may ride with its next
+  // write to the writer (Connection::WriteFlagLazy): control streams, whose
+  // reader usually answers.
+  bool lazy_credit = false;
   static constexpr uint64_t kSpreadMin = 64 * 1024;
   uint64_t flags_bytes() const { return uint64_t{slots} * 64; }
   uint64_t slot_stride() const { return sizeof(SlotHeader) + ((slot_bytes + 63) & ~uint64_t{63}); }
@@ -127,8 +131,9 @@ class SlotReader {
   // later Release or Credit (one write for several messages), unless half
   // the slots would then wait for it.
   Status Release(const Deadline& dl, uint32_t n = 1, bool credit = true);
-  // Writes the credit of every message released so far, if not yet written.
-  Status Credit(const Deadline& dl);
+  // Writes the credit of every message released so far, if not yet written
+  // (lazily: layout.lazy_credit, Connection::WriteFlagLazy).
+  Status Credit(const Deadline& dl, bool lazy = false);
   bool credit_pending() const { return credited_ != consumed_.load(std::memory_order_relaxed); }
   uint64_t received() const { return consumed_.load(std::memory_order_relaxed); }
   int peer() const { return peer_; }

@@ -129,6 +129,13 @@ class Connection {
   // then the flag: Write() of their concatenation without joining them
   // first. The default issues one Write per piece (the flag with the last);
   // tcp sends one message.
+  // A flag-only write that may wait for the next write on this connection,
+  // to travel in the same system call (a credit returned just before a
+  // reply), but at most about a millisecond. Later writes of the same flag
+  // replace a waiting one (flags only grow).
+  virtual Status WriteFlagLazy(const FlagWrite& flag, const Deadline& deadline) {
+    return Write(nullptr, 0, *flag.region, 0, &flag, deadline);
+  }
   // Several gathered writes into dst, in order (each one's flag after its
   // data): WriteGather for each; tcp sends them in one system call.
   virtual Status WriteBatch(const GatherWrite* w, int n, const RemoteRegion& dst,

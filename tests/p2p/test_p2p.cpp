@@ -125,6 +125,44 @@ TEST_P(P2p, SizeMismatchIsReported) {
   ASSERT_TRUE(AllOk(res)) << Describe(res);
 }
 
+// A receiver that takes one message and then neither sends nor receives:
+// on tcp its credit waits to ride with a reply (Connection::WriteFlagLazy),
+// and the progress thread must send it on its own within about a
+// millisecond, or the sender's 9th message (8 control slots) never finds a
+// free slot and fails at ZC_TIMEOUT. The receiver goes on only once the
+// sender has sent all 9.
+TEST_P(P2p, CreditWithoutReplyReachesTheSender) {
+  SharedCounter sent;
+  auto res = RunRanks(2, [&](int rank) -> int {
+    zc_comm* comm;
+    CHILD_CHECK(zc_init(&comm) == ZC_OK, "init: %s", zc_last_error(nullptr));
+    const int kMsgs = 9;
+    uint8_t buf[64];
+    for (int round = 0; round < 2; ++round) {
+      if (rank == 0) {
+        for (int i = 0; i < kMsgs; ++i) {
+          Fill(buf, sizeof(buf), 0, 1, round * 100 + i);
+          CHILD_CHECK(zc_send(comm, buf, sizeof(buf), 1, 7) == ZC_OK, "round %d send %d: %s", round, i,
+                      zc_last_error(comm));
+        }
+        sent.Add();
+      } else {
+        CHILD_CHECK(zc_recv(comm, buf, sizeof(buf), 0, 7) == ZC_OK, "recv: %s", zc_last_error(comm));
+        CHILD_CHECK(Check(buf, sizeof(buf), 0, 1, round * 100) == 0, "round %d message 0: wrong data", round);
+        CHILD_CHECK(sent.WaitAtLeast(round + 1, 20), "round %d: the sender did not get through", round);
+        for (int i = 1; i < kMsgs; ++i) {
+          CHILD_CHECK(zc_recv(comm, buf, sizeof(buf), 0, 7) == ZC_OK, "recv: %s", zc_last_error(comm));
+          CHILD_CHECK(Check(buf, sizeof(buf), 0, 1, round * 100 + i) == 0, "round %d message %d: wrong data",
+                      round, i);
+        }
+      }
+    }
+    zc_finalize(comm);
+    return 0;
+  }, Env({{"ZC_TIMEOUT", "10"}}));
+  ASSERT_TRUE(AllOk(res)) << Describe(res);
+}
+
 // Messages are matched by tag, not arrival order: 20 eager messages (more
 // than the 8 control slots) received in reverse tag order, and a rendezvous
 // message received before the eager ones sent ahead of it. Sizes and

@@ -40,6 +40,7 @@ using tcp_wire::kWrite;
 using tcp_wire::MsgHeader;
 
 class TcpTransport;
+struct Responder;
 
 struct Socket {
   int fd = -1;
@@ -53,6 +54,13 @@ struct Socket {
   static constexpr size_t kRecvBuf = 16384;
   std::unique_ptr<char[]> rbuf{new char[kRecvBuf]};
   size_t rpos = 0, rend = 0;
+  // A flag-only write waiting to ride with the next message (WriteFlagLazy),
+  // under send_mu; deferred_flag mirrors has_deferred for the progress thread.
+  MsgHeader deferred{};
+  bool has_deferred = false;
+  Clock::time_point deferred_at;
+  std::atomic<bool> deferred_flag{false};
+  Responder* group = nullptr;  // of its progress thread
 };
 
 // Answers the read requests that one progress thread receives, on a thread
@@ -66,6 +74,8 @@ struct Responder {
   std::condition_variable cv;
   std::deque<std::pair<Socket*, MsgHeader>> requests;  // kReadReq headers, in arrival order
   std::thread thread;
+  // The progress thread sleeps long (idle): a lazy flag is then sent at once.
+  std::atomic<bool> long_sleep{false};
 };
 
 struct PendingRead {
@@ -86,6 +96,7 @@ class TcpConnection : public Connection {
   Status WriteGather(const SrcPiece* src, int n, const RemoteRegion& dst, uint64_t dst_off,
                      const FlagWrite* flag, const Deadline& deadline) override;
   Status WriteBatch(const GatherWrite* w, int n, const RemoteRegion& dst, const Deadline& deadline) override;
+  Status WriteFlagLazy(const FlagWrite& flag, const Deadline& deadline) override;
 
  private:
   TcpTransport* t_;
@@ -124,11 +135,14 @@ class TcpTransport : public Transport {
     if (s->dead.load()) return host_->Health(s->peer).ok()
                                    ? Error(ZC_ERR_PEER_LOST, "connection to peer %d is closed", s->peer)
                                    : host_->Health(s->peer);
-    struct iovec iov[8] = {{const_cast<MsgHeader*>(&h), sizeof(h)}};
-    int k = 1;
-    for (int i = 0; i < n && k < 8; ++i)
+    struct iovec iov[9];
+    int k = 0;
+    if (s->has_deferred) iov[k++] = {&s->deferred, sizeof(MsgHeader)};  // rides along
+    iov[k++] = {const_cast<MsgHeader*>(&h), sizeof(h)};
+    for (int i = 0; i < n && k < 9; ++i)
       if (pieces[i].bytes) iov[k++] = {const_cast<void*>(pieces[i].data), pieces[i].bytes};
     Status st = net::SendAllv(s->fd, iov, k, dl);
+    ClearDeferred(s);
     if (!st.ok() && st.code() == ZC_ERR_PEER_LOST) {
       s->dead.store(true);
       host_->OnPeerLost(s->peer, st.with_context(Format("tcp send to peer %d", s->peer)));
@@ -144,8 +158,9 @@ class TcpTransport : public Transport {
     if (s->dead.load()) return host_->Health(s->peer).ok()
                                    ? Error(ZC_ERR_PEER_LOST, "connection to peer %d is closed", s->peer)
                                    : host_->Health(s->peer);
-    struct iovec iov[kMaxBatch * 8];
+    struct iovec iov[kMaxBatch * 8 + 1];
     int k = 0;
+    if (s->has_deferred) iov[k++] = {&s->deferred, sizeof(MsgHeader)};  // rides along
     for (int i = 0; i < n; ++i) {
       iov[k++] = {const_cast<MsgHeader*>(&hs[i]), sizeof(MsgHeader)};
       for (int j = 0, used = 0; j < w[i].n && used < 7; ++j)
@@ -155,11 +170,51 @@ class TcpTransport : public Transport {
         }
     }
     Status st = net::SendAllv(s->fd, iov, k, dl);
+    ClearDeferred(s);
     if (!st.ok() && st.code() == ZC_ERR_PEER_LOST) {
       s->dead.store(true);
       host_->OnPeerLost(s->peer, st.with_context(Format("tcp send to peer %d", s->peer)));
     }
     return st.ok() ? st : st.with_context(Format("tcp write to peer %d", s->peer));
+  }
+
+  // A flag-only message kept until the socket's next message, or until its
+  // progress thread's next turn a millisecond on (FlushDeferred); sent at
+  // once when that thread sleeps long or another flag waits already.
+  Status SendFlagLazy(Socket* s, const MsgHeader& h, const Deadline& dl) {
+    {
+      std::lock_guard<std::mutex> lock(s->send_mu);
+      if (s->dead.load()) return host_->Health(s->peer).ok()
+                                     ? Error(ZC_ERR_PEER_LOST, "connection to peer %d is closed", s->peer)
+                                     : host_->Health(s->peer);
+      const bool same = !s->has_deferred || (s->deferred.flag_region_id == h.flag_region_id &&
+                                              s->deferred.flag_offset == h.flag_offset);
+      if (same) {
+        s->deferred = h;
+        if (!s->has_deferred) s->deferred_at = Clock::now();
+        s->has_deferred = true;
+        s->deferred_flag.store(true, std::memory_order_seq_cst);
+        // The progress thread announces a long sleep, then looks at
+        // deferred_flag: one of us sees the other.
+        if (!s->group || !s->group->long_sleep.load(std::memory_order_seq_cst)) return Status::Ok();
+      }
+    }
+    return SendMsg(s, h, nullptr, dl);  // (carries the waiting one first)
+  }
+  // Sends the waiting flag of s, if any (older than min_age).
+  void FlushDeferred(Socket* s, std::chrono::microseconds min_age) {
+    if (!s->deferred_flag.load(std::memory_order_seq_cst)) return;
+    std::lock_guard<std::mutex> lock(s->send_mu);
+    if (!s->has_deferred || s->dead.load() || Clock::now() - s->deferred_at < min_age) return;
+    struct iovec iov[1] = {{&s->deferred, sizeof(MsgHeader)}};
+    Status st = net::SendAllv(s->fd, iov, 1, Deadline(setup_.config.timeout_s));
+    ClearDeferred(s);
+    if (!st.ok() && st.code() == ZC_ERR_PEER_LOST && !s->dead.exchange(true) && !stop_.load())
+      host_->OnPeerLost(s->peer, st.with_context(Format("tcp send to peer %d", s->peer)));
+  }
+  static void ClearDeferred(Socket* s) {
+    s->has_deferred = false;
+    s->deferred_flag.store(false, std::memory_order_relaxed);
   }
 
   uint64_t AddPending(std::shared_ptr<PendingRead> p) {
@@ -523,6 +578,7 @@ Status TcpTransport::Connect(const std::vector<std::string>& all) {
     if (g.empty()) continue;
     responders_.push_back(std::make_unique<Responder>());
     Responder* r = responders_.back().get();
+    for (Socket* s : g) s->group = r;
     r->thread = std::thread([this, r] { ResponderLoop(r); });
     threads_.emplace_back([this, g, r] { ProgressLoop(g, r); });
   }
@@ -701,6 +757,7 @@ void TcpTransport::ResponderLoop(Responder* r) {
 
 void TcpTransport::ProgressLoop(std::vector<Socket*> sockets, Responder* responder) {
   std::vector<pollfd> fds(sockets.size());
+  int active_turns = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
     size_t live = 0;
     for (size_t i = 0; i < sockets.size(); ++i) {
@@ -711,7 +768,18 @@ void TcpTransport::ProgressLoop(std::vector<Socket*> sockets, Responder* respond
     }
     if (!live) return;
     // Blocking poll: an idle rank costs no CPU; 100 ms bounds shutdown time.
-    int n = poll(fds.data(), fds.size(), 100);
+    // For 100 ms after traffic, 1 ms turns send lazy flags on time
+    // (SendFlagLazy); before a long sleep, any waiting one goes now.
+    const bool long_sleep = active_turns == 0;
+    if (long_sleep) {
+      responder->long_sleep.store(true, std::memory_order_seq_cst);
+      for (Socket* s : sockets) FlushDeferred(s, std::chrono::microseconds(0));
+    }
+    int n = poll(fds.data(), fds.size(), long_sleep ? 100 : 1);
+    responder->long_sleep.store(false, std::memory_order_relaxed);
+    if (n > 0) active_turns = 100;
+    else if (active_turns > 0) --active_turns;
+    for (Socket* s : sockets) FlushDeferred(s, std::chrono::microseconds(n > 0 ? 1000 : 0));
     if (n <= 0) continue;
     for (size_t i = 0; i < sockets.size(); ++i) {
       if (!fds[i].revents || stop_.load()) continue;
@@ -735,6 +803,7 @@ void TcpTransport::Shutdown() {
   // Say goodbye so peers report "finalized" rather than a reset.
   for (auto& s : sockets_) {
     if (s->fd < 0 || s->dead.load()) continue;
+    FlushDeferred(s.get(), std::chrono::microseconds(0));
     MsgHeader bye{};
     bye.magic = kMagic;
     bye.type = kBye;
@@ -817,6 +886,17 @@ Status TcpConnection::WriteBatch(const GatherWrite* w, int n, const RemoteRegion
     h.flag_value = w[i].flag.value;
   }
   return t_->SendBatch(s_, hs, w, n, deadline);
+}
+
+Status TcpConnection::WriteFlagLazy(const FlagWrite& flag, const Deadline& deadline) {
+  MsgHeader h{};
+  h.magic = kMagic;
+  h.type = kWrite;
+  h.region_id = flag.region->id;
+  h.flag_region_id = flag.region->id;
+  h.flag_offset = flag.offset;
+  h.flag_value = flag.value;
+  return t_->SendFlagLazy(s_, h, deadline);
 }
 
 Status TcpConnection::Read(void* dst, size_t bytes, const RemoteRegion& src, uint64_t src_off,
