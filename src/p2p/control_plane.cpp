@@ -230,7 +230,7 @@ Status ControlPlane::RecvWith(int peer, uint64_t tag, Consumer consume, void* ct
   if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer])
     return Error(ZC_ERR_INVALID_ARG, "control message from invalid peer %d", peer);
   Peer& p = *peers_[peer];
-  Backoff backoff(dev_->FlagsNotified(peer));
+  Backoff backoff(dev_->FlagsNotified(peer), dev_->DriverFor(peer));
   for (bool look = true;; look = p.reader.Ready() || p.queued_n.load(std::memory_order_relaxed)) {
     // Take the lock only when there is something to look at: spinning on an
     // empty stream costs two loads per turn.

@@ -205,6 +205,9 @@ class Transport {
   virtual Status Listen(const LinkPlan& plan, std::string* address) = 0;
   virtual Status Connect(const std::vector<std::string>& addresses) = 0;
   virtual int connections_per_peer() const = 0;
+  // Who sleeps for a thread waiting on this transport's peers (WaitDriver),
+  // or nullptr: Wakeup::Sleep.
+  virtual WaitDriver* wait_driver() { return nullptr; }
   virtual Connection* connection(int peer, int index) = 0;
   // Stops progress threads and closes connections; idempotent.
   virtual void Shutdown() = 0;

@@ -1,6 +1,8 @@
 #include "p2p/tcp/tcp_transport.h"
 
 #include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -46,6 +48,9 @@ struct Socket {
   int fd = -1;
   int peer = -1;
   std::mutex send_mu;
+  // Held while messages are taken off the socket (and rbuf is used): by its
+  // progress thread, or by a waiting thread that drives (TcpTransport::Sleep).
+  std::mutex recv_mu;
   std::atomic<bool> dead{false};
   std::atomic<bool> said_bye{false};  // the peer finalized; every earlier message on this socket was handled
   // What one recv took off the socket beyond the message being handled
@@ -103,7 +108,7 @@ class TcpConnection : public Connection {
   Socket* s_;
 };
 
-class TcpTransport : public Transport {
+class TcpTransport : public Transport, public WaitDriver {
  public:
   TcpTransport(TransportHost* host, const TransportSetup& setup)
       : host_(host), setup_(setup), key_(setup.job_key) {}
@@ -116,6 +121,13 @@ class TcpTransport : public Transport {
   }
   void Unexpose(MemRegion*) override {}
   int connections_per_peer() const override { return per_peer_; }
+  WaitDriver* wait_driver() override { return this; }
+  // WaitDriver: one waiting thread at a time waits in epoll on every socket
+  // and takes what arrives off the socket itself (one wake-up per message,
+  // not two: the progress thread's, then the waiter's). The progress
+  // threads' epoll entries are exclusive and registered after the
+  // driver's, so while it waits the kernel wakes it alone.
+  void Sleep(uint32_t epoch, int timeout_us) override;
   Connection* connection(int peer, int index) override {
     if (peer < 0 || peer >= static_cast<int>(conns_.size()) || conns_[peer].empty()) return nullptr;
     return conns_[peer][index % per_peer_].get();
@@ -238,7 +250,21 @@ class TcpTransport : public Transport {
   // (in->fd handed over to its Socket) or failed (closed, logged).
   bool Advance(Incoming* in, short revents);
   void RefuseIncoming(Incoming* in, const std::string& why);
-  void ProgressLoop(std::vector<Socket*> sockets, Responder* responder);
+  void ProgressLoop(std::vector<Socket*> sockets, Responder* responder, int ep);
+  // Pump under s->recv_mu, then what a dropped or finished socket needs.
+  void Service(Socket* s);
+  // Removes a dead socket from the epolls (its fd stays open until Shutdown).
+  void Unwatch(Socket* s);
+  // Wakeup::Notify, and the driving thread when it waits in epoll.
+  void Notify() {
+    Wakeup::Notify();
+    if (driver_waiting_.load(std::memory_order_seq_cst) && drive_evfd_ >= 0) {
+      uint64_t one = 1;
+      IgnoreError(write(drive_evfd_, &one, sizeof(one)) == sizeof(one) ? Status::Ok()
+                                                                         : Error(ZC_ERR_SYSTEM, "eventfd"),
+                  "the driver then wakes at its timeout");
+    }
+  }
   // Handles one message; returns non-OK when the socket must be dropped.
   // Read requests are queued for responder, never answered here.
   Status HandleMessage(Socket* s, Responder* responder);
@@ -271,6 +297,11 @@ class TcpTransport : public Transport {
   WarnLimiter refusal_log_{5, 10};
   std::vector<std::thread> threads_;
   std::vector<std::unique_ptr<Responder>> responders_;  // one per progress thread
+  std::vector<int> progress_eps_;                       // one epoll per progress thread
+  int drive_ep_ = -1;    // every socket, and drive_evfd_
+  int drive_evfd_ = -1;  // wakes the driver when another thread set a flag
+  std::mutex drive_mu_;  // the one driving thread
+  std::atomic<bool> driver_waiting_{false};
   std::atomic<bool> stop_{false};
   bool shut_ = false;
 
@@ -574,13 +605,39 @@ Status TcpTransport::Connect(const std::vector<std::string>& all) {
   int nthreads = std::max(1, std::min<int>(cfg.num_cqs, static_cast<int>(sockets_.size())));
   std::vector<std::vector<Socket*>> groups(nthreads);
   for (size_t i = 0; i < sockets_.size(); ++i) groups[i % nthreads].push_back(sockets_[i].get());
+  // The driver's epoll first: on each socket's wait queue its exclusive
+  // entry comes before the progress thread's (Sleep).
+  drive_ep_ = epoll_create1(EPOLL_CLOEXEC);
+  drive_evfd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (drive_ep_ < 0 || drive_evfd_ < 0) return Error(ZC_ERR_SYSTEM, "tcp: epoll/eventfd: %s", strerror(errno));
+  auto watch = [](int ep, int fd, void* ptr) {
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLEXCLUSIVE;
+    ev.data.ptr = ptr;
+    return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0 ? Status::Ok()
+                                                      : Error(ZC_ERR_SYSTEM, "tcp: epoll_ctl: %s", strerror(errno));
+  };
+  ZC_RETURN_IF_ERROR(watch(drive_ep_, drive_evfd_, nullptr));
+  for (auto& s : sockets_) ZC_RETURN_IF_ERROR(watch(drive_ep_, s->fd, s.get()));
   for (auto& g : groups) {
     if (g.empty()) continue;
     responders_.push_back(std::make_unique<Responder>());
     Responder* r = responders_.back().get();
-    for (Socket* s : g) s->group = r;
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    if (ep < 0) return Error(ZC_ERR_SYSTEM, "tcp: epoll: %s", strerror(errno));
+    progress_eps_.push_back(ep);
+    for (Socket* s : g) {
+      s->group = r;
+      ZC_RETURN_IF_ERROR(watch(ep, s->fd, s));
+    }
+  }
+  size_t gi = 0;
+  for (auto& g : groups) {
+    if (g.empty()) continue;
+    Responder* r = responders_[gi].get();
+    int ep = progress_eps_[gi++];
     r->thread = std::thread([this, r] { ResponderLoop(r); });
-    threads_.emplace_back([this, g, r] { ProgressLoop(g, r); });
+    threads_.emplace_back([this, g, r, ep] { ProgressLoop(g, r, ep); });
   }
   return Status::Ok();
 }
@@ -591,7 +648,27 @@ Status TcpTransport::TakeBytes(Socket* s, void* dst, size_t n, const Deadline& d
     memcpy(dst, s->rbuf.get() + s->rpos, have);
     s->rpos += have;
   }
-  return n > have ? net::RecvAll(s->fd, static_cast<char*>(dst) + have, n - have, dl) : Status::Ok();
+  if (n == have) return Status::Ok();
+  // The rest is usually on its way (a message larger than one loopback
+  // segment arrives in two): look again for a few microseconds before
+  // RecvAll sleeps in poll, which costs a wake-up.
+  char* p = static_cast<char*>(dst) + have;
+  size_t left = n - have;
+  for (int spin = 0; spin < 200 && left; ++spin) {
+    ssize_t got = recv(s->fd, p, left, MSG_DONTWAIT);
+    if (got > 0) {
+      p += got;
+      left -= static_cast<size_t>(got);
+      spin = 0;
+    } else if (got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      break;  // RecvAll reports it
+    } else {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+  }
+  return left ? net::RecvAll(s->fd, p, left, dl) : Status::Ok();
 }
 
 Status TcpTransport::Pump(Socket* s, Responder* responder) {
@@ -668,7 +745,7 @@ Status TcpTransport::HandleMessage(Socket* s, Responder* responder) {
         } else {
           reinterpret_cast<std::atomic<uint64_t>*>(static_cast<char*>(f->data()) + h.flag_offset)
               ->store(h.flag_value, std::memory_order_release);
-          Wakeup::Notify();
+          Notify();
         }
       }
       return Status::Ok();
@@ -697,13 +774,13 @@ Status TcpTransport::HandleMessage(Socket* s, Responder* responder) {
       if (h.status) {
         p->status = tcp_wire::RefusedRead(h, s->peer);
         p->state.store(2, std::memory_order_release);
-        Wakeup::Notify();
+        Notify();
         return Status::Ok();
       }
       Status st = TakeBytes(s, p->dst, h.bytes, dl);
       p->status = st;
       p->state.store(st.ok() ? 1 : 2, std::memory_order_release);
-      Wakeup::Notify();
+      Notify();
       return st;
     }
     case kBye:
@@ -755,19 +832,42 @@ void TcpTransport::ResponderLoop(Responder* r) {
   }
 }
 
-void TcpTransport::ProgressLoop(std::vector<Socket*> sockets, Responder* responder) {
-  std::vector<pollfd> fds(sockets.size());
+void TcpTransport::Unwatch(Socket* s) {
+  if (drive_ep_ >= 0) epoll_ctl(drive_ep_, EPOLL_CTL_DEL, s->fd, nullptr);
+  for (int ep : progress_eps_) epoll_ctl(ep, EPOLL_CTL_DEL, s->fd, nullptr);
+}
+
+void TcpTransport::Service(Socket* s) {
+  Status st;
+  {
+    std::lock_guard<std::mutex> lock(s->recv_mu);
+    if (s->dead.load()) {
+      Unwatch(s);  // dropped by a failed send: it may stay readable (EOF)
+      return;
+    }
+    st = Pump(s, s->group);
+    if (st.ok() && !s->said_bye.load()) return;
+    if (s->dead.exchange(true)) return;
+  }
+  Unwatch(s);
+  if (stop_.load()) return;
+  if (st.ok()) {
+    if (AllSaidBye(s->peer))
+      host_->OnPeerLost(s->peer, Error(ZC_ERR_PEER_LOST, "peer %d has finalized", s->peer));
+  } else {
+    host_->OnPeerLost(s->peer, st);
+  }
+  Notify();
+}
+
+void TcpTransport::ProgressLoop(std::vector<Socket*> sockets, Responder* responder, int ep) {
+  epoll_event evs[32];
   int active_turns = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
     size_t live = 0;
-    for (size_t i = 0; i < sockets.size(); ++i) {
-      fds[i].fd = sockets[i]->dead.load() ? -1 : sockets[i]->fd;
-      fds[i].events = POLLIN;
-      fds[i].revents = 0;
-      if (fds[i].fd >= 0) ++live;
-    }
+    for (Socket* s : sockets) live += !s->dead.load();
     if (!live) return;
-    // Blocking poll: an idle rank costs no CPU; 100 ms bounds shutdown time.
+    // Blocking wait: an idle rank costs no CPU; 100 ms bounds shutdown time.
     // For 100 ms after traffic, 1 ms turns send lazy flags on time
     // (SendFlagLazy); before a long sleep, any waiting one goes now.
     const bool long_sleep = active_turns == 0;
@@ -775,25 +875,40 @@ void TcpTransport::ProgressLoop(std::vector<Socket*> sockets, Responder* respond
       responder->long_sleep.store(true, std::memory_order_seq_cst);
       for (Socket* s : sockets) FlushDeferred(s, std::chrono::microseconds(0));
     }
-    int n = poll(fds.data(), fds.size(), long_sleep ? 100 : 1);
+    int n = epoll_wait(ep, evs, 32, long_sleep ? 100 : 1);
     responder->long_sleep.store(false, std::memory_order_relaxed);
     if (n > 0) active_turns = 100;
     else if (active_turns > 0) --active_turns;
     for (Socket* s : sockets) FlushDeferred(s, std::chrono::microseconds(n > 0 ? 1000 : 0));
-    if (n <= 0) continue;
-    for (size_t i = 0; i < sockets.size(); ++i) {
-      if (!fds[i].revents || stop_.load()) continue;
-      Socket* s = sockets[i];
-      Status st = Pump(s, responder);
-      if (st.ok() && s->said_bye.load()) {
-        s->dead.store(true);
-        if (AllSaidBye(s->peer) && !stop_.load())
-          host_->OnPeerLost(s->peer, Error(ZC_ERR_PEER_LOST, "peer %d has finalized", s->peer));
-      } else if (!st.ok()) {
-        s->dead.store(true);
-        if (!stop_.load()) host_->OnPeerLost(s->peer, st);
-      }
+    for (int i = 0; i < n && !stop_.load(); ++i) Service(static_cast<Socket*>(evs[i].data.ptr));
+  }
+}
+
+void TcpTransport::Sleep(uint32_t epoch, int timeout_us) {
+  std::unique_lock<std::mutex> drive(drive_mu_, std::try_to_lock);
+  if (!drive.owns_lock() || stop_.load() || drive_ep_ < 0) {
+    Wakeup::Sleep(epoch, timeout_us);
+    return;
+  }
+  // Announce, then look at the epoch: a thread that set a flag after our
+  // caller's check either changed the epoch before this load or sees
+  // driver_waiting_ and writes the eventfd (Notify).
+  driver_waiting_.store(true, std::memory_order_seq_cst);
+  if (Wakeup::Epoch() != epoch) {
+    driver_waiting_.store(false, std::memory_order_relaxed);
+    return;
+  }
+  epoll_event evs[32];
+  int n = epoll_wait(drive_ep_, evs, 32, std::max(1, timeout_us / 1000));
+  driver_waiting_.store(false, std::memory_order_relaxed);
+  for (int i = 0; i < n; ++i) {
+    if (!evs[i].data.ptr) {
+      uint64_t v;
+      IgnoreError(read(drive_evfd_, &v, sizeof(v)) == sizeof(v) ? Status::Ok() : Error(ZC_ERR_SYSTEM, "eventfd"),
+                  "drained by the next read");
+      continue;
     }
+    Service(static_cast<Socket*>(evs[i].data.ptr));
   }
 }
 
@@ -822,6 +937,14 @@ void TcpTransport::Shutdown() {
     r->thread.join();
   }
   responders_.clear();
+  for (int ep : progress_eps_) close(ep);
+  progress_eps_.clear();
+  {
+    std::lock_guard<std::mutex> lock(drive_mu_);  // no driver in epoll_wait
+    if (drive_ep_ >= 0) close(drive_ep_);
+    if (drive_evfd_ >= 0) close(drive_evfd_);
+    drive_ep_ = drive_evfd_ = -1;
+  }
   for (auto& s : sockets_)
     if (s->fd >= 0) {
       close(s->fd);
@@ -913,7 +1036,7 @@ Status TcpConnection::Read(void* dst, size_t bytes, const RemoteRegion& src, uin
   h.offset = src_off;
   h.bytes = bytes;
   h.token = token;
-  Backoff backoff(/*notified=*/true);  // the progress thread notifies
+  Backoff backoff(/*notified=*/true, t_);  // the progress thread (or this one, driving) notifies
   Status st = t_->SendMsg(s_, h, nullptr, deadline);
   while (st.ok()) {
     int state = p.state.load(std::memory_order_acquire);
