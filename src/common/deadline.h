@@ -89,8 +89,10 @@ class Deadline {
 // check and the sleep is never lost.
 class Backoff {
  public:
-  explicit Backoff(bool notified = false)
-      : notified_(notified), spins_(notified ? kNotifiedSpins : g_spins.load(std::memory_order_relaxed)) {
+  // driver (notified waits only): who sleeps for us, see WaitDriver.
+  explicit Backoff(bool notified = false, WaitDriver* driver = nullptr)
+      : notified_(notified),
+        driver_(driver), spins_(notified ? kNotifiedSpins : g_spins.load(std::memory_order_relaxed)) {
     if (notified_) epoch_ = Wakeup::Epoch();
   }
   void Pause() {
@@ -115,7 +117,9 @@ class Backoff {
     } else {
       const int cap = notified_ ? 10000 : slept_us_ < 20000 ? 100 : 1000;
       sleep_us_ = sleep_us_ ? std::min(sleep_us_ * 2, cap) : notified_ ? 2000 : 20;
-      if (notified_) {
+      if (notified_ && driver_) {
+        driver_->Sleep(epoch_, sleep_us_);
+      } else if (notified_) {
         Wakeup::Sleep(epoch_, sleep_us_);
       } else {
         std::this_thread::sleep_for(std::chrono::microseconds(sleep_us_));
@@ -153,6 +157,7 @@ class Backoff {
   static inline std::atomic<uint64_t> g_spins{kSpins};
   static constexpr int kYieldUs = 1000;
   bool notified_;
+  WaitDriver* driver_;
   uint64_t spins_;
   bool yielding_ = true;
   Clock::time_point yield_start_{};

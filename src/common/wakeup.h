@@ -23,4 +23,16 @@ class Wakeup {
   static void Notify();
 };
 
+// A transport whose waiters may receive for themselves (tcp): Sleep sleeps as
+// Wakeup::Sleep does, but while it waits the calling thread may take the
+// peer's next message off the socket itself (one thread wake-up per message
+// instead of two: the progress thread's, then the waiter's).
+class WaitDriver {
+ public:
+  virtual void Sleep(uint32_t epoch, int timeout_us) = 0;
+
+ protected:
+  ~WaitDriver() = default;
+};
+
 }  // namespace zc

@@ -42,6 +42,26 @@ Status Channel::WriteGather(const SrcPiece* src, int n, const RemoteRegion& dst,
   return conn_->WriteGather(src, n, dst, dst_off, flag, deadline);
 }
 
+Status Channel::WriteBatch(const GatherWrite* w, int n, const RemoteRegion& dst,
+                           const Deadline& deadline) {
+  ZC_RETURN_IF_ERROR(host_->Health(peer_));
+  for (int i = 0; i < n; ++i) {
+    uint64_t bytes = 0;
+    for (int j = 0; j < w[i].n; ++j) bytes += w[i].src[j].bytes;
+    if (bytes > 0) ZC_RETURN_IF_ERROR(CheckRange(dst, w[i].dst_off, bytes, peer_, "write"));
+    ZC_RETURN_IF_ERROR(CheckFlag(&w[i].flag, peer_));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  return conn_->WriteBatch(w, n, dst, deadline);
+}
+
+Status Channel::WriteFlagLazy(const FlagWrite& flag, const Deadline& deadline) {
+  ZC_RETURN_IF_ERROR(host_->Health(peer_));
+  ZC_RETURN_IF_ERROR(CheckFlag(&flag, peer_));
+  std::lock_guard<std::mutex> lock(mu_);
+  return conn_->WriteFlagLazy(flag, deadline);
+}
+
 Status Channel::Read(void* dst, size_t bytes, const RemoteRegion& src, uint64_t src_off,
                      const Deadline& deadline) {
   ZC_RETURN_IF_ERROR(host_->Health(peer_));

@@ -24,10 +24,14 @@ class Channel {
   // (Connection::WriteGather); n >= 1.
   Status WriteGather(const SrcPiece* src, int n, const RemoteRegion& dst, uint64_t dst_off,
                      const FlagWrite* flag, const Deadline& deadline);
+  // Connection::WriteBatch; every write has its flag.
+  Status WriteBatch(const GatherWrite* w, int n, const RemoteRegion& dst, const Deadline& deadline);
   // Flag-only write (credits, acknowledgements).
   Status WriteFlag(const FlagWrite& flag, const Deadline& deadline) {
     return Write(nullptr, 0, *flag.region, 0, &flag, deadline);
   }
+  // Connection::WriteFlagLazy.
+  Status WriteFlagLazy(const FlagWrite& flag, const Deadline& deadline);
   // Load/store address of dst in this process, or nullptr (Connection::DirectAddress).
   char* DirectAddress(const RemoteRegion& dst) { return conn_->DirectAddress(dst); }
   // One-sided read of [src_off, src_off+bytes) of src into dst.

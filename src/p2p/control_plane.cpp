@@ -8,9 +8,10 @@ namespace zc {
 namespace {
 SlotLayout ControlLayout(uint64_t max_message) {
   SlotLayout l;
-  l.slots = 8;
+  l.slots = ControlPlane::kSlots;
   l.slot_bytes = max_message;
   l.spread = false;  // small messages: one connection, one progress thread per hop
+  l.lazy_credit = true;
   l.compact = true;  // a small message is one cache line (flag, header, payload)
   return l;
 }
@@ -57,6 +58,7 @@ Status ControlPlane::Create(Device* dev, std::unique_ptr<ControlPlane>* out) {
     ZC_RETURN_IF_ERROR(RemoteRegion::Parse(all[q].substr(d * (2 + 2 * me), d), &their_credit_for_me));
     auto p = std::make_unique<Peer>();
     p->max_message = max_message(q);
+    p->max_span = dev->transport_to(q) == TransportKind::kTcp ? kSlots : 1;
     const SlotLayout layout = ControlLayout(p->max_message);
     // I write into q's inbound-from-me slots; q returns credits into my credit[q].
     p->writer.Init(dev, q, layout, credit[q], their_inbound_from_me);
@@ -72,20 +74,54 @@ Status ControlPlane::Send(int peer, uint64_t tag, const void* data, size_t bytes
   return Send2(peer, tag, data, bytes, nullptr, 0, dl);
 }
 
+Status ControlPlane::SpanOf(const Peer& p, int peer, size_t bytes, uint32_t* n) const {
+  *n = bytes <= p.max_message ? 1 : static_cast<uint32_t>((bytes + p.max_message - 1) / p.max_message);
+  if (*n > p.max_span)
+    return Error(ZC_ERR_INTERNAL, "control message of %zu bytes to peer %d exceeds %llu", bytes, peer,
+                 static_cast<unsigned long long>(p.max_message * p.max_span));
+  return Status::Ok();
+}
+
 Status ControlPlane::Send2(int peer, uint64_t tag, const void* a, size_t abytes, const void* b,
                            size_t bbytes, const Deadline& dl) {
   if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer])
     return Error(ZC_ERR_INVALID_ARG, "control message to invalid peer %d", peer);
   Peer& p = *peers_[peer];
-  if (abytes + bbytes > p.max_message)
-    return Error(ZC_ERR_INTERNAL, "control message of %zu bytes to peer %d exceeds %llu",
-                 abytes + bbytes, peer, static_cast<unsigned long long>(p.max_message));
+  uint32_t n;
+  ZC_RETURN_IF_ERROR(SpanOf(p, peer, abytes + bbytes, &n));
   std::lock_guard<std::mutex> lock(p.send_mu);
-  uint64_t aux[1] = {tag};
-  return p.writer.Put2(a, abytes, b, bbytes, aux, 1, dl);
+  uint64_t aux[2] = {tag, 1};
+  if (n == 1) return p.writer.Put2(a, abytes, b, bbytes, aux, 2, dl);
+  const SrcPiece pieces[2] = {{a, abytes}, {b, bbytes}};
+  return p.writer.PutSpan(pieces, 2, abytes + bbytes, n, aux, 2, dl);
 }
 
 Status ControlPlane::TryTake(Peer& p, uint64_t tag, Consumer consume, void* ctx, bool* done,
+                             const Deadline& dl, bool defer_credit) {
+  Status st = TakeOne(p, tag, consume, ctx, done, dl);
+  if (defer_credit) {
+    p.credit_pending.store(p.reader.credit_pending(), std::memory_order_relaxed);
+    return st;
+  }
+  // Lazily: usually the receiver answers next, and the credit travels with it.
+  Status credit = p.reader.Credit(dl, /*lazy=*/true);
+  p.credit_pending.store(false, std::memory_order_relaxed);
+  return st.ok() ? credit : st;
+}
+
+Status ControlPlane::FlushCredits() {
+  Status first;
+  for (auto& pp : peers_) {
+    if (!pp || !pp->credit_pending.load(std::memory_order_relaxed)) continue;
+    std::lock_guard<std::mutex> lock(pp->recv_mu);
+    Status st = pp->reader.Credit(dev_->NewDeadline());
+    pp->credit_pending.store(false, std::memory_order_relaxed);
+    if (first.ok()) first = st;
+  }
+  return first;
+}
+
+Status ControlPlane::TakeOne(Peer& p, uint64_t tag, Consumer consume, void* ctx, bool* done,
                              const Deadline& dl) {
   *done = false;
   for (;;) {
@@ -95,23 +131,48 @@ Status ControlPlane::TryTake(Peer& p, uint64_t tag, Consumer consume, void* ctx,
         p.queued.erase(it);
         p.queued_n.store(p.queued.size(), std::memory_order_relaxed);
         *done = true;
-        return consume(ctx, msg.data(), msg.size());
+        const Piece whole{msg.data(), msg.size()};
+        return consume(ctx, &whole, 1);
       }
     if (!p.reader.Ready()) return Status::Ok();
     const SlotHeader* h;
     const void* payload;
     ZC_RETURN_IF_ERROR(p.reader.Next(&h, &payload, dl));
-    const uint64_t bytes = h->bytes > p.max_message ? p.max_message : h->bytes;
-    if (h->aux[0] == tag) {
-      // In place: the slot stays ours until Release.
-      Status st = consume(ctx, static_cast<const char*>(payload), bytes);
-      Status rel = p.reader.Release(dl);
+    // A message spanning n slots: its later parts are in flight (the writer
+    // had all n slots free before it wrote the first).
+    const uint64_t n = h->aux[1] <= 1 ? 1 : h->aux[1];
+    if (n > p.max_span) return Error(ZC_ERR_INTERNAL, "control message from peer %d spans %llu slots",
+                                     p.reader.peer(), static_cast<unsigned long long>(n));
+    const uint64_t msg_tag = h->aux[0];
+    const SlotHeader* const first = h;
+    const void* const first_payload = payload;
+    Piece parts[kSlots];
+    // The last part first: one wait (one wake-up) for the whole message
+    // rather than one per part; the others have then arrived too (the
+    // parts travel in order on one connection).
+    for (uint32_t j = 0; j < n; ++j) {
+      const uint32_t i = j == 0 ? static_cast<uint32_t>(n - 1) : j - 1;
+      if (i) {
+        Status st = p.reader.Peek(i, &h, &payload, dev_->NewDeadline());
+        if (!st.ok()) return st.with_context("the rest of a control message spanning slots");
+      } else {
+        h = first;
+        payload = first_payload;
+      }
+      parts[i] = {static_cast<const char*>(payload), h->bytes > p.max_message ? p.max_message : h->bytes};
+    }
+    if (msg_tag == tag) {
+      // In place: the slots stay ours until Release.
+      Status st = consume(ctx, parts, static_cast<int>(n));
+      Status rel = p.reader.Release(dl, static_cast<uint32_t>(n), /*credit=*/false);
       *done = true;
       return st.ok() ? rel : st;
     }
-    p.queued.emplace_back(h->aux[0], std::string(static_cast<const char*>(payload), bytes));
+    std::string copy;
+    ZC_RETURN_IF_ERROR(CopyOut(&copy, parts, static_cast<int>(n)));
+    p.queued.emplace_back(msg_tag, std::move(copy));
     p.queued_n.store(p.queued.size(), std::memory_order_relaxed);
-    ZC_RETURN_IF_ERROR(p.reader.Release(dl));
+    ZC_RETURN_IF_ERROR(p.reader.Release(dl, static_cast<uint32_t>(n), /*credit=*/false));
   }
 }
 
@@ -121,22 +182,27 @@ Status ControlPlane::TrySend2(int peer, uint64_t tag, const void* a, size_t abyt
   if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer])
     return Error(ZC_ERR_INVALID_ARG, "control message to invalid peer %d", peer);
   Peer& p = *peers_[peer];
-  if (abytes + bbytes > p.max_message)
-    return Error(ZC_ERR_INTERNAL, "control message of %zu bytes to peer %d exceeds %llu",
-                 abytes + bbytes, peer, static_cast<unsigned long long>(p.max_message));
+  uint32_t n;
+  ZC_RETURN_IF_ERROR(SpanOf(p, peer, abytes + bbytes, &n));
   std::unique_lock<std::mutex> lock(p.send_mu, std::try_to_lock);
-  if (!lock.owns_lock() || !p.writer.HasCredit()) return Status::Ok();
-  uint64_t aux[1] = {tag};
-  ZC_RETURN_IF_ERROR(p.writer.Put2(a, abytes, b, bbytes, aux, 1, dev_->NewDeadline()));
+  if (!lock.owns_lock() || !p.writer.HasCredits(n)) return Status::Ok();
+  uint64_t aux[2] = {tag, 1};
+  if (n == 1) {
+    ZC_RETURN_IF_ERROR(p.writer.Put2(a, abytes, b, bbytes, aux, 2, dev_->NewDeadline()));
+  } else {
+    const SrcPiece pieces[2] = {{a, abytes}, {b, bbytes}};
+    ZC_RETURN_IF_ERROR(p.writer.PutSpan(pieces, 2, abytes + bbytes, n, aux, 2, dev_->NewDeadline()));
+  }
   *sent = true;
   return Status::Ok();
 }
 
-bool ControlPlane::TryRecv(int peer, uint64_t tag, std::string* msg, Status* st) {
-  return TryRecvWith(peer, tag, &ControlPlane::CopyOut, msg, st) && st->ok();
+bool ControlPlane::TryRecv(int peer, uint64_t tag, std::string* msg, Status* st, bool defer_credit) {
+  return TryRecvWith(peer, tag, &ControlPlane::CopyOut, msg, st, defer_credit) && st->ok();
 }
 
-bool ControlPlane::TryRecvWith(int peer, uint64_t tag, Consumer consume, void* ctx, Status* st) {
+bool ControlPlane::TryRecvWith(int peer, uint64_t tag, Consumer consume, void* ctx, Status* st,
+                               bool defer_credit) {
   *st = Status::Ok();
   if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer]) {
     *st = Error(ZC_ERR_INVALID_ARG, "control message from invalid peer %d", peer);
@@ -145,12 +211,14 @@ bool ControlPlane::TryRecvWith(int peer, uint64_t tag, Consumer consume, void* c
   Peer& p = *peers_[peer];
   std::lock_guard<std::mutex> lock(p.recv_mu);
   bool done = false;
-  *st = TryTake(p, tag, consume, ctx, &done, Deadline(1.0));
+  *st = TryTake(p, tag, consume, ctx, &done, Deadline(1.0), defer_credit);
   return done;
 }
 
-Status ControlPlane::CopyOut(void* ctx, const char* data, size_t bytes) {
-  static_cast<std::string*>(ctx)->assign(data, bytes);
+Status ControlPlane::CopyOut(void* ctx, const Piece* pieces, int n) {
+  auto* out = static_cast<std::string*>(ctx);
+  out->clear();
+  for (int i = 0; i < n; ++i) out->append(pieces[i].data, pieces[i].bytes);
   return Status::Ok();
 }
 
@@ -163,7 +231,7 @@ Status ControlPlane::RecvWith(int peer, uint64_t tag, Consumer consume, void* ct
   if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer])
     return Error(ZC_ERR_INVALID_ARG, "control message from invalid peer %d", peer);
   Peer& p = *peers_[peer];
-  Backoff backoff(dev_->FlagsNotified(peer));
+  Backoff backoff(dev_->FlagsNotified(peer), dev_->DriverFor(peer));
   for (bool look = true;; look = p.reader.Ready() || p.queued_n.load(std::memory_order_relaxed)) {
     // Take the lock only when there is something to look at: spinning on an
     // empty stream costs two loads per turn.
@@ -178,7 +246,15 @@ Status ControlPlane::RecvWith(int peer, uint64_t tag, Consumer consume, void* ct
     // message that comes within the first spins costs no clock read.
     backoff.Pause();
     if (backoff.Due()) {
-      ZC_RETURN_IF_ERROR(dev_->Health(peer));
+      Status health = dev_->Health(peer);
+      if (!health.ok()) {
+        // The message may have come (during the pause) before the peer went
+        // away or the job was aborted: it is still ours to take.
+        std::lock_guard<std::mutex> lock(p.recv_mu);
+        bool done = false;
+        Status st = TryTake(p, tag, consume, ctx, &done, dl);
+        return done ? st : health;
+      }
       if (dl.expired())
         return Error(ZC_ERR_TIMEOUT, "waited %.1f s for a message from peer %d (ZC_TIMEOUT=%g s)",
                      dl.elapsed_s(), peer, dev_->timeout_s());

@@ -24,6 +24,12 @@ class ControlPlane {
   // longer where a rendezvous costs network round trips.
   static constexpr uint64_t kMaxMessage = 16 * 1024 - 64;
   static constexpr uint64_t kMaxNetworkMessage = 32 * 1024 + 64;
+  static constexpr uint32_t kSlots = 8;
+  // To a tcp peer a message may span up to every slot (SlotWriter::PutSpan),
+  // so that zc_send stays eager, one hop and one copy, up to 256 KiB, where a
+  // rendezvous costs three hops of some 30 us each (issue 14); the receiver
+  // gets the parts in place, as pieces.
+  static constexpr uint64_t kMaxSpanMessage = kSlots * kMaxNetworkMessage;
 
   // Collective: allocates mailboxes and the alert word, exchanges
   // descriptors through the bootstrap.
@@ -36,16 +42,26 @@ class ControlPlane {
                const Deadline& dl);
   Status Recv(int peer, uint64_t tag, std::string* msg, const Deadline& dl);
   // Receives the next message with this tag by handing it to consume, which
-  // must not keep the pointer: when it is the next one to arrive it is read
-  // in place from the slot, with no copy or allocation (small zc_recv).
-  // consume's status is returned.
-  using Consumer = Status (*)(void* ctx, const char* data, size_t bytes);
+  // must not keep the pointers: when it is the next one to arrive it is read
+  // in place from its slot(s), with no copy or allocation (small zc_recv): the
+  // message is the concatenation of the n pieces (n > 1 only for a message
+  // spanning several slots). consume's status is returned.
+  struct Piece {
+    const char* data;
+    size_t bytes;
+  };
+  using Consumer = Status (*)(void* ctx, const Piece* pieces, int n);
   Status RecvWith(int peer, uint64_t tag, Consumer consume, void* ctx, const Deadline& dl);
   // Non-blocking: a queued or arrived message with this tag, if any.
-  bool TryRecv(int peer, uint64_t tag, std::string* msg, Status* st);
+  // defer_credit: the slots' credits may wait for FlushCredits, which the
+  // caller promises to call soon (one credit write for many messages).
+  bool TryRecv(int peer, uint64_t tag, std::string* msg, Status* st, bool defer_credit = false);
   // Non-blocking RecvWith: true when a message with this tag was handed to
   // consume (*st: consume's status, or the stream's error).
-  bool TryRecvWith(int peer, uint64_t tag, Consumer consume, void* ctx, Status* st);
+  bool TryRecvWith(int peer, uint64_t tag, Consumer consume, void* ctx, Status* st,
+                   bool defer_credit = false);
+  // Writes the credits that deferring receives left pending.
+  Status FlushCredits();
   // Non-blocking Send2: *sent = false (and Ok) when no slot is free now or
   // another thread is sending to this peer; the caller retries later. Never
   // waits for the peer (the write itself may take as long as the transfer).
@@ -59,16 +75,24 @@ class ControlPlane {
  private:
   struct Peer {
     std::mutex send_mu, recv_mu;
-    uint64_t max_message = kMaxMessage;
+    uint64_t max_message = kMaxMessage;  // one slot's payload
+    uint32_t max_span = 1;                // slots one message may span
     SlotWriter writer;
     SlotReader reader;
     std::deque<std::pair<uint64_t, std::string>> queued;
     std::atomic<size_t> queued_n{0};  // queued.size(), readable without recv_mu
+    std::atomic<bool> credit_pending{false};  // reader's credit deferred (FlushCredits)
   };
   // One step of a receive under p.recv_mu: a queued message with the tag, or
   // the next arrival (consumed in place when it has the tag, queued if not).
-  Status TryTake(Peer& p, uint64_t tag, Consumer consume, void* ctx, bool* done, const Deadline& dl);
-  static Status CopyOut(void* ctx, const char* data, size_t bytes);  // into a std::string
+  // Credits for all messages it consumed: one write at its end, or none
+  // when defer_credit (then p.credit_pending is set).
+  Status TryTake(Peer& p, uint64_t tag, Consumer consume, void* ctx, bool* done, const Deadline& dl,
+                 bool defer_credit = false);
+  Status TakeOne(Peer& p, uint64_t tag, Consumer consume, void* ctx, bool* done, const Deadline& dl);
+  static Status CopyOut(void* ctx, const Piece* pieces, int n);  // into a std::string
+  // Slots a message of `bytes` takes, or an error when it is too large.
+  Status SpanOf(const Peer& p, int peer, size_t bytes, uint32_t* n) const;
 
   Device* dev_ = nullptr;
   MemRegion* alert_ = nullptr;

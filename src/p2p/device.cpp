@@ -304,9 +304,11 @@ Status Device::ConnectTransports(const TransportPlan& plan, const std::vector<Pe
 
 void Device::CreateChannels() {
   channels_.resize(size_);
+  peer_driver_.assign(size_, nullptr);
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     Transport* t = transports_[peer_kind_[p]].get();
+    peer_driver_[p] = t->wait_driver();
     for (int i = 0; i < t->connections_per_peer(); ++i)
       channels_[p].push_back(std::make_unique<Channel>(this, t->connection(p, i), p, peer_kind_[p]));
   }
@@ -578,7 +580,7 @@ Status Device::OperationFailed(const Status& st) {
 Status Device::WaitFlag(const std::atomic<uint64_t>* flag, uint64_t value, int peer,
                         const Deadline& deadline, const char* what) const {
   if (flag->load(std::memory_order_acquire) >= value) return Status::Ok();
-  Backoff backoff(FlagsNotified(peer));
+  Backoff backoff(FlagsNotified(peer), DriverFor(peer));
   for (;;) {
     backoff.Pause();
     if (flag->load(std::memory_order_acquire) >= value) return Status::Ok();

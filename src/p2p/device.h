@@ -102,6 +102,10 @@ class Device : public TransportHost {
   bool FlagsNotified(int peer) const {
     return peer >= 0 && peer < size_ && peer_kind_[peer] != TransportKind::kShm;
   }
+  // The transport's WaitDriver for waits on peer's flags, or nullptr.
+  WaitDriver* DriverFor(int peer) const {
+    return peer >= 0 && static_cast<size_t>(peer) < peer_driver_.size() ? peer_driver_[peer] : nullptr;
+  }
   // Waits until *flag >= value. Spins, yields, then sleeps; fails with the
   // peer's health (lost, aborted) or ZC_ERR_TIMEOUT naming `what`.
   Status WaitFlag(const std::atomic<uint64_t>* flag, uint64_t value, int peer,
@@ -169,6 +173,7 @@ class Device : public TransportHost {
   std::string job_key_;  // authenticates data connections
   std::string job_tag_;  // first 16 hex chars of the job key (segment names)
   std::vector<TransportKind> peer_kind_;
+  std::vector<WaitDriver*> peer_driver_;  // per peer, set with the channels
   std::vector<bool> local_;
   std::vector<int> host_index_;  // see host_of
   std::vector<int> peer_pid_;

@@ -123,9 +123,7 @@ Status P2pEngine::Isend(const void* buf, size_t bytes, int peer, int tag,
   uint32_t seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
   if (seq == 0) seq = next_seq_.fetch_add(1, std::memory_order_relaxed);  // 0: blocking zc::Send
   op->meta = Meta{bytes, kEager, seq, 0};
-  const size_t eager =
-      dev_->transport_to(op->dpeer) == TransportKind::kShm ? kEagerLimit : kNetworkEagerLimit;
-  if (bytes > eager) {
+  if (bytes > EagerLimit(dev_->transport_to(op->dpeer))) {
     // Rendezvous: expose the source where it lies (pool memory: zero copy).
     Status st = dev_->HoldLocalRegion(buf, bytes, &op->source);
     if (!st.ok()) return st.with_context(op->What());
@@ -295,7 +293,8 @@ bool P2pEngine::Pass() {
         if (recv_blocked.count(key)) break;
         Arrival in{op.rbuf, op.bytes};
         Status st;
-        if (!cp->TryRecvWith(op.dpeer, MetaTag(context_, op.tag), &TakeMeta, &in, &st)) {
+        if (!cp->TryRecvWith(op.dpeer, MetaTag(context_, op.tag), &TakeMetaPieces<ControlPlane::Piece>,
+                             &in, &st, /*defer_credit=*/true)) {
           if (!st.ok()) Complete(op, st.with_context(op.What()));
           else recv_blocked.insert(key);
           break;
@@ -335,11 +334,13 @@ bool P2pEngine::Pass() {
   for (const auto& key : ack_keys) {
     std::string msg;
     Status st;
-    while (cp->TryRecv(key.first, AckTag(context_, key.second), &msg, &st)) {
+    while (cp->TryRecv(key.first, AckTag(context_, key.second), &msg, &st, /*defer_credit=*/true)) {
       moved = true;
       Dispatch(key.first, key.second, msg);
     }
   }
+  // One credit write per peer for all the messages this pass took.
+  IgnoreError(cp->FlushCredits(), "a lost peer fails its requests through Health below");
   // Deadlines and peers' health.
   for (auto& ptr : ops_) {
     Op& op = *ptr;
@@ -390,6 +391,8 @@ void P2pEngine::HandleMeta(Op& op) {
 }
 
 void P2pEngine::StartRead(Op& op) {
+  // The read may take a while: the peer must not wait for our credits.
+  IgnoreError(dev_->control()->FlushCredits(), "a lost peer fails the read too");
   RemoteRegion src;
   Status st = RemoteRegion::Parse(op.desc, &src);
   // One-sided read straight into the user's buffer (blocks for the transfer only).

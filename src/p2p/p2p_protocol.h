@@ -64,21 +64,41 @@ struct Arrival {
   std::string desc;
 };
 
-inline Status TakeMeta(void* ctx, const char* data, size_t n) {
+// The message is the concatenation of n pieces (a message spanning several
+// control slots, ControlPlane::Piece); the Meta lies whole in the first.
+template <class Piece>
+inline Status TakeMetaPieces(void* ctx, const Piece* pieces, int n) {
   auto* a = static_cast<Arrival*>(ctx);
-  if (n < sizeof(Meta)) return Error(ZC_ERR_INTERNAL, "truncated meta data (%zu bytes)", n);
-  memcpy(&a->meta, data, sizeof(Meta));
-  const char* rest = data + sizeof(Meta);
-  const size_t rest_bytes = n - sizeof(Meta);
+  if (n < 1 || pieces[0].bytes < sizeof(Meta))
+    return Error(ZC_ERR_INTERNAL, "truncated meta data (%zu bytes)", n < 1 ? size_t{0} : size_t{pieces[0].bytes});
+  memcpy(&a->meta, pieces[0].data, sizeof(Meta));
+  size_t rest_bytes = pieces[0].bytes - sizeof(Meta);
+  for (int i = 1; i < n; ++i) rest_bytes += pieces[i].bytes;
   if (a->meta.mode == kRendezvous) {
-    a->desc.assign(rest, rest_bytes);
+    a->desc.assign(pieces[0].data + sizeof(Meta), pieces[0].bytes - sizeof(Meta));
+    for (int i = 1; i < n; ++i) a->desc.append(pieces[i].data, pieces[i].bytes);
   } else if (a->meta.bytes == a->bytes) {
     if (rest_bytes != a->bytes)
       return Error(ZC_ERR_INTERNAL, "eager payload of %zu bytes, meta data says %zu", rest_bytes,
                    a->bytes);
-    if (a->bytes) memcpy(a->buf, rest, a->bytes);
+    char* out = static_cast<char*>(a->buf);
+    for (int i = 0; i < n; ++i) {
+      const size_t skip = i ? 0 : sizeof(Meta);
+      const size_t b = pieces[i].bytes - skip;
+      if (b) memcpy(out, pieces[i].data + skip, b);
+      out += b;
+    }
   }
   return Status::Ok();
+}
+
+// A message in one piece.
+inline Status TakeMeta(void* ctx, const char* data, size_t n) {
+  struct One {
+    const char* data;
+    size_t bytes;
+  } whole{data, n};
+  return TakeMetaPieces(ctx, &whole, 1);
 }
 
 // An ack-class message's head; false when it is shorter than an Ack.

@@ -10,6 +10,8 @@
 static_assert(zc::kEagerLimit + 64 <= zc::ControlPlane::kMaxMessage, "eager fits a control slot");
 static_assert(zc::kNetworkEagerLimit + 64 <= zc::ControlPlane::kMaxNetworkMessage,
               "network eager fits a control slot");
+static_assert(zc::kTcpEagerLimit + sizeof(zc::p2p_wire::Meta) <= zc::ControlPlane::kMaxSpanMessage,
+              "tcp eager fits the control slots");
 
 namespace zc {
 namespace {
@@ -26,9 +28,7 @@ Status SendMeta(Device* dev, int peer, int tag, uint32_t context, const Meta& m,
 Status SendOnce(Device* dev, const void* buf, size_t bytes, int peer, int tag, uint32_t context) {
   Deadline dl = dev->NewDeadline();
   Meta m{bytes, kEager, 0, 0};
-  const size_t eager =
-      dev->transport_to(peer) == TransportKind::kShm ? kEagerLimit : kNetworkEagerLimit;
-  if (bytes <= eager) return SendMeta(dev, peer, tag, context, m, buf, bytes, dl);
+  if (bytes <= EagerLimit(dev->transport_to(peer))) return SendMeta(dev, peer, tag, context, m, buf, bytes, dl);
 
   // Rendezvous: expose the source where it lies (pool memory: zero copy).
   // Held until the peer has read it (this call's end).
@@ -87,7 +87,8 @@ Status SendOnce(Device* dev, const void* buf, size_t bytes, int peer, int tag, u
 Status RecvOnce(Device* dev, void* buf, size_t bytes, int peer, int tag, uint32_t context) {
   Deadline dl = dev->NewDeadline();
   Arrival in{buf, bytes};
-  Status got = dev->control()->RecvWith(peer, MetaTag(context, tag), &TakeMeta, &in, dl);
+  Status got = dev->control()->RecvWith(peer, MetaTag(context, tag), &TakeMetaPieces<ControlPlane::Piece>,
+                                        &in, dl);
   if (!got.ok()) return got.with_context(Format("recv from peer %d (tag %d)", peer, tag));
   Meta m = in.meta;
   // Acks echo the sender's sequence number (p2p_protocol.h).

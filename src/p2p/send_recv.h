@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "common/status.h"
+#include "p2p/transport.h"
 
 namespace zc {
 
@@ -24,6 +25,15 @@ class Device;
 // costs two more network hops than the eager copy out of the slot.
 constexpr size_t kEagerLimit = 8192;
 constexpr size_t kNetworkEagerLimit = 32768;
+// tcp: a message spans up to every control slot (ControlPlane::kMaxSpanMessage),
+// so the eager copy stays cheaper than a rendezvous's three hops up to here.
+constexpr size_t kTcpEagerLimit = 256 * 1024;
+
+inline size_t EagerLimit(TransportKind kind) {
+  return kind == TransportKind::kShm ? kEagerLimit
+         : kind == TransportKind::kTcp ? kTcpEagerLimit
+                                       : kNetworkEagerLimit;
+}
 
 // peer is a Device rank; context scopes the tags (p2p/control_tag.h) as the
 // communicator's P2pEngine does, which runs these inline when it has no

@@ -1,5 +1,6 @@
 #include "p2p/slot_stream.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "p2p/device.h"
@@ -29,18 +30,19 @@ char* SlotWriter::Direct() {
   return direct_;
 }
 
-bool SlotWriter::CreditCovers() {
-  // Slot sent_ % K is free once the reader has consumed sent_ - K + 1 messages.
-  if (sent_ < layout_.slots + credits_) return true;
+bool SlotWriter::CreditCovers(uint32_t n) {
+  // Slots sent_ .. sent_+n-1 are free once the reader has consumed
+  // sent_ + n - K messages.
+  if (sent_ + n <= layout_.slots + credits_) return true;
   credits_ = FlagAt(local_, 0)->load(std::memory_order_acquire);
-  return sent_ < layout_.slots + credits_;
+  return sent_ + n <= layout_.slots + credits_;
 }
 
-bool SlotWriter::HasCredit() { return CreditCovers(); }
+bool SlotWriter::HasCredits(uint32_t n) { return CreditCovers(n); }
 
-Status SlotWriter::WaitCredit(const Deadline& dl) {
-  if (CreditCovers()) return Status::Ok();
-  ZC_RETURN_IF_ERROR(dev_->WaitFlag(FlagAt(local_, 0), sent_ - layout_.slots + 1, peer_, dl,
+Status SlotWriter::WaitCredit(const Deadline& dl, uint32_t n) {
+  if (CreditCovers(n)) return Status::Ok();
+  ZC_RETURN_IF_ERROR(dev_->WaitFlag(FlagAt(local_, 0), sent_ + n - layout_.slots, peer_, dl,
                                     "a free slot (credit)"));
   credits_ = FlagAt(local_, 0)->load(std::memory_order_acquire);
   return Status::Ok();
@@ -62,31 +64,96 @@ Status SlotWriter::Put2(const void* a, uint64_t abytes, const void* b, uint64_t 
     return Error(ZC_ERR_INTERNAL, "slot message of %llu bytes exceeds slot capacity %llu",
                  static_cast<unsigned long long>(abytes + bbytes),
                  static_cast<unsigned long long>(layout_.slot_bytes));
+  ZC_RETURN_IF_ERROR(WaitCredit(dl));
+  const SrcPiece pieces[2] = {{a, abytes}, {b, bbytes}};
+  return WriteSlot(pieces, 2, abytes + bbytes, aux, naux, dl);
+}
+
+Status SlotWriter::PutSpan(const SrcPiece* pieces, int npieces, uint64_t total, uint32_t n,
+                           uint64_t* aux, int naux, const Deadline& dl) {
+  if (n == 0 || n > layout_.slots || naux < 2 || naux > layout_.aux_words() ||
+      total > n * layout_.slot_bytes ||
+      (n > 1 && total <= (n - 1) * layout_.slot_bytes))
+    return Error(ZC_ERR_INTERNAL, "slot span of %llu bytes in %u slots (of %u, %llu bytes each)",
+                 static_cast<unsigned long long>(total), n, layout_.slots,
+                 static_cast<unsigned long long>(layout_.slot_bytes));
+  // All n slots first: the reader waits for the later parts once it has
+  // seen the first, so they must never wait for its credits.
+  ZC_RETURN_IF_ERROR(WaitCredit(dl, n));
+  aux[1] = n;
+  if (n > kMaxSpan) return Error(ZC_ERR_INTERNAL, "slot span of %u slots (at most %u)", n, kMaxSpan);
+  // Part i: header i, then the next min(slot_bytes, rest) bytes of the
+  // pieces (at most 8 of them).
+  SlotHeader heads[kMaxSpan];
+  SrcPiece sub[kMaxSpan][9];
+  GatherWrite parts[kMaxSpan];
+  int pi = 0;
+  uint64_t pofs = 0;  // bytes of pieces[pi] already placed
+  for (uint32_t part = 0; part < n; ++part) {
+    uint64_t want = std::min<uint64_t>(layout_.slot_bytes, total - part * layout_.slot_bytes);
+    heads[part] = SlotHeader{};
+    heads[part].bytes = want;
+    for (int i = 0; i < naux; ++i) heads[part].aux[i] = aux[i];
+    int ns = 0;
+    sub[part][ns++] = {&heads[part], layout_.header_bytes()};
+    while (want && pi < npieces && ns < 9) {
+      uint64_t take = std::min<uint64_t>(want, pieces[pi].bytes - pofs);
+      if (take) sub[part][ns++] = {static_cast<const char*>(pieces[pi].data) + pofs, take};
+      want -= take;
+      pofs += take;
+      if (pofs == pieces[pi].bytes) {
+        ++pi;
+        pofs = 0;
+      }
+    }
+    if (want) return Error(ZC_ERR_INTERNAL, "slot span: pieces shorter than %llu bytes",
+                           static_cast<unsigned long long>(total));
+    const uint32_t k = layout_.slot_of(sent_ + part);
+    parts[part] = GatherWrite{sub[part], ns, layout_.header_offset(k),
+                              FlagWrite{&remote_, layout_.flag_offset(k), sent_ + part + 1}};
+  }
+  if (char* d = Direct()) {
+    ZC_RETURN_IF_ERROR(dev_->KnownHealth(peer_));
+    for (uint32_t part = 0; part < n; ++part)
+      WriteMapped(d, parts[part].dst_off, parts[part].src, parts[part].n, &parts[part].flag);
+  } else {
+    // One batch on one connection (one system call on tcp): the reader
+    // gets the whole message at once, in order.
+    ZC_RETURN_IF_ERROR(dev_->channel(peer_, channel_).WriteBatch(parts, static_cast<int>(n), remote_, dl));
+  }
+  sent_ += n;
+  return Status::Ok();
+}
+
+Status SlotWriter::WriteSlot(const SrcPiece* src, int n, uint64_t bytes, const uint64_t* aux,
+                             int naux, const Deadline& dl) {
   if (naux > layout_.aux_words())
     return Error(ZC_ERR_INTERNAL, "slot message with %d header words, the layout holds %d", naux,
                  layout_.aux_words());
-  ZC_RETURN_IF_ERROR(WaitCredit(dl));
   const uint32_t k = layout_.slot_of(sent_);
   SlotHeader h;  // only its first header_bytes() are written
-  h.bytes = abytes + bbytes;
+  h.bytes = bytes;
   for (int i = 0; i < layout_.aux_words(); ++i) h.aux[i] = i < naux ? aux[i] : 0;
   // Header and payload are adjacent in the slot: one gathered write (one
   // message on tcp), the flag ordered after all of it.
-  const SrcPiece pieces[3] = {{&h, layout_.header_bytes()}, {a, abytes}, {b, bbytes}};
+  SrcPiece pieces[9] = {{&h, layout_.header_bytes()}};
+  int np = 1;
+  for (int i = 0; i < n && np < 9; ++i)
+    if (src[i].bytes) pieces[np++] = src[i];
   FlagWrite flag{&remote_, layout_.flag_offset(k), sent_ + 1};
   if (char* d = Direct()) {
     // Mapped slots (shm): plain stores, no per-write lookup.
     ZC_RETURN_IF_ERROR(dev_->KnownHealth(peer_));
-    WriteMapped(d, layout_.header_offset(k), pieces, 3, &flag);
+    WriteMapped(d, layout_.header_offset(k), pieces, np, &flag);
   } else {
     // Large messages spread over the peer's connections (tcp sockets, verbs
     // QPs) and their progress threads by slot; each message's payload and
     // flag stay on one ordered connection. Credits (Release) stay on
     // channel_: they are one word that must never be overwritten by an
     // older value.
-    const bool spread = layout_.spread && abytes + bbytes >= SlotLayout::kSpreadMin;
+    const bool spread = layout_.spread && bytes >= SlotLayout::kSpreadMin;
     Channel& ch = dev_->channel(peer_, channel_ + (spread ? static_cast<int>(k) : 0));
-    ZC_RETURN_IF_ERROR(ch.WriteGather(pieces, 3, remote_, layout_.header_offset(k), &flag, dl));
+    ZC_RETURN_IF_ERROR(ch.WriteGather(pieces, np, remote_, layout_.header_offset(k), &flag, dl));
   }
   ++sent_;
   return Status::Ok();
@@ -102,6 +169,7 @@ void SlotReader::Init(Device* dev, int peer, const SlotLayout& layout, MemRegion
   channel_ = channel_index;
   consumed_.store(0, std::memory_order_relaxed);
   holding_ = false;
+  credited_ = 0;
   direct_ = nullptr;
   direct_resolved_ = false;
 }
@@ -112,8 +180,10 @@ bool SlotReader::Ready() const {
   return FlagAt(local_, layout_.flag_offset(k))->load(std::memory_order_acquire) >= c + 1;
 }
 
-Status SlotReader::Next(const SlotHeader** header, const void** payload, const Deadline& dl) {
-  const uint64_t c = consumed_.load(std::memory_order_relaxed);
+Status SlotReader::Peek(uint32_t ahead, const SlotHeader** header, const void** payload,
+                        const Deadline& dl) {
+  if (ahead >= layout_.slots) return Error(ZC_ERR_INTERNAL, "slot peek %u ahead of %u slots", ahead, layout_.slots);
+  const uint64_t c = consumed_.load(std::memory_order_relaxed) + ahead;
   const uint32_t k = layout_.slot_of(c);
   ZC_RETURN_IF_ERROR(dev_->WaitFlag(FlagAt(local_, layout_.flag_offset(k)), c + 1, peer_,
                                     dl, "a slot message"));
@@ -124,11 +194,20 @@ Status SlotReader::Next(const SlotHeader** header, const void** payload, const D
   return Status::Ok();
 }
 
-Status SlotReader::Release(const Deadline& dl) {
-  if (!holding_) return Error(ZC_ERR_INTERNAL, "slot release without a message");
+Status SlotReader::Release(const Deadline& dl, uint32_t n, bool credit) {
+  if (!holding_ || n == 0 || n > layout_.slots)
+    return Error(ZC_ERR_INTERNAL, "slot release of %u without a message", n);
   holding_ = false;
-  const uint64_t c = consumed_.load(std::memory_order_relaxed) + 1;
+  const uint64_t c = consumed_.load(std::memory_order_relaxed) + n;
   consumed_.store(c, std::memory_order_relaxed);
+  if (!credit && c - credited_ < (layout_.slots + 1) / 2) return Status::Ok();
+  return Credit(dl);
+}
+
+Status SlotReader::Credit(const Deadline& dl, bool lazy) {
+  const uint64_t c = consumed_.load(std::memory_order_relaxed);
+  if (c == credited_) return Status::Ok();
+  credited_ = c;
   if (!direct_resolved_) {
     direct_resolved_ = true;
     if (remote_.Contains(0, 8)) direct_ = dev_->channel(peer_, channel_).DirectAddress(remote_);
@@ -139,6 +218,7 @@ Status SlotReader::Release(const Deadline& dl) {
     WriteMapped(direct_, 0, nullptr, 0, &credit);
     return Status::Ok();
   }
+  if (lazy && layout_.lazy_credit) return dev_->channel(peer_, channel_).WriteFlagLazy(credit, dl);
   return dev_->channel(peer_, channel_).WriteFlag(credit, dl);
 }
 

@@ -11,17 +11,17 @@
 //   writer memory:  [credit word (one cache line)]
 //
 // Compact layout (small messages, e.g. the control plane): the flag moves
-// into its slot and the header shrinks to bytes + one aux word, so flag,
-// header and the first 40 payload bytes share one cache line:
+// into its slot and the header shrinks to bytes + two aux words, so flag,
+// header and the first 32 payload bytes share one cache line:
 //
-//   slot:           [flag][bytes][aux 0][payload (slot_bytes)]   (64-byte aligned)
+//   slot:           [flag][bytes][aux 0][aux 1][payload (slot_bytes)]   (64-byte aligned)
 //
 // A small message then costs the reader one cache-line transfer instead of
 // three (flag, header, payload lines).
 //
 // The writer remembers the last credit it read and reads the credit word
-// again only when that one does not cover the next slot, so in steady state
-// the credit line crosses between the cores about once per K messages.
+// again only when that one does not cover the slots it needs, so in steady
+// state the credit line crosses between the cores about once per K messages.
 //
 // Each side is set up with its local region and the peer's descriptor (sent
 // once, over control messages or the bootstrap).
@@ -34,6 +34,7 @@
 #include "common/deadline.h"
 #include "common/status.h"
 #include "p2p/mem_region.h"
+#include "p2p/transport.h"
 
 namespace zc {
 
@@ -42,7 +43,7 @@ class Device;
 struct SlotHeader {
   uint64_t bytes;    // payload bytes in this slot
   uint64_t aux[7];   // caller's words: operation signature, tags, offsets...
-};                   // (compact layout: only bytes and aux[0] exist)
+};                   // (compact layout: only bytes, aux[0] and aux[1] exist)
 static_assert(sizeof(SlotHeader) == 64, "header is one cache line");
 
 struct SlotLayout {
@@ -54,11 +55,15 @@ struct SlotLayout {
   // channel (latency: one progress thread per hop). A message is one
   // gathered write, so any connection may carry it.
   bool spread = true;
+  // The reader's credits at the end of a receive may ride with its next
+  // write to the writer (Connection::WriteFlagLazy): control streams, whose
+  // reader usually answers.
+  bool lazy_credit = false;
   static constexpr uint64_t kSpreadMin = 64 * 1024;
   bool compact = false;
-  static constexpr uint64_t kCompactHeaderBytes = 16;  // bytes + aux[0]
-  int aux_words() const { return compact ? 1 : 7; }
-  // What Put writes before the payload (the flag excluded).
+  static constexpr uint64_t kCompactHeaderBytes = 24;  // bytes, aux[0], aux[1]
+  int aux_words() const { return compact ? 2 : 7; }
+  // What a message's writer puts before the payload (the flag excluded).
   uint64_t header_bytes() const { return compact ? kCompactHeaderBytes : sizeof(SlotHeader); }
   uint64_t flags_bytes() const { return compact ? 0 : uint64_t{slots} * 64; }
   uint64_t slot_stride() const {
@@ -97,9 +102,19 @@ class SlotWriter {
   // plus the data).
   Status Put2(const void* a, uint64_t abytes, const void* b, uint64_t bbytes,
               const uint64_t* aux, int naux, const Deadline& dl);
+  // A message of several slots: the pieces' concatenation cut into n
+  // consecutive slots (n <= layout.slots, each part <= slot_bytes), written
+  // back to back once all n slots are free, so that the reader, having seen
+  // the first, only waits for data already in flight. aux[0..naux) goes in
+  // every part's header; aux word 1 (naux >= 2 required) is set to n.
+  Status PutSpan(const SrcPiece* pieces, int npieces, uint64_t total, uint32_t n, uint64_t* aux,
+                 int naux, const Deadline& dl);
+  static constexpr uint32_t kMaxSpan = 16;
   // True when the next Put needs no wait: a slot is free (its credit has
   // come back). Non-blocking; for callers that must not wait for the peer.
-  bool HasCredit();
+  bool HasCredit() { return HasCredits(1); }
+  // True when the next n slots are free.
+  bool HasCredits(uint32_t n);
   uint64_t sent() const { return sent_; }
   int peer() const { return peer_; }
   const SlotLayout& layout() const { return layout_; }
@@ -108,10 +123,13 @@ class SlotWriter {
   Status Drain(const Deadline& dl);
 
  private:
-  Status WaitCredit(const Deadline& dl);
-  // Whether the credits seen so far free the next slot; reads the credit
+  Status WaitCredit(const Deadline& dl, uint32_t n = 1);
+  // Whether the credits seen so far free the next n slots; reads the credit
   // word (a line the reader writes) only when the remembered value does not.
-  bool CreditCovers();
+  bool CreditCovers(uint32_t n);
+  // One slot's write: header + pieces + flag (the slot is free).
+  Status WriteSlot(const SrcPiece* pieces, int n, uint64_t bytes, const uint64_t* aux, int naux,
+                   const Deadline& dl);
   char* Direct();
   Device* dev_ = nullptr;
   int peer_ = -1, channel_ = 0;
@@ -134,12 +152,24 @@ class SlotReader {
   void Init(Device* dev, int peer, const SlotLayout& layout, MemRegion* local,
             const RemoteRegion& remote, int channel_index = 0);
   // Waits for the next message; the pointers stay valid until Release().
-  Status Next(const SlotHeader** header, const void** payload, const Deadline& dl);
+  Status Next(const SlotHeader** header, const void** payload, const Deadline& dl) {
+    return Peek(0, header, payload, dl);
+  }
+  // Waits for the message `ahead` places after the next one (0: the next;
+  // ahead < layout.slots), leaving it unconsumed; valid until Release().
+  Status Peek(uint32_t ahead, const SlotHeader** header, const void** payload, const Deadline& dl);
   // True when the next message has arrived (no wait). Safe to call without
   // the owner's lock, as a hint.
   bool Ready() const;
-  // Returns the slot to the writer (one flag-only write of the credit).
-  Status Release(const Deadline& dl);
+  // Returns the next n slots (read with Next/Peek) to the writer: one
+  // flag-only write of the credit. credit = false leaves the write to a
+  // later Release or Credit (one write for several messages), unless half
+  // the slots would then wait for it.
+  Status Release(const Deadline& dl, uint32_t n = 1, bool credit = true);
+  // Writes the credit of every message released so far, if not yet written
+  // (lazily: layout.lazy_credit, Connection::WriteFlagLazy).
+  Status Credit(const Deadline& dl, bool lazy = false);
+  bool credit_pending() const { return credited_ != consumed_.load(std::memory_order_relaxed); }
   uint64_t received() const { return consumed_.load(std::memory_order_relaxed); }
   int peer() const { return peer_; }
 
@@ -153,6 +183,7 @@ class SlotReader {
   // asked, as a hint, by threads that do not hold the owner's lock.
   std::atomic<uint64_t> consumed_{0};
   bool holding_ = false;
+  uint64_t credited_ = 0;  // the last credit written
   // The writer's credit word mapped here (shm), resolved on first use.
   char* direct_ = nullptr;
   bool direct_resolved_ = false;

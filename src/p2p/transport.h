@@ -103,6 +103,14 @@ struct SrcPiece {
   size_t bytes;
 };
 
+// One write of a batch (Connection::WriteBatch): src[0..n) to dst_off, then flag.
+struct GatherWrite {
+  const SrcPiece* src;
+  int n;
+  uint64_t dst_off;
+  FlagWrite flag;
+};
+
 // One connection to one peer (the paper's QP).
 class Connection {
  public:
@@ -121,6 +129,21 @@ class Connection {
   // then the flag: Write() of their concatenation without joining them
   // first. The default issues one Write per piece (the flag with the last);
   // tcp sends one message.
+  // A flag-only write that may wait for the next write on this connection,
+  // to travel in the same system call (a credit returned just before a
+  // reply), but at most about a millisecond. Later writes of the same flag
+  // replace a waiting one (flags only grow).
+  virtual Status WriteFlagLazy(const FlagWrite& flag, const Deadline& deadline) {
+    return Write(nullptr, 0, *flag.region, 0, &flag, deadline);
+  }
+  // Several gathered writes into dst, in order (each one's flag after its
+  // data): WriteGather for each; tcp sends them in one system call.
+  virtual Status WriteBatch(const GatherWrite* w, int n, const RemoteRegion& dst,
+                            const Deadline& deadline) {
+    for (int i = 0; i < n; ++i)
+      ZC_RETURN_IF_ERROR(WriteGather(w[i].src, w[i].n, dst, w[i].dst_off, &w[i].flag, deadline));
+    return Status::Ok();
+  }
   virtual Status WriteGather(const SrcPiece* src, int n, const RemoteRegion& dst,
                              uint64_t dst_off, const FlagWrite* flag,
                              const Deadline& deadline) {
@@ -182,6 +205,9 @@ class Transport {
   virtual Status Listen(const LinkPlan& plan, std::string* address) = 0;
   virtual Status Connect(const std::vector<std::string>& addresses) = 0;
   virtual int connections_per_peer() const = 0;
+  // Who sleeps for a thread waiting on this transport's peers (WaitDriver),
+  // or nullptr: Wakeup::Sleep.
+  virtual WaitDriver* wait_driver() { return nullptr; }
   virtual Connection* connection(int peer, int index) = 0;
   // Stops progress threads and closes connections; idempotent.
   virtual void Shutdown() = 0;

@@ -49,10 +49,13 @@ class P2p : public ::testing::TestWithParam<const char*> {
 };
 
 // Every pair exchanges messages of odd sizes in both directions (either side
-// of the eager limits: 8 KiB on shm, 32 KiB on tcp), from user
-// memory at unaligned addresses and from pool memory.
+// of the eager limits: 8 KiB on shm, 256 KiB on tcp; on tcp also either side
+// of the control-slot boundaries an eager message spans: 32832 payload bytes a
+// slot, less the 24-byte meta), from user memory at unaligned addresses and
+// from pool memory.
 TEST_P(P2p, SendRecvAllSizesAllPairs) {
-  const size_t sizes[] = {0, 1, 7, 4095, 4096, 4097, 8192, 8193, 32768, 32769, (1u << 20) + 3};
+  const size_t sizes[] = {0,     1,      7,      4095,   4096,   4097,   8192,  8193, 32768,
+                          32769, 32808,  32809,  65640,  65641,  100003, 262144, 262145, (1u << 20) + 3};
   for (int n : {2, 3}) {
     auto res = RunRanks(n, [&](int rank) -> int {
       zc_comm* comm;
@@ -99,15 +102,15 @@ TEST_P(P2p, SizeMismatchIsReported) {
   auto res = RunRanks(2, [&](int rank) -> int {
     zc_comm* comm;
     CHILD_CHECK(zc_init(&comm) == ZC_OK, "init");
-    std::vector<char> buf(100000);
+    std::vector<char> buf(300000);
     if (rank == 0) {
-      zc_status s = zc_send(comm, buf.data(), 100000, 1, 3);
+      zc_status s = zc_send(comm, buf.data(), 300000, 1, 3);
       CHILD_CHECK(s == ZC_ERR_MISMATCH, "sender got %s", zc_status_string(s));
-      CHILD_CHECK(strstr(zc_last_error(comm), "99999") != nullptr, "message: %s", zc_last_error(comm));
+      CHILD_CHECK(strstr(zc_last_error(comm), "299999") != nullptr, "message: %s", zc_last_error(comm));
       s = zc_send(comm, buf.data(), 10, 1, 4);  // eager: the receiver reports it
       CHILD_CHECK(s == ZC_OK, "eager sender got %s", zc_status_string(s));
     } else {
-      zc_status s = zc_recv(comm, buf.data(), 99999, 0, 3);
+      zc_status s = zc_recv(comm, buf.data(), 299999, 0, 3);
       CHILD_CHECK(s == ZC_ERR_MISMATCH, "receiver got %s", zc_status_string(s));
       CHILD_CHECK(strstr(zc_last_error(comm), "peer 0") != nullptr, "message: %s", zc_last_error(comm));
       s = zc_recv(comm, buf.data(), 11, 0, 4);
@@ -119,6 +122,44 @@ TEST_P(P2p, SizeMismatchIsReported) {
     zc_finalize(comm);
     return 0;
   }, Env());
+  ASSERT_TRUE(AllOk(res)) << Describe(res);
+}
+
+// A receiver that takes one message and then neither sends nor receives:
+// on tcp its credit waits to ride with a reply (Connection::WriteFlagLazy),
+// and the progress thread must send it on its own within about a
+// millisecond, or the sender's 9th message (8 control slots) never finds a
+// free slot and fails at ZC_TIMEOUT. The receiver goes on only once the
+// sender has sent all 9.
+TEST_P(P2p, CreditWithoutReplyReachesTheSender) {
+  SharedCounter sent;
+  auto res = RunRanks(2, [&](int rank) -> int {
+    zc_comm* comm;
+    CHILD_CHECK(zc_init(&comm) == ZC_OK, "init: %s", zc_last_error(nullptr));
+    const int kMsgs = 9;
+    uint8_t buf[64];
+    for (int round = 0; round < 2; ++round) {
+      if (rank == 0) {
+        for (int i = 0; i < kMsgs; ++i) {
+          Fill(buf, sizeof(buf), 0, 1, round * 100 + i);
+          CHILD_CHECK(zc_send(comm, buf, sizeof(buf), 1, 7) == ZC_OK, "round %d send %d: %s", round, i,
+                      zc_last_error(comm));
+        }
+        sent.Add();
+      } else {
+        CHILD_CHECK(zc_recv(comm, buf, sizeof(buf), 0, 7) == ZC_OK, "recv: %s", zc_last_error(comm));
+        CHILD_CHECK(Check(buf, sizeof(buf), 0, 1, round * 100) == 0, "round %d message 0: wrong data", round);
+        CHILD_CHECK(sent.WaitAtLeast(round + 1, 20), "round %d: the sender did not get through", round);
+        for (int i = 1; i < kMsgs; ++i) {
+          CHILD_CHECK(zc_recv(comm, buf, sizeof(buf), 0, 7) == ZC_OK, "recv: %s", zc_last_error(comm));
+          CHILD_CHECK(Check(buf, sizeof(buf), 0, 1, round * 100 + i) == 0, "round %d message %d: wrong data",
+                      round, i);
+        }
+      }
+    }
+    zc_finalize(comm);
+    return 0;
+  }, Env({{"ZC_TIMEOUT", "10"}}));
   ASSERT_TRUE(AllOk(res)) << Describe(res);
 }
 
@@ -335,7 +376,7 @@ TEST_P(P2p, BadArgumentsFailLocally) {
 // Static placement: a SlotStream from every rank to the next, 10,000
 // messages through 4 slots, so every slot is reused 2,500 times; in the
 // standard layout and in the compact one (flag and header in the slot's
-// first line, one aux word), where lengths cross the line's 40 payload bytes.
+// first line, two aux words), where lengths cross the line's 32 payload bytes.
 TEST_P(P2p, SlotStreamReuse10000) {
   for (bool compact : {false, true})
   for (int n : {2, 4}) {
@@ -374,13 +415,13 @@ TEST_P(P2p, SlotStreamReuse10000) {
         for (int i = 0; i < kMessages && err.empty(); ++i) {
           size_t len = 1 + (i * 7) % 333;
           Fill(msg.data(), len, rank, right, i);
-          uint64_t aux[2] = {static_cast<uint64_t>(i), 0xABCD};
+          uint64_t aux[3] = {static_cast<uint64_t>(i), 0xABCD, 0x1234};
           if (compact && i == 0) {
-            // Two header words do not fit the compact header: refused, nothing sent.
-            zc::Status st = w.Put(msg.data(), len, aux, 2, dl);
-            if (st.code() != ZC_ERR_INTERNAL || w.sent() != 0) err = "2 aux words accepted";
+            // Three header words do not fit the compact header: refused, nothing sent.
+            zc::Status st = w.Put(msg.data(), len, aux, 3, dl);
+            if (st.code() != ZC_ERR_INTERNAL || w.sent() != 0) err = "3 aux words accepted";
           }
-          zc::Status st = w.Put(msg.data(), len, aux, compact ? 1 : 2, dl);
+          zc::Status st = w.Put(msg.data(), len, aux, compact ? 2 : 3, dl);
           if (!st.ok()) err = st.message();
         }
       });
@@ -396,7 +437,7 @@ TEST_P(P2p, SlotStreamReuse10000) {
         }
         size_t len = 1 + (i * 7) % 333;
         if (h->bytes != len || h->aux[0] != static_cast<uint64_t>(i) ||
-            (!compact && h->aux[1] != 0xABCD) || Check(static_cast<const uint8_t*>(p), len, left, rank, i) != 0)
+            h->aux[1] != 0xABCD || (!compact && h->aux[2] != 0x1234) || Check(static_cast<const uint8_t*>(p), len, left, rank, i) != 0)
           ++bad;
         if (!r.Release(dl).ok()) ++bad;
       }

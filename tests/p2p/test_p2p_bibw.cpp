@@ -20,6 +20,7 @@
 #include "p2p/channel.h"
 #include "p2p/device.h"
 #include "p2p/mem_region.h"
+#include "p2p/slot_stream.h"
 
 namespace {
 
@@ -121,17 +122,21 @@ TEST(P2pBibwTcp, ReadsBehindWritesBothWays) {
     CHILD_CHECK(zc_init(&comm) == ZC_OK, "init: %s", zc_last_error(nullptr));
     zc::Device* dev = comm->device.get();
     const int peer = 1 - rank;
-    zc::MemRegion *src = nullptr, *sink = nullptr;
+    zc::MemRegion *src = nullptr, *sink = nullptr, *flag = nullptr;
     zc::Status st = dev->Allocate(kBytes, &src);
     if (st.ok()) st = dev->Allocate(kBytes, &sink);
+    if (st.ok()) st = dev->Allocate(64, &flag);
     CHILD_CHECK(st.ok(), "allocate: %s", st.message().c_str());
+    memset(flag->data(), 0, 64);
     std::vector<std::string> all;
-    st = dev->AllGather("test.bibw", src->remote().Serialize() + sink->remote().Serialize(), &all);
+    st = dev->AllGather("test.bibw", src->remote().Serialize() + sink->remote().Serialize() +
+                                         flag->remote().Serialize(), &all);
     CHILD_CHECK(st.ok(), "allgather: %s", st.message().c_str());
     const size_t d = src->remote().Serialize().size();
-    zc::RemoteRegion peer_src, peer_sink;
+    zc::RemoteRegion peer_src, peer_sink, peer_flag;
     CHILD_CHECK(zc::RemoteRegion::Parse(all[peer].substr(0, d), &peer_src).ok() &&
-                    zc::RemoteRegion::Parse(all[peer].substr(d, d), &peer_sink).ok(),
+                    zc::RemoteRegion::Parse(all[peer].substr(d, d), &peer_sink).ok() &&
+                    zc::RemoteRegion::Parse(all[peer].substr(2 * d, d), &peer_flag).ok(),
                 "descriptors");
     std::vector<uint64_t> dst(kBytes / 8);
     zc::Channel& ch = dev->channel(peer, 0);
@@ -141,19 +146,24 @@ TEST(P2pBibwTcp, ReadsBehindWritesBothWays) {
       memset(dst.data(), 0, kBytes);
       // Both ranks start together.
       CHILD_OK(zc_barrier(comm));
-      st = ch.Write(src->data(), kBytes, peer_sink, 0, nullptr, dev->NewDeadline());
+      const zc::FlagWrite written{&peer_flag, 0, uint64_t(round) + 1};
+      st = ch.Write(src->data(), kBytes, peer_sink, 0, &written, dev->NewDeadline());
       CHILD_CHECK(st.ok(), "round %d: write: %s", round, st.message().c_str());
       st = ch.Read(dst.data(), kBytes, peer_src, 0, dev->NewDeadline());
       const double s = Since(start);
       CHILD_CHECK(st.ok(), "round %d: read after %.1f s: %s", round, s, st.message().c_str());
       size_t bad = Wrong(dst.data(), peer, round, 0);
       CHILD_CHECK(bad == 0, "round %d: read from %d: %zu wrong words", round, peer, bad);
-      // The peer's write came before its read reply on the same socket.
+      // The peer's write is complete once its flag is (the peer may answer
+      // our read before it even starts its write).
+      st = dev->WaitFlag(zc::FlagAt(flag, 0), uint64_t(round) + 1, peer, dev->NewDeadline(), "the write");
+      CHILD_CHECK(st.ok(), "round %d: flag: %s", round, st.message().c_str());
       bad = Wrong(sink->data(), peer, round, 0);
       CHILD_CHECK(bad == 0, "round %d: written by %d: %zu wrong words", round, peer, bad);
       CHILD_OK(zc_barrier(comm));  // before the next round overwrites what the peer reads
     }
-    CHILD_CHECK(dev->Free(src->data()).ok() && dev->Free(sink->data()).ok(), "free");
+    CHILD_CHECK(dev->Free(src->data()).ok() && dev->Free(sink->data()).ok() && dev->Free(flag->data()).ok(),
+                "free");
     CHILD_CHECK(zc_finalize(comm) == ZC_OK, "finalize: %s", zc_last_error(nullptr));
     return 0;
   }, EnvFor("tcp"), 150);

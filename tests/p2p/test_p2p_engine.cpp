@@ -43,7 +43,9 @@ size_t Check(const uint8_t* p, size_t n, int from, int to, uint64_t seq) {
   return bad;
 }
 
-const size_t kSizes[] = {0, 1, 7, 8191, 8193, 32767, 32769, (1u << 20) + 3};
+// Either side of the eager limits (8 KiB shm, 256 KiB tcp) and of tcp's
+// control-slot spans (32808 payload bytes in one slot, 65641 in three).
+const size_t kSizes[] = {0, 1, 7, 8191, 8193, 32767, 32769, 65641, 262144, 262145, (1u << 20) + 3};
 constexpr int kNumSizes = sizeof(kSizes) / sizeof(kSizes[0]);
 
 // Communicator rank r is Device rank n-1-r: peers and tags are in the
@@ -156,9 +158,9 @@ TEST_P(P2pEngineTest, SameTagFifoAndBlockingInterop) {
         CHILD_CHECK(st.ok(), "isend: %s", st.message().c_str());
       }
       // Blocking, old entry points, against the engine (both directions).
-      std::vector<uint8_t> b(100000);
-      Fill(b.data(), 100000, 0, 1, 1000);
-      zc::Status st = zc::Send(dev, b.data(), 100000, 1, 8);
+      std::vector<uint8_t> b(300000);
+      Fill(b.data(), 300000, 0, 1, 1000);
+      zc::Status st = zc::Send(dev, b.data(), 300000, 1, 8);
       CHILD_CHECK(st.ok(), "zc::Send: %s", st.message().c_str());
       st = zc::Send(dev, b.data(), 100, 1, 8);
       CHILD_CHECK(st.ok(), "zc::Send: %s", st.message().c_str());
@@ -181,10 +183,10 @@ TEST_P(P2pEngineTest, SameTagFifoAndBlockingInterop) {
         CHILD_CHECK(Check(bufs[i].data(), size_of(i), 0, rank, i) == 0, "message %d: wrong data", i);
       }
       if (rank == 1) {
-        std::vector<uint8_t> b(100000);
-        zc::Status st = eng.Recv(b.data(), 100000, 0, 8);
+        std::vector<uint8_t> b(300000);
+        zc::Status st = eng.Recv(b.data(), 300000, 0, 8);
         CHILD_CHECK(st.ok(), "recv: %s", st.message().c_str());
-        CHILD_CHECK(Check(b.data(), 100000, 0, 1, 1000) == 0, "interop data");
+        CHILD_CHECK(Check(b.data(), 300000, 0, 1, 1000) == 0, "interop data");
         st = eng.Recv(b.data(), 100, 0, 8);
         CHILD_CHECK(st.ok(), "recv: %s", st.message().c_str());
         Fill(b.data(), 70000, 1, 0, 1001);
@@ -286,12 +288,12 @@ TEST_P(P2pEngineTest, SizeMismatch) {
     std::vector<uint8_t> buf(200000);
     ReqPtr r1, r2, r3;
     if (rank == 0) {
-      CHILD_CHECK(eng.Isend(buf.data(), 100000, 1, 3, &r1).ok(), "isend");
+      CHILD_CHECK(eng.Isend(buf.data(), 300000, 1, 3, &r1).ok(), "isend");
       CHILD_CHECK(eng.Isend(buf.data(), 10, 1, 4, &r2).ok(), "isend");
       zc::Status st = r1->Wait(zc::Deadline::Never());
       CHILD_CHECK(st.code() == ZC_ERR_MISMATCH, "rendezvous sender: %s", st.message().c_str());
-      CHILD_CHECK(st.message().find("100000") != std::string::npos &&
-                      st.message().find("99999") != std::string::npos &&
+      CHILD_CHECK(st.message().find("300000") != std::string::npos &&
+                      st.message().find("299999") != std::string::npos &&
                       st.message().find("peer 1") != std::string::npos &&
                       st.message().find("tag 3") != std::string::npos,
                   "message: %s", st.message().c_str());
@@ -301,12 +303,12 @@ TEST_P(P2pEngineTest, SizeMismatch) {
       st = eng.Send(buf.data(), 50000, 1, 9);
       CHILD_CHECK(st.ok(), "send after mismatch: %s", st.message().c_str());
     } else {
-      CHILD_CHECK(eng.Irecv(buf.data(), 99999, 0, 3, &r1).ok(), "irecv");
+      CHILD_CHECK(eng.Irecv(buf.data(), 299999, 0, 3, &r1).ok(), "irecv");
       CHILD_CHECK(eng.Irecv(buf.data(), 11, 0, 4, &r2).ok(), "irecv");
       zc::Status st = r1->Wait(zc::Deadline::Never());
       CHILD_CHECK(st.code() == ZC_ERR_MISMATCH, "receiver: %s", st.message().c_str());
-      CHILD_CHECK(st.message().find("100000") != std::string::npos &&
-                      st.message().find("99999") != std::string::npos &&
+      CHILD_CHECK(st.message().find("300000") != std::string::npos &&
+                      st.message().find("299999") != std::string::npos &&
                       st.message().find("peer 0") != std::string::npos &&
                       st.message().find("tag 3") != std::string::npos,
                   "message: %s", st.message().c_str());

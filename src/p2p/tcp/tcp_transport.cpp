@@ -1,6 +1,8 @@
 #include "p2p/tcp/tcp_transport.h"
 
 #include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -40,13 +42,30 @@ using tcp_wire::kWrite;
 using tcp_wire::MsgHeader;
 
 class TcpTransport;
+struct Responder;
 
 struct Socket {
   int fd = -1;
   int peer = -1;
   std::mutex send_mu;
+  // Held while messages are taken off the socket (and rbuf is used): by its
+  // progress thread, or by a waiting thread that drives (TcpTransport::Sleep).
+  std::mutex recv_mu;
   std::atomic<bool> dead{false};
   std::atomic<bool> said_bye{false};  // the peer finalized; every earlier message on this socket was handled
+  // What one recv took off the socket beyond the message being handled
+  // (its progress thread only): a burst of small messages costs one system
+  // call, not two per message (header, then payload).
+  static constexpr size_t kRecvBuf = 16384;
+  std::unique_ptr<char[]> rbuf{new char[kRecvBuf]};
+  size_t rpos = 0, rend = 0;
+  // A flag-only write waiting to ride with the next message (WriteFlagLazy),
+  // under send_mu; deferred_flag mirrors has_deferred for the progress thread.
+  MsgHeader deferred{};
+  bool has_deferred = false;
+  Clock::time_point deferred_at;
+  std::atomic<bool> deferred_flag{false};
+  Responder* group = nullptr;  // of its progress thread
 };
 
 // Answers the read requests that one progress thread receives, on a thread
@@ -60,6 +79,8 @@ struct Responder {
   std::condition_variable cv;
   std::deque<std::pair<Socket*, MsgHeader>> requests;  // kReadReq headers, in arrival order
   std::thread thread;
+  // The progress thread sleeps long (idle): a lazy flag is then sent at once.
+  std::atomic<bool> long_sleep{false};
 };
 
 struct PendingRead {
@@ -79,13 +100,15 @@ class TcpConnection : public Connection {
               const Deadline& deadline) override;
   Status WriteGather(const SrcPiece* src, int n, const RemoteRegion& dst, uint64_t dst_off,
                      const FlagWrite* flag, const Deadline& deadline) override;
+  Status WriteBatch(const GatherWrite* w, int n, const RemoteRegion& dst, const Deadline& deadline) override;
+  Status WriteFlagLazy(const FlagWrite& flag, const Deadline& deadline) override;
 
  private:
   TcpTransport* t_;
   Socket* s_;
 };
 
-class TcpTransport : public Transport {
+class TcpTransport : public Transport, public WaitDriver {
  public:
   TcpTransport(TransportHost* host, const TransportSetup& setup)
       : host_(host), setup_(setup), key_(setup.job_key) {}
@@ -98,6 +121,13 @@ class TcpTransport : public Transport {
   }
   void Unexpose(MemRegion*) override {}
   int connections_per_peer() const override { return per_peer_; }
+  WaitDriver* wait_driver() override { return this; }
+  // WaitDriver: one waiting thread at a time waits in epoll on every socket
+  // and takes what arrives off the socket itself (one wake-up per message,
+  // not two: the progress thread's, then the waiter's). The progress
+  // threads' epoll entries are exclusive and registered after the
+  // driver's, so while it waits the kernel wakes it alone.
+  void Sleep(uint32_t epoch, int timeout_us) override;
   Connection* connection(int peer, int index) override {
     if (peer < 0 || peer >= static_cast<int>(conns_.size()) || conns_[peer].empty()) return nullptr;
     return conns_[peer][index % per_peer_].get();
@@ -117,16 +147,86 @@ class TcpTransport : public Transport {
     if (s->dead.load()) return host_->Health(s->peer).ok()
                                    ? Error(ZC_ERR_PEER_LOST, "connection to peer %d is closed", s->peer)
                                    : host_->Health(s->peer);
-    struct iovec iov[8] = {{const_cast<MsgHeader*>(&h), sizeof(h)}};
-    int k = 1;
-    for (int i = 0; i < n && k < 8; ++i)
+    struct iovec iov[9];
+    int k = 0;
+    if (s->has_deferred) iov[k++] = {&s->deferred, sizeof(MsgHeader)};  // rides along
+    iov[k++] = {const_cast<MsgHeader*>(&h), sizeof(h)};
+    for (int i = 0; i < n && k < 9; ++i)
       if (pieces[i].bytes) iov[k++] = {const_cast<void*>(pieces[i].data), pieces[i].bytes};
     Status st = net::SendAllv(s->fd, iov, k, dl);
+    ClearDeferred(s);
     if (!st.ok() && st.code() == ZC_ERR_PEER_LOST) {
       s->dead.store(true);
       host_->OnPeerLost(s->peer, st.with_context(Format("tcp send to peer %d", s->peer)));
     }
     return st.ok() ? st : st.with_context(Format("tcp write to peer %d", s->peer));
+  }
+
+  // Several messages in one system call: hs[i] then its pieces (at most 7
+  // non-empty ones each, kMaxBatch messages).
+  static constexpr int kMaxBatch = 16;
+  Status SendBatch(Socket* s, const MsgHeader* hs, const GatherWrite* w, int n, const Deadline& dl) {
+    std::lock_guard<std::mutex> lock(s->send_mu);
+    if (s->dead.load()) return host_->Health(s->peer).ok()
+                                   ? Error(ZC_ERR_PEER_LOST, "connection to peer %d is closed", s->peer)
+                                   : host_->Health(s->peer);
+    struct iovec iov[kMaxBatch * 8 + 1];
+    int k = 0;
+    if (s->has_deferred) iov[k++] = {&s->deferred, sizeof(MsgHeader)};  // rides along
+    for (int i = 0; i < n; ++i) {
+      iov[k++] = {const_cast<MsgHeader*>(&hs[i]), sizeof(MsgHeader)};
+      for (int j = 0, used = 0; j < w[i].n && used < 7; ++j)
+        if (w[i].src[j].bytes) {
+          iov[k++] = {const_cast<void*>(w[i].src[j].data), w[i].src[j].bytes};
+          ++used;
+        }
+    }
+    Status st = net::SendAllv(s->fd, iov, k, dl);
+    ClearDeferred(s);
+    if (!st.ok() && st.code() == ZC_ERR_PEER_LOST) {
+      s->dead.store(true);
+      host_->OnPeerLost(s->peer, st.with_context(Format("tcp send to peer %d", s->peer)));
+    }
+    return st.ok() ? st : st.with_context(Format("tcp write to peer %d", s->peer));
+  }
+
+  // A flag-only message kept until the socket's next message, or until its
+  // progress thread's next turn a millisecond on (FlushDeferred); sent at
+  // once when that thread sleeps long or another flag waits already.
+  Status SendFlagLazy(Socket* s, const MsgHeader& h, const Deadline& dl) {
+    {
+      std::lock_guard<std::mutex> lock(s->send_mu);
+      if (s->dead.load()) return host_->Health(s->peer).ok()
+                                     ? Error(ZC_ERR_PEER_LOST, "connection to peer %d is closed", s->peer)
+                                     : host_->Health(s->peer);
+      const bool same = !s->has_deferred || (s->deferred.flag_region_id == h.flag_region_id &&
+                                              s->deferred.flag_offset == h.flag_offset);
+      if (same) {
+        s->deferred = h;
+        if (!s->has_deferred) s->deferred_at = Clock::now();
+        s->has_deferred = true;
+        s->deferred_flag.store(true, std::memory_order_seq_cst);
+        // The progress thread announces a long sleep, then looks at
+        // deferred_flag: one of us sees the other.
+        if (!s->group || !s->group->long_sleep.load(std::memory_order_seq_cst)) return Status::Ok();
+      }
+    }
+    return SendMsg(s, h, nullptr, dl);  // (carries the waiting one first)
+  }
+  // Sends the waiting flag of s, if any (older than min_age).
+  void FlushDeferred(Socket* s, std::chrono::microseconds min_age) {
+    if (!s->deferred_flag.load(std::memory_order_seq_cst)) return;
+    std::lock_guard<std::mutex> lock(s->send_mu);
+    if (!s->has_deferred || s->dead.load() || Clock::now() - s->deferred_at < min_age) return;
+    struct iovec iov[1] = {{&s->deferred, sizeof(MsgHeader)}};
+    Status st = net::SendAllv(s->fd, iov, 1, Deadline(setup_.config.timeout_s));
+    ClearDeferred(s);
+    if (!st.ok() && st.code() == ZC_ERR_PEER_LOST && !s->dead.exchange(true) && !stop_.load())
+      host_->OnPeerLost(s->peer, st.with_context(Format("tcp send to peer %d", s->peer)));
+  }
+  static void ClearDeferred(Socket* s) {
+    s->has_deferred = false;
+    s->deferred_flag.store(false, std::memory_order_relaxed);
   }
 
   uint64_t AddPending(std::shared_ptr<PendingRead> p) {
@@ -150,10 +250,28 @@ class TcpTransport : public Transport {
   // (in->fd handed over to its Socket) or failed (closed, logged).
   bool Advance(Incoming* in, short revents);
   void RefuseIncoming(Incoming* in, const std::string& why);
-  void ProgressLoop(std::vector<Socket*> sockets, Responder* responder);
+  void ProgressLoop(std::vector<Socket*> sockets, Responder* responder, int ep);
+  // Pump under s->recv_mu, then what a dropped or finished socket needs.
+  void Service(Socket* s);
+  // Removes a dead socket from the epolls (its fd stays open until Shutdown).
+  void Unwatch(Socket* s);
+  // Wakeup::Notify, and the driving thread when it waits in epoll.
+  void Notify() {
+    Wakeup::Notify();
+    if (driver_waiting_.load(std::memory_order_seq_cst) && drive_evfd_ >= 0) {
+      uint64_t one = 1;
+      IgnoreError(write(drive_evfd_, &one, sizeof(one)) == sizeof(one) ? Status::Ok()
+                                                                         : Error(ZC_ERR_SYSTEM, "eventfd"),
+                  "the driver then wakes at its timeout");
+    }
+  }
   // Handles one message; returns non-OK when the socket must be dropped.
   // Read requests are queued for responder, never answered here.
   Status HandleMessage(Socket* s, Responder* responder);
+  // One recv into the socket's buffer, then every whole message there.
+  Status Pump(Socket* s, Responder* responder);
+  // n bytes of the stream: the buffered ones, then straight from the socket.
+  Status TakeBytes(Socket* s, void* dst, size_t n, const Deadline& dl);
   void ResponderLoop(Responder* r);
   // Sends the reply to one read request (the bytes, or a refusal).
   Status AnswerRead(Socket* s, const MsgHeader& req);
@@ -163,7 +281,7 @@ class TcpTransport : public Transport {
       if (s->peer == peer && !s->said_bye.load()) return false;
     return true;
   }
-  Status Drain(int fd, uint64_t bytes);
+  Status Drain(Socket* s, uint64_t bytes);
 
   TransportHost* host_;
   const TransportSetup setup_;
@@ -179,6 +297,11 @@ class TcpTransport : public Transport {
   WarnLimiter refusal_log_{5, 10};
   std::vector<std::thread> threads_;
   std::vector<std::unique_ptr<Responder>> responders_;  // one per progress thread
+  std::vector<int> progress_eps_;                       // one epoll per progress thread
+  int drive_ep_ = -1;    // every socket, and drive_evfd_
+  int drive_evfd_ = -1;  // wakes the driver when another thread set a flag
+  std::mutex drive_mu_;  // the one driving thread
+  std::atomic<bool> driver_waiting_{false};
   std::atomic<bool> stop_{false};
   bool shut_ = false;
 
@@ -482,22 +605,103 @@ Status TcpTransport::Connect(const std::vector<std::string>& all) {
   int nthreads = std::max(1, std::min<int>(cfg.num_cqs, static_cast<int>(sockets_.size())));
   std::vector<std::vector<Socket*>> groups(nthreads);
   for (size_t i = 0; i < sockets_.size(); ++i) groups[i % nthreads].push_back(sockets_[i].get());
+  // The driver's epoll first: on each socket's wait queue its exclusive
+  // entry comes before the progress thread's (Sleep).
+  drive_ep_ = epoll_create1(EPOLL_CLOEXEC);
+  drive_evfd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (drive_ep_ < 0 || drive_evfd_ < 0) return Error(ZC_ERR_SYSTEM, "tcp: epoll/eventfd: %s", strerror(errno));
+  auto watch = [](int ep, int fd, void* ptr) {
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLEXCLUSIVE;
+    ev.data.ptr = ptr;
+    return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0 ? Status::Ok()
+                                                      : Error(ZC_ERR_SYSTEM, "tcp: epoll_ctl: %s", strerror(errno));
+  };
+  ZC_RETURN_IF_ERROR(watch(drive_ep_, drive_evfd_, nullptr));
+  for (auto& s : sockets_) ZC_RETURN_IF_ERROR(watch(drive_ep_, s->fd, s.get()));
   for (auto& g : groups) {
     if (g.empty()) continue;
     responders_.push_back(std::make_unique<Responder>());
     Responder* r = responders_.back().get();
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    if (ep < 0) return Error(ZC_ERR_SYSTEM, "tcp: epoll: %s", strerror(errno));
+    progress_eps_.push_back(ep);
+    for (Socket* s : g) {
+      s->group = r;
+      ZC_RETURN_IF_ERROR(watch(ep, s->fd, s));
+    }
+  }
+  size_t gi = 0;
+  for (auto& g : groups) {
+    if (g.empty()) continue;
+    Responder* r = responders_[gi].get();
+    int ep = progress_eps_[gi++];
     r->thread = std::thread([this, r] { ResponderLoop(r); });
-    threads_.emplace_back([this, g, r] { ProgressLoop(g, r); });
+    threads_.emplace_back([this, g, r, ep] { ProgressLoop(g, r, ep); });
   }
   return Status::Ok();
 }
 
-Status TcpTransport::Drain(int fd, uint64_t bytes) {
+Status TcpTransport::TakeBytes(Socket* s, void* dst, size_t n, const Deadline& dl) {
+  const size_t have = std::min(n, s->rend - s->rpos);
+  if (have) {
+    memcpy(dst, s->rbuf.get() + s->rpos, have);
+    s->rpos += have;
+  }
+  if (n == have) return Status::Ok();
+  // The rest is usually on its way (a message larger than one loopback
+  // segment arrives in two): look again for a few microseconds before
+  // RecvAll sleeps in poll, which costs a wake-up.
+  char* p = static_cast<char*>(dst) + have;
+  size_t left = n - have;
+  for (int spin = 0; spin < 200 && left; ++spin) {
+    ssize_t got = recv(s->fd, p, left, MSG_DONTWAIT);
+    if (got > 0) {
+      p += got;
+      left -= static_cast<size_t>(got);
+      spin = 0;
+    } else if (got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      break;  // RecvAll reports it
+    } else {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+  }
+  return left ? net::RecvAll(s->fd, p, left, dl) : Status::Ok();
+}
+
+Status TcpTransport::Pump(Socket* s, Responder* responder) {
+  if (s->rpos == s->rend) {
+    s->rpos = s->rend = 0;
+  } else if (s->rpos > 0) {
+    memmove(s->rbuf.get(), s->rbuf.get() + s->rpos, s->rend - s->rpos);
+    s->rend -= s->rpos;
+    s->rpos = 0;
+  }
+  for (;;) {
+    ssize_t n = recv(s->fd, s->rbuf.get() + s->rend, Socket::kRecvBuf - s->rend, MSG_DONTWAIT);
+    if (n > 0) {
+      s->rend += static_cast<size_t>(n);
+      break;
+    }
+    if (n == 0)
+      return Error(ZC_ERR_PEER_LOST, "tcp: recv from peer %d: connection closed by peer", s->peer);
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::Ok();
+    return Error(ZC_ERR_PEER_LOST, "tcp: recv from peer %d: %s", s->peer, strerror(errno));
+  }
+  while (s->rend - s->rpos >= sizeof(MsgHeader) && !s->said_bye.load())
+    ZC_RETURN_IF_ERROR(HandleMessage(s, responder));
+  return Status::Ok();
+}
+
+Status TcpTransport::Drain(Socket* s, uint64_t bytes) {
   char buf[16384];
   Deadline dl(setup_.config.timeout_s);
   while (bytes) {
     size_t n = bytes < sizeof(buf) ? bytes : sizeof(buf);
-    ZC_RETURN_IF_ERROR(net::RecvAll(fd, buf, n, dl));
+    ZC_RETURN_IF_ERROR(TakeBytes(s, buf, n, dl));
     bytes -= n;
   }
   return Status::Ok();
@@ -506,7 +710,7 @@ Status TcpTransport::Drain(int fd, uint64_t bytes) {
 Status TcpTransport::HandleMessage(Socket* s, Responder* responder) {
   MsgHeader h;
   Deadline dl(setup_.config.timeout_s);
-  ZC_RETURN_IF_ERROR(net::RecvAll(s->fd, &h, sizeof(h), dl));
+  ZC_RETURN_IF_ERROR(TakeBytes(s, &h, sizeof(h), dl));
   ZC_RETURN_IF_ERROR(tcp_wire::CheckHeader(h, s->peer));
   switch (h.type) {
     case kWrite: {
@@ -522,10 +726,10 @@ Status TcpTransport::HandleMessage(Socket* s, Responder* responder) {
             ZC_WARN(kTcp, "peer %d wrote %llu bytes to unknown or too small region %llu: dropped",
                     s->peer, static_cast<unsigned long long>(h.bytes),
                     static_cast<unsigned long long>(h.region_id));
-          ZC_RETURN_IF_ERROR(Drain(s->fd, h.bytes));
+          ZC_RETURN_IF_ERROR(Drain(s, h.bytes));
         } else {
           // Zero copy: straight from the socket into the target region.
-          ZC_RETURN_IF_ERROR(net::RecvAll(s->fd, static_cast<char*>(r->data()) + h.offset, h.bytes, dl));
+          ZC_RETURN_IF_ERROR(TakeBytes(s, static_cast<char*>(r->data()) + h.offset, h.bytes, dl));
         }
       }
       if (h.flag_region_id) {
@@ -541,7 +745,7 @@ Status TcpTransport::HandleMessage(Socket* s, Responder* responder) {
         } else {
           reinterpret_cast<std::atomic<uint64_t>*>(static_cast<char*>(f->data()) + h.flag_offset)
               ->store(h.flag_value, std::memory_order_release);
-          Wakeup::Notify();
+          Notify();
         }
       }
       return Status::Ok();
@@ -565,18 +769,18 @@ Status TcpTransport::HandleMessage(Socket* s, Responder* responder) {
       }
       if (!p || !tcp_wire::ReadRespFits(h, p->bytes)) {
         // The reader gave up (deadline): throw the data away.
-        return Drain(s->fd, h.bytes);
+        return Drain(s, h.bytes);
       }
       if (h.status) {
         p->status = tcp_wire::RefusedRead(h, s->peer);
         p->state.store(2, std::memory_order_release);
-        Wakeup::Notify();
+        Notify();
         return Status::Ok();
       }
-      Status st = net::RecvAll(s->fd, p->dst, h.bytes, dl);
+      Status st = TakeBytes(s, p->dst, h.bytes, dl);
       p->status = st;
       p->state.store(st.ok() ? 1 : 2, std::memory_order_release);
-      Wakeup::Notify();
+      Notify();
       return st;
     }
     case kBye:
@@ -628,33 +832,83 @@ void TcpTransport::ResponderLoop(Responder* r) {
   }
 }
 
-void TcpTransport::ProgressLoop(std::vector<Socket*> sockets, Responder* responder) {
-  std::vector<pollfd> fds(sockets.size());
+void TcpTransport::Unwatch(Socket* s) {
+  if (drive_ep_ >= 0) epoll_ctl(drive_ep_, EPOLL_CTL_DEL, s->fd, nullptr);
+  for (int ep : progress_eps_) epoll_ctl(ep, EPOLL_CTL_DEL, s->fd, nullptr);
+}
+
+void TcpTransport::Service(Socket* s) {
+  Status st;
+  {
+    std::lock_guard<std::mutex> lock(s->recv_mu);
+    if (s->dead.load()) {
+      Unwatch(s);  // dropped by a failed send: it may stay readable (EOF)
+      return;
+    }
+    st = Pump(s, s->group);
+    if (st.ok() && !s->said_bye.load()) return;
+    if (s->dead.exchange(true)) return;
+  }
+  Unwatch(s);
+  if (stop_.load()) return;
+  if (st.ok()) {
+    if (AllSaidBye(s->peer))
+      host_->OnPeerLost(s->peer, Error(ZC_ERR_PEER_LOST, "peer %d has finalized", s->peer));
+  } else {
+    host_->OnPeerLost(s->peer, st);
+  }
+  Notify();
+}
+
+void TcpTransport::ProgressLoop(std::vector<Socket*> sockets, Responder* responder, int ep) {
+  epoll_event evs[32];
+  int active_turns = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
     size_t live = 0;
-    for (size_t i = 0; i < sockets.size(); ++i) {
-      fds[i].fd = sockets[i]->dead.load() ? -1 : sockets[i]->fd;
-      fds[i].events = POLLIN;
-      fds[i].revents = 0;
-      if (fds[i].fd >= 0) ++live;
-    }
+    for (Socket* s : sockets) live += !s->dead.load();
     if (!live) return;
-    // Blocking poll: an idle rank costs no CPU; 100 ms bounds shutdown time.
-    int n = poll(fds.data(), fds.size(), 100);
-    if (n <= 0) continue;
-    for (size_t i = 0; i < sockets.size(); ++i) {
-      if (!fds[i].revents || stop_.load()) continue;
-      Socket* s = sockets[i];
-      Status st = HandleMessage(s, responder);
-      if (st.ok() && s->said_bye.load()) {
-        s->dead.store(true);
-        if (AllSaidBye(s->peer) && !stop_.load())
-          host_->OnPeerLost(s->peer, Error(ZC_ERR_PEER_LOST, "peer %d has finalized", s->peer));
-      } else if (!st.ok()) {
-        s->dead.store(true);
-        if (!stop_.load()) host_->OnPeerLost(s->peer, st);
-      }
+    // Blocking wait: an idle rank costs no CPU; 100 ms bounds shutdown time.
+    // For 100 ms after traffic, 1 ms turns send lazy flags on time
+    // (SendFlagLazy); before a long sleep, any waiting one goes now.
+    const bool long_sleep = active_turns == 0;
+    if (long_sleep) {
+      responder->long_sleep.store(true, std::memory_order_seq_cst);
+      for (Socket* s : sockets) FlushDeferred(s, std::chrono::microseconds(0));
     }
+    int n = epoll_wait(ep, evs, 32, long_sleep ? 100 : 1);
+    responder->long_sleep.store(false, std::memory_order_relaxed);
+    if (n > 0) active_turns = 100;
+    else if (active_turns > 0) --active_turns;
+    for (Socket* s : sockets) FlushDeferred(s, std::chrono::microseconds(n > 0 ? 1000 : 0));
+    for (int i = 0; i < n && !stop_.load(); ++i) Service(static_cast<Socket*>(evs[i].data.ptr));
+  }
+}
+
+void TcpTransport::Sleep(uint32_t epoch, int timeout_us) {
+  std::unique_lock<std::mutex> drive(drive_mu_, std::try_to_lock);
+  if (!drive.owns_lock() || stop_.load() || drive_ep_ < 0) {
+    Wakeup::Sleep(epoch, timeout_us);
+    return;
+  }
+  // Announce, then look at the epoch: a thread that set a flag after our
+  // caller's check either changed the epoch before this load or sees
+  // driver_waiting_ and writes the eventfd (Notify).
+  driver_waiting_.store(true, std::memory_order_seq_cst);
+  if (Wakeup::Epoch() != epoch) {
+    driver_waiting_.store(false, std::memory_order_relaxed);
+    return;
+  }
+  epoll_event evs[32];
+  int n = epoll_wait(drive_ep_, evs, 32, std::max(1, timeout_us / 1000));
+  driver_waiting_.store(false, std::memory_order_relaxed);
+  for (int i = 0; i < n; ++i) {
+    if (!evs[i].data.ptr) {
+      uint64_t v;
+      IgnoreError(read(drive_evfd_, &v, sizeof(v)) == sizeof(v) ? Status::Ok() : Error(ZC_ERR_SYSTEM, "eventfd"),
+                  "drained by the next read");
+      continue;
+    }
+    Service(static_cast<Socket*>(evs[i].data.ptr));
   }
 }
 
@@ -664,6 +918,7 @@ void TcpTransport::Shutdown() {
   // Say goodbye so peers report "finalized" rather than a reset.
   for (auto& s : sockets_) {
     if (s->fd < 0 || s->dead.load()) continue;
+    FlushDeferred(s.get(), std::chrono::microseconds(0));
     MsgHeader bye{};
     bye.magic = kMagic;
     bye.type = kBye;
@@ -682,6 +937,14 @@ void TcpTransport::Shutdown() {
     r->thread.join();
   }
   responders_.clear();
+  for (int ep : progress_eps_) close(ep);
+  progress_eps_.clear();
+  {
+    std::lock_guard<std::mutex> lock(drive_mu_);  // no driver in epoll_wait
+    if (drive_ep_ >= 0) close(drive_ep_);
+    if (drive_evfd_ >= 0) close(drive_evfd_);
+    drive_ep_ = drive_evfd_ = -1;
+  }
   for (auto& s : sockets_)
     if (s->fd >= 0) {
       close(s->fd);
@@ -724,6 +987,41 @@ Status TcpConnection::WriteGather(const SrcPiece* src, int n, const RemoteRegion
   return t_->SendMsgV(s_, h, src, n, deadline);
 }
 
+Status TcpConnection::WriteBatch(const GatherWrite* w, int n, const RemoteRegion& dst,
+                                 const Deadline& deadline) {
+  bool small = n <= TcpTransport::kMaxBatch;
+  for (int i = 0; small && i < n; ++i) {
+    int used = 0;
+    for (int j = 0; j < w[i].n; ++j) used += w[i].src[j].bytes != 0;
+    small = used <= 7;
+  }
+  if (!small) return Connection::WriteBatch(w, n, dst, deadline);
+  MsgHeader hs[TcpTransport::kMaxBatch] = {};
+  for (int i = 0; i < n; ++i) {
+    MsgHeader& h = hs[i];
+    h.magic = kMagic;
+    h.type = kWrite;
+    h.region_id = dst.id;
+    h.offset = w[i].dst_off;
+    for (int j = 0; j < w[i].n; ++j) h.bytes += w[i].src[j].bytes;
+    h.flag_region_id = w[i].flag.region->id;
+    h.flag_offset = w[i].flag.offset;
+    h.flag_value = w[i].flag.value;
+  }
+  return t_->SendBatch(s_, hs, w, n, deadline);
+}
+
+Status TcpConnection::WriteFlagLazy(const FlagWrite& flag, const Deadline& deadline) {
+  MsgHeader h{};
+  h.magic = kMagic;
+  h.type = kWrite;
+  h.region_id = flag.region->id;
+  h.flag_region_id = flag.region->id;
+  h.flag_offset = flag.offset;
+  h.flag_value = flag.value;
+  return t_->SendFlagLazy(s_, h, deadline);
+}
+
 Status TcpConnection::Read(void* dst, size_t bytes, const RemoteRegion& src, uint64_t src_off,
                            const Deadline& deadline) {
   auto pr = std::make_shared<PendingRead>();
@@ -738,7 +1036,7 @@ Status TcpConnection::Read(void* dst, size_t bytes, const RemoteRegion& src, uin
   h.offset = src_off;
   h.bytes = bytes;
   h.token = token;
-  Backoff backoff(/*notified=*/true);  // the progress thread notifies
+  Backoff backoff(/*notified=*/true, t_);  // the progress thread (or this one, driving) notifies
   Status st = t_->SendMsg(s_, h, nullptr, deadline);
   while (st.ok()) {
     int state = p.state.load(std::memory_order_acquire);
