@@ -83,8 +83,8 @@ Status ShmDirect::Allreduce(const Signature& sig, const void* send, void* recv, 
 }
 
 Status ShmDirect::WriteInput(const Signature& sig, uint64_t tag, uint64_t g, int set, int p,
-                             const char* src, size_t bytes, bool small, const Deadline& dl) {
-  if (bytes) ZC_RETURN_IF_ERROR(Put(p, src, bytes, in_payload_off(set, me_, small), nullptr, dl));
+                             const char* src, size_t bytes, const Deadline& dl) {
+  if (bytes) ZC_RETURN_IF_ERROR(Put(p, src, bytes, in_payload_off(set, me_, bytes), nullptr, dl));
   uint64_t h[1 + kSigWords];  // bytes, signature: the slot header's first words
   h[0] = bytes;
   sig.Pack(h + 1, tag, me_);
@@ -93,7 +93,7 @@ Status ShmDirect::WriteInput(const Signature& sig, uint64_t tag, uint64_t g, int
 }
 
 Status ShmDirect::ReadInput(const Signature& sig, uint64_t tag, uint64_t g, int set, int p,
-                            size_t expect_bytes, bool small, const Deadline& dl,
+                            size_t expect_bytes, const Deadline& dl,
                             const void** payload) {
   ZC_RETURN_IF_ERROR(dev_->WaitFlag(flag(in_flag_off(set, p)), g, p, dl, "a shared-memory input"));
   const char* base = static_cast<const char*>(ws_->data());
@@ -102,7 +102,7 @@ Status ShmDirect::ReadInput(const Signature& sig, uint64_t tag, uint64_t g, int 
   if (h[0] != expect_bytes)
     return Error(ZC_ERR_INTERNAL, "%s: shared-memory input of %llu bytes from rank %d, expected %zu",
                  sig.Describe().c_str(), static_cast<unsigned long long>(h[0]), p, expect_bytes);
-  *payload = base + in_payload_off(set, p, small);
+  *payload = base + in_payload_off(set, p, expect_bytes);
   return Status::Ok();
 }
 
@@ -116,7 +116,7 @@ Status ShmDirect::SmallRound(const Signature& sig, const char* in, char* out, si
   // My whole input into my slot in every peer's workspace: header and
   // payload, then the flag.
   for (int i = 1; i < n_; ++i)
-    ZC_RETURN_IF_ERROR(WriteInput(sig, tag, g, set, (me_ + i) % n_, in, bytes, true, dl));
+    ZC_RETURN_IF_ERROR(WriteInput(sig, tag, g, set, (me_ + i) % n_, in, bytes, dl));
 
   // Every peer's input, then all n reduced in rank order.
   const void* srcs[64];
@@ -125,7 +125,7 @@ Status ShmDirect::SmallRound(const Signature& sig, const char* in, char* out, si
   s[me_] = in;
   for (int i = 1; i < n_; ++i) {
     const int p = (me_ + i) % n_;
-    ZC_RETURN_IF_ERROR(ReadInput(sig, tag, g, set, p, bytes, true, dl, &s[p]));
+    ZC_RETURN_IF_ERROR(ReadInput(sig, tag, g, set, p, bytes, dl, &s[p]));
   }
   if (count) {
     ReduceN(dtype, op, out, s, n_, count);
@@ -155,7 +155,7 @@ Status ShmDirect::Round(const Signature& sig, const char* in, char* out, size_t 
   for (int i = 1; i < n_; ++i) {
     const int o = (me_ + i) % n_;
     ZC_RETURN_IF_ERROR(
-        WriteInput(sig, tag, g, set, o, in + shard_at(o), shard_bytes(o), false, dl));
+        WriteInput(sig, tag, g, set, o, in + shard_at(o), shard_bytes(o), dl));
   }
 
   // b. Reduce my shard from every rank's input in one pass.
@@ -172,7 +172,7 @@ Status ShmDirect::Round(const Signature& sig, const char* in, char* out, size_t 
     if (g > kSets)
       ZC_RETURN_IF_ERROR(dev_->WaitFlag(flag(done_flag_off(p)), g - kSets, p, dl,
                                         "the release of a shared-memory result"));
-    ZC_RETURN_IF_ERROR(ReadInput(sig, tag, g, set, p, shard_bytes(me_), false, dl, &s[p]));
+    ZC_RETURN_IF_ERROR(ReadInput(sig, tag, g, set, p, shard_bytes(me_), dl, &s[p]));
   }
   size_t mine = shard_bytes(me_) / es;
   if (mine) {
