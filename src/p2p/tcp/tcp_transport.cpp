@@ -153,6 +153,12 @@ class TcpTransport : public Transport, public WaitDriver {
     iov[k++] = {const_cast<MsgHeader*>(&h), sizeof(h)};
     for (int i = 0; i < n && k < 9; ++i)
       if (pieces[i].bytes) iov[k++] = {const_cast<void*>(pieces[i].data), pieces[i].bytes};
+    return SendIov(s, iov, k, dl);
+  }
+
+  // The iovecs out (under s->send_mu, a deferred flag first when there was
+  // one); a lost peer marks the socket dead and tells the host.
+  Status SendIov(Socket* s, struct iovec* iov, int k, const Deadline& dl) {
     Status st = net::SendAllv(s->fd, iov, k, dl);
     ClearDeferred(s);
     if (!st.ok() && st.code() == ZC_ERR_PEER_LOST) {
@@ -181,13 +187,7 @@ class TcpTransport : public Transport, public WaitDriver {
           ++used;
         }
     }
-    Status st = net::SendAllv(s->fd, iov, k, dl);
-    ClearDeferred(s);
-    if (!st.ok() && st.code() == ZC_ERR_PEER_LOST) {
-      s->dead.store(true);
-      host_->OnPeerLost(s->peer, st.with_context(Format("tcp send to peer %d", s->peer)));
-    }
-    return st.ok() ? st : st.with_context(Format("tcp write to peer %d", s->peer));
+    return SendIov(s, iov, k, dl);
   }
 
   // A flag-only message kept until the socket's next message, or until its
