@@ -93,8 +93,7 @@ Status ShmDirect::WriteInput(const Signature& sig, uint64_t tag, uint64_t g, int
 }
 
 Status ShmDirect::ReadInput(const Signature& sig, uint64_t tag, uint64_t g, int set, int p,
-                            size_t expect_bytes, const Deadline& dl,
-                            const void** payload) {
+                            size_t expect_bytes, const Deadline& dl, const void** payload) {
   ZC_RETURN_IF_ERROR(dev_->WaitFlag(flag(in_flag_off(set, p)), g, p, dl, "a shared-memory input"));
   const char* base = static_cast<const char*>(ws_->data());
   const uint64_t* h = reinterpret_cast<const uint64_t*>(base + in_header_off(set, p));
@@ -154,8 +153,7 @@ Status ShmDirect::Round(const Signature& sig, const char* in, char* out, size_t 
   //    published only after reducing that round's inputs.
   for (int i = 1; i < n_; ++i) {
     const int o = (me_ + i) % n_;
-    ZC_RETURN_IF_ERROR(
-        WriteInput(sig, tag, g, set, o, in + shard_at(o), shard_bytes(o), dl));
+    ZC_RETURN_IF_ERROR(WriteInput(sig, tag, g, set, o, in + shard_at(o), shard_bytes(o), dl));
   }
 
   // b. Reduce my shard from every rank's input in one pass.

@@ -90,6 +90,11 @@ Status ControlPlane::Send2(int peer, uint64_t tag, const void* a, size_t abytes,
   uint32_t n;
   ZC_RETURN_IF_ERROR(SpanOf(p, peer, abytes + bbytes, &n));
   std::lock_guard<std::mutex> lock(p.send_mu);
+  return Write(p, tag, a, abytes, b, bbytes, n, dl);
+}
+
+Status ControlPlane::Write(Peer& p, uint64_t tag, const void* a, size_t abytes, const void* b,
+                           size_t bbytes, uint32_t n, const Deadline& dl) {
   uint64_t aux[2] = {tag, 1};
   if (n == 1) return p.writer.Put2(a, abytes, b, bbytes, aux, 2, dl);
   const SrcPiece pieces[2] = {{a, abytes}, {b, bbytes}};
@@ -186,13 +191,7 @@ Status ControlPlane::TrySend2(int peer, uint64_t tag, const void* a, size_t abyt
   ZC_RETURN_IF_ERROR(SpanOf(p, peer, abytes + bbytes, &n));
   std::unique_lock<std::mutex> lock(p.send_mu, std::try_to_lock);
   if (!lock.owns_lock() || !p.writer.HasCredits(n)) return Status::Ok();
-  uint64_t aux[2] = {tag, 1};
-  if (n == 1) {
-    ZC_RETURN_IF_ERROR(p.writer.Put2(a, abytes, b, bbytes, aux, 2, dev_->NewDeadline()));
-  } else {
-    const SrcPiece pieces[2] = {{a, abytes}, {b, bbytes}};
-    ZC_RETURN_IF_ERROR(p.writer.PutSpan(pieces, 2, abytes + bbytes, n, aux, 2, dev_->NewDeadline()));
-  }
+  ZC_RETURN_IF_ERROR(Write(p, tag, a, abytes, b, bbytes, n, dev_->NewDeadline()));
   *sent = true;
   return Status::Ok();
 }
@@ -232,13 +231,16 @@ Status ControlPlane::RecvWith(int peer, uint64_t tag, Consumer consume, void* ct
     return Error(ZC_ERR_INVALID_ARG, "control message from invalid peer %d", peer);
   Peer& p = *peers_[peer];
   Backoff backoff(dev_->FlagsNotified(peer), dev_->DriverFor(peer));
+  bool done = false;
+  auto take = [&] {
+    std::lock_guard<std::mutex> lock(p.recv_mu);
+    return TryTake(p, tag, consume, ctx, &done, dl);
+  };
   for (bool look = true;; look = p.reader.Ready() || p.queued_n.load(std::memory_order_relaxed)) {
     // Take the lock only when there is something to look at: spinning on an
     // empty stream costs two loads per turn.
     if (look) {
-      std::lock_guard<std::mutex> lock(p.recv_mu);
-      bool done = false;
-      Status st = TryTake(p, tag, consume, ctx, &done, dl);
+      Status st = take();
       if (done || !st.ok()) return st;
     }
     // Nothing yet: wait outside the lock so other tags' receivers progress;
@@ -250,9 +252,7 @@ Status ControlPlane::RecvWith(int peer, uint64_t tag, Consumer consume, void* ct
       if (!health.ok()) {
         // The message may have come (during the pause) before the peer went
         // away or the job was aborted: it is still ours to take.
-        std::lock_guard<std::mutex> lock(p.recv_mu);
-        bool done = false;
-        Status st = TryTake(p, tag, consume, ctx, &done, dl);
+        Status st = take();
         return done ? st : health;
       }
       if (dl.expired())

@@ -90,6 +90,9 @@ class ControlPlane {
   Status TryTake(Peer& p, uint64_t tag, Consumer consume, void* ctx, bool* done, const Deadline& dl,
                  bool defer_credit = false);
   Status TakeOne(Peer& p, uint64_t tag, Consumer consume, void* ctx, bool* done, const Deadline& dl);
+  // One message of n slots (SpanOf) to p, under p.send_mu.
+  Status Write(Peer& p, uint64_t tag, const void* a, size_t abytes, const void* b, size_t bbytes,
+               uint32_t n, const Deadline& dl);
   static Status CopyOut(void* ctx, const Piece* pieces, int n);  // into a std::string
   // Slots a message of `bytes` takes, or an error when it is too large.
   Status SpanOf(const Peer& p, int peer, size_t bytes, uint32_t* n) const;

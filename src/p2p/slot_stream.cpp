@@ -79,9 +79,9 @@ Status SlotWriter::PutSpan(const SrcPiece* pieces, int npieces, uint64_t total, 
                  static_cast<unsigned long long>(layout_.slot_bytes));
   // All n slots first: the reader waits for the later parts once it has
   // seen the first, so they must never wait for its credits.
+  if (n > kMaxSpan) return Error(ZC_ERR_INTERNAL, "slot span of %u slots (at most %u)", n, kMaxSpan);
   ZC_RETURN_IF_ERROR(WaitCredit(dl, n));
   aux[1] = n;
-  if (n > kMaxSpan) return Error(ZC_ERR_INTERNAL, "slot span of %u slots (at most %u)", n, kMaxSpan);
   // Part i: header i, then the next min(slot_bytes, rest) bytes of the
   // pieces (at most 8 of them).
   SlotHeader heads[kMaxSpan];
