@@ -89,7 +89,10 @@ Status ControlPlane::Send2(int peer, uint64_t tag, const void* a, size_t abytes,
   Peer& p = *peers_[peer];
   uint32_t n;
   ZC_RETURN_IF_ERROR(SpanOf(p, peer, abytes + bbytes, &n));
-  std::lock_guard<std::mutex> lock(p.send_mu);
+  std::lock_guard<SpinLock> lock(p.send_mu);
+  // Shared memory, slot free: the message is a few stores (small zc_send).
+  if (n == 1 && dev_->KnownHealthy(peer) && p.writer.TryPutMapped(a, abytes, b, bbytes, tag, 1))
+    return Status::Ok();
   return Write(p, tag, a, abytes, b, bbytes, n, dl);
 }
 
@@ -111,14 +114,15 @@ Status ControlPlane::TryTake(Peer& p, uint64_t tag, Consumer consume, void* ctx,
   // Lazily: usually the receiver answers next, and the credit travels with it.
   Status credit = p.reader.Credit(dl, /*lazy=*/true);
   p.credit_pending.store(false, std::memory_order_relaxed);
-  return st.ok() ? credit : st;
+  if (!st.ok()) return st;
+  return credit;
 }
 
 Status ControlPlane::FlushCredits() {
   Status first;
   for (auto& pp : peers_) {
     if (!pp || !pp->credit_pending.load(std::memory_order_relaxed)) continue;
-    std::lock_guard<std::mutex> lock(pp->recv_mu);
+    std::lock_guard<SpinLock> lock(pp->recv_mu);
     Status st = pp->reader.Credit(dev_->NewDeadline());
     pp->credit_pending.store(false, std::memory_order_relaxed);
     if (first.ok()) first = st;
@@ -130,7 +134,7 @@ Status ControlPlane::TakeOne(Peer& p, uint64_t tag, Consumer consume, void* ctx,
                              const Deadline& dl) {
   *done = false;
   for (;;) {
-    for (auto it = p.queued.begin(); it != p.queued.end(); ++it)
+    for (auto it = p.queued.begin(); !p.queued.empty() && it != p.queued.end(); ++it)
       if (it->first == tag) {
         std::string msg = std::move(it->second);
         p.queued.erase(it);
@@ -139,10 +143,22 @@ Status ControlPlane::TakeOne(Peer& p, uint64_t tag, Consumer consume, void* ctx,
         const Piece whole{msg.data(), msg.size()};
         return consume(ctx, &whole, 1);
       }
-    if (!p.reader.Ready()) return Status::Ok();
-    const SlotHeader* h;
     const void* payload;
-    ZC_RETURN_IF_ERROR(p.reader.Next(&h, &payload, dl));
+    const SlotHeader* h = p.reader.TryNext(&payload);
+    if (!h) return Status::Ok();
+    if (h->aux[1] <= 1 && h->aux[0] == tag) {
+      // The usual case: the next message is the one asked for, in one slot;
+      // consumed in place (the slot stays ours until Release).
+      const Piece whole{static_cast<const char*>(payload),
+                        h->bytes > p.max_message ? p.max_message : h->bytes};
+      Status st = consume(ctx, &whole, 1);
+      *done = true;
+      if (!st.ok()) {
+        IgnoreError(p.reader.Release(dl, 1, /*credit=*/false), "a failed consumer's slot");
+        return st;
+      }
+      return p.reader.Release(dl, 1, /*credit=*/false);
+    }
     // A message spanning n slots: its later parts are in flight (the writer
     // had all n slots free before it wrote the first).
     const uint64_t n = h->aux[1] <= 1 ? 1 : h->aux[1];
@@ -171,7 +187,8 @@ Status ControlPlane::TakeOne(Peer& p, uint64_t tag, Consumer consume, void* ctx,
       Status st = consume(ctx, parts, static_cast<int>(n));
       Status rel = p.reader.Release(dl, static_cast<uint32_t>(n), /*credit=*/false);
       *done = true;
-      return st.ok() ? rel : st;
+      if (!st.ok()) return st;
+      return rel;
     }
     std::string copy;
     ZC_RETURN_IF_ERROR(CopyOut(&copy, parts, static_cast<int>(n)));
@@ -189,7 +206,7 @@ Status ControlPlane::TrySend2(int peer, uint64_t tag, const void* a, size_t abyt
   Peer& p = *peers_[peer];
   uint32_t n;
   ZC_RETURN_IF_ERROR(SpanOf(p, peer, abytes + bbytes, &n));
-  std::unique_lock<std::mutex> lock(p.send_mu, std::try_to_lock);
+  std::unique_lock<SpinLock> lock(p.send_mu, std::try_to_lock);
   if (!lock.owns_lock() || !p.writer.HasCredits(n)) return Status::Ok();
   ZC_RETURN_IF_ERROR(Write(p, tag, a, abytes, b, bbytes, n, dev_->NewDeadline()));
   *sent = true;
@@ -208,7 +225,7 @@ bool ControlPlane::TryRecvWith(int peer, uint64_t tag, Consumer consume, void* c
     return false;
   }
   Peer& p = *peers_[peer];
-  std::lock_guard<std::mutex> lock(p.recv_mu);
+  std::lock_guard<SpinLock> lock(p.recv_mu);
   bool done = false;
   *st = TryTake(p, tag, consume, ctx, &done, Deadline(1.0), defer_credit);
   return done;
@@ -233,10 +250,11 @@ Status ControlPlane::RecvWith(int peer, uint64_t tag, Consumer consume, void* ct
   Backoff backoff(dev_->FlagsNotified(peer), dev_->DriverFor(peer));
   bool done = false;
   auto take = [&] {
-    std::lock_guard<std::mutex> lock(p.recv_mu);
+    std::lock_guard<SpinLock> lock(p.recv_mu);
     return TryTake(p, tag, consume, ctx, &done, dl);
   };
-  for (bool look = true;; look = p.reader.Ready() || p.queued_n.load(std::memory_order_relaxed)) {
+  for (;;) {
+    const bool look = p.reader.Ready() || p.queued_n.load(std::memory_order_relaxed);
     // Take the lock only when there is something to look at: spinning on an
     // empty stream costs two loads per turn.
     if (look) {

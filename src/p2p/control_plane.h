@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/spin_lock.h"
 #include "p2p/slot_stream.h"
 
 namespace zc {
@@ -74,7 +75,7 @@ class ControlPlane {
 
  private:
   struct Peer {
-    std::mutex send_mu, recv_mu;
+    SpinLock send_mu, recv_mu;  // short holds (the small-message path)
     uint64_t max_message = kMaxMessage;  // one slot's payload
     uint32_t max_span = 1;                // slots one message may span
     SlotWriter writer;

@@ -101,6 +101,7 @@ Status Device::Init(Bootstrap* bootstrap, const Config& config) {
   ZC_RETURN_IF_ERROR(ConnectTransports(plan, all));
   CreateChannels();
   ZC_RETURN_IF_ERROR(ControlPlane::Create(this, &control_));
+  alert_word_ = control_->alert_word();
   ZC_INFO(kP2p, "device ready: %d ranks, %s", size_, [&] {
     std::string s;
     for (auto& [k, t] : transports_) s += std::string(s.empty() ? "" : "+") + TransportName(k);
@@ -317,6 +318,7 @@ void Device::CreateChannels() {
 Device::~Device() {
   Farewell();
   for (auto& [k, t] : transports_) t->Shutdown();
+  alert_word_ = nullptr;
   control_.reset();
   {
     std::lock_guard<std::mutex> lock(regions_mu_);
@@ -499,14 +501,6 @@ void Device::OnPeerLost(int peer, const Status& why) {
   ZC_INFO(kP2p, "%s", lost_[peer].message().c_str());
 }
 
-Status Device::KnownHealth(int peer) const {
-  if (!aborted_.load(std::memory_order_acquire) &&
-      !(control_ && control_->alert_word()->load(std::memory_order_acquire)) &&
-      !(peer >= 0 && peer < size_ && lost_flag_[peer].load(std::memory_order_acquire)))
-    return Status::Ok();
-  return Health(peer);
-}
-
 namespace {
 // The alert word a failing rank writes into every peer: the cause's code,
 // who reports it and whose failure it is (the lost peer, or the reporter).
@@ -562,19 +556,18 @@ int Device::LostPeer() const {
   return -1;
 }
 
-Status Device::OperationFailed(const Status& st) {
-  if (st.code() != ZC_ERR_PEER_LOST || aborted()) return st;
+void Device::AbortForLostPeer() {
+  if (aborted()) return;
   // Lost peers are known locally; a loss that came as a peer's alert is
   // already known to every rank.
   int lost = LostPeer();
-  if (lost < 0) return st;
+  if (lost < 0) return;
   Status why;
   {
     std::lock_guard<std::mutex> lock(health_mu_);
     why = lost_[lost];
   }
   Abort(why, lost);
-  return st;
 }
 
 Status Device::WaitFlag(const std::atomic<uint64_t>* flag, uint64_t value, int peer,
@@ -602,8 +595,6 @@ Status Device::SendControl(int peer, uint64_t tag, const std::string& msg, const
 Status Device::RecvControl(int peer, uint64_t tag, std::string* msg, const Deadline& dl) {
   return control_->Recv(peer, tag, msg, dl);
 }
-
-ControlPlane* Device::control() { return control_.get(); }
 
 void Device::Abort(const Status& why, int lost) {
   {

@@ -61,7 +61,13 @@ class Device : public TransportHost {
   // abort, a peer's alert, or a peer already known lost. For the write side
   // of mapped memory, where a dead reader cannot block the writer; waits use
   // Health().
-  Status KnownHealth(int peer) const;
+  Status KnownHealth(int peer) const { return KnownHealthy(peer) ? Status::Ok() : Health(peer); }
+  // KnownHealth's test alone, inline: three loads on the small-message path.
+  bool KnownHealthy(int peer) const {
+    return !aborted_.load(std::memory_order_acquire) &&
+           !(alert_word_ && alert_word_->load(std::memory_order_acquire)) &&
+           !(peer >= 0 && peer < size_ && lost_flag_[peer].load(std::memory_order_acquire));
+  }
 
   // ---- memory ----
   // Zero-copy memory from the registered pool. Peers reach it through
@@ -114,7 +120,7 @@ class Device : public TransportHost {
   // ---- control messages (descriptors; never tensor data) ----
   Status SendControl(int peer, uint64_t tag, const std::string& msg, const Deadline& dl);
   Status RecvControl(int peer, uint64_t tag, std::string* msg, const Deadline& dl);
-  ControlPlane* control();
+  ControlPlane* control() { return control_.get(); }
 
   // Fails every pending and later wait with ZC_ERR_ABORTED (cause kept) and
   // tells the peers (best effort). `lost`: the peer whose loss is the cause
@@ -126,7 +132,18 @@ class Device : public TransportHost {
   // alerts every live peer (ranks waiting on a survivor that has failed
   // learn it at once; nobody waits for the dead until ZC_TIMEOUT). A mere
   // query of health (zc_comm_get_async_error) aborts nothing.
-  Status OperationFailed(const Status& st);
+  Status OperationFailed(Status st) {
+    NoteFailure(st);
+    return st;
+  }
+  // OperationFailed without the copy: for `Status st = ...; NoteFailure(st);
+  // return st;` on the small-message path.
+  void NoteFailure(const Status& st) {
+    if (st.code() == ZC_ERR_PEER_LOST) AbortForLostPeer();
+  }
+  // OperationFailed's work when a peer was lost: the abort with the loss as
+  // its cause (nothing when aborted already or no peer is known lost).
+  void AbortForLostPeer();
   // The lowest-numbered peer known lost, or -1.
   int LostPeer() const;
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
@@ -200,6 +217,7 @@ class Device : public TransportHost {
   std::atomic<uint64_t> next_region_id_{1};
 
   std::unique_ptr<ControlPlane> control_;
+  std::atomic<uint64_t>* alert_word_ = nullptr;  // control_'s, for KnownHealthy
   int allgather_seq_ = 0;
   std::mutex allgather_mu_;
 };

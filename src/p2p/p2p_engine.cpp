@@ -99,13 +99,12 @@ P2pEngine::~P2pEngine() {
   ops_.clear();
 }
 
-Status P2pEngine::Check(const void* buf, size_t bytes, int peer, const char* what) const {
+Status P2pEngine::CheckFailed(size_t bytes, int peer, const char* what) const {
   if (peer < 0 || peer >= size())
     return Error(ZC_ERR_INVALID_ARG, "%s: peer %d out of range [0, %d)", what, peer, size());
   if (peer == my_rank_)
     return Error(ZC_ERR_INVALID_ARG, "%s: peer %d is the calling rank itself (self)", what, peer);
-  if (!buf && bytes) return Error(ZC_ERR_INVALID_ARG, "%s: null buffer of %zu bytes", what, bytes);
-  return Status::Ok();
+  return Error(ZC_ERR_INVALID_ARG, "%s: null buffer of %zu bytes", what, bytes);
 }
 
 Status P2pEngine::Isend(const void* buf, size_t bytes, int peer, int tag,

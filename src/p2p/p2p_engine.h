@@ -93,7 +93,11 @@ class P2pEngine {
 
  private:
   struct Op;
-  Status Check(const void* buf, size_t bytes, int peer, const char* what) const;
+  Status Check(const void* buf, size_t bytes, int peer, const char* what) const {
+    if (peer >= 0 && peer < size() && peer != my_rank_ && (buf || !bytes)) return Status::Ok();
+    return CheckFailed(bytes, peer, what);
+  }
+  Status CheckFailed(size_t bytes, int peer, const char* what) const;  // the error Check names
   void Post(std::unique_ptr<Op> op);
   void Loop();
   bool Pass();  // one turn over every request; true when any moved on

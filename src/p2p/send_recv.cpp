@@ -25,13 +25,12 @@ Status SendMeta(Device* dev, int peer, int tag, uint32_t context, const Meta& m,
   return dev->control()->Send2(peer, MetaTag(context, tag), &m, sizeof(m), rest, rest_bytes, dl);
 }
 
-Status SendOnce(Device* dev, const void* buf, size_t bytes, int peer, int tag, uint32_t context) {
+// Rendezvous: expose the source where it lies (pool memory: zero copy),
+// held until the peer has read it (this call's end).
+Status SendRendezvous(Device* dev, const void* buf, size_t bytes, int peer, int tag,
+                      uint32_t context) {
   Deadline dl = dev->NewDeadline();
   Meta m{bytes, kEager, 0, 0};
-  if (bytes <= EagerLimit(dev->transport_to(peer))) return SendMeta(dev, peer, tag, context, m, buf, bytes, dl);
-
-  // Rendezvous: expose the source where it lies (pool memory: zero copy).
-  // Held until the peer has read it (this call's end).
   RegionHold region;
   MemRegion* staged = nullptr;
   ZC_RETURN_IF_ERROR(dev->HoldLocalRegion(buf, bytes, &region));
@@ -134,11 +133,18 @@ Status RecvOnce(Device* dev, void* buf, size_t bytes, int peer, int tag, uint32_
 
 // A lost peer fails the whole job (Device::OperationFailed).
 Status Send(Device* dev, const void* buf, size_t bytes, int peer, int tag, uint32_t context) {
-  return dev->OperationFailed(SendOnce(dev, buf, bytes, peer, tag, context));
+  const Meta m{bytes, kEager, 0, 0};
+  Status st = bytes <= EagerLimit(dev->transport_to(peer))
+                  ? SendMeta(dev, peer, tag, context, m, buf, bytes, dev->NewDeadline())
+                  : SendRendezvous(dev, buf, bytes, peer, tag, context);
+  dev->NoteFailure(st);
+  return st;
 }
 
 Status Recv(Device* dev, void* buf, size_t bytes, int peer, int tag, uint32_t context) {
-  return dev->OperationFailed(RecvOnce(dev, buf, bytes, peer, tag, context));
+  Status st = RecvOnce(dev, buf, bytes, peer, tag, context);
+  dev->NoteFailure(st);
+  return st;
 }
 
 }  // namespace zc

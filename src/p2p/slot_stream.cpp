@@ -21,21 +21,11 @@ void SlotWriter::Init(Device* dev, int peer, const SlotLayout& layout, MemRegion
   direct_resolved_ = false;
 }
 
-char* SlotWriter::Direct() {
-  if (!direct_resolved_) {
-    direct_resolved_ = true;
-    if (remote_.Contains(0, layout_.reader_bytes()))
-      direct_ = dev_->channel(peer_, channel_).DirectAddress(remote_);
-  }
+char* SlotWriter::ResolveDirect() {
+  direct_resolved_ = true;
+  if (remote_.Contains(0, layout_.reader_bytes()))
+    direct_ = dev_->channel(peer_, channel_).DirectAddress(remote_);
   return direct_;
-}
-
-bool SlotWriter::CreditCovers(uint32_t n) {
-  // Slots sent_ .. sent_+n-1 are free once the reader has consumed
-  // sent_ + n - K messages.
-  if (sent_ + n <= layout_.slots + credits_) return true;
-  credits_ = FlagAt(local_, 0)->load(std::memory_order_acquire);
-  return sent_ + n <= layout_.slots + credits_;
 }
 
 bool SlotWriter::HasCredits(uint32_t n) { return CreditCovers(n); }
@@ -131,6 +121,25 @@ Status SlotWriter::WriteSlot(const SrcPiece* src, int n, uint64_t bytes, const u
     return Error(ZC_ERR_INTERNAL, "slot message with %d header words, the layout holds %d", naux,
                  layout_.aux_words());
   const uint32_t k = layout_.slot_of(sent_);
+  if (char* d = Direct()) {
+    // Mapped slots (shm): plain stores straight into the slot, no staging
+    // of the header and no per-write lookup; the flag's release store
+    // orders all of it (a small message is some 60 instructions).
+    if (!dev_->KnownHealthy(peer_)) return dev_->Health(peer_);
+    uint64_t* head = reinterpret_cast<uint64_t*>(d + layout_.header_offset(k));
+    head[0] = bytes;
+    const int words = layout_.aux_words();
+    for (int i = 0; i < words; ++i) head[1 + i] = i < naux ? aux[i] : 0;
+    char* at = d + layout_.payload_offset(k);
+    for (int i = 0; i < n; ++i) {
+      if (src[i].bytes) memcpy(at, src[i].data, src[i].bytes);
+      at += src[i].bytes;
+    }
+    reinterpret_cast<std::atomic<uint64_t>*>(d + layout_.flag_offset(k))
+        ->store(sent_ + 1, std::memory_order_release);
+    ++sent_;
+    return Status::Ok();
+  }
   SlotHeader h;  // only its first header_bytes() are written
   h.bytes = bytes;
   for (int i = 0; i < layout_.aux_words(); ++i) h.aux[i] = i < naux ? aux[i] : 0;
@@ -141,20 +150,14 @@ Status SlotWriter::WriteSlot(const SrcPiece* src, int n, uint64_t bytes, const u
   for (int i = 0; i < n && np < 9; ++i)
     if (src[i].bytes) pieces[np++] = src[i];
   FlagWrite flag{&remote_, layout_.flag_offset(k), sent_ + 1};
-  if (char* d = Direct()) {
-    // Mapped slots (shm): plain stores, no per-write lookup.
-    ZC_RETURN_IF_ERROR(dev_->KnownHealth(peer_));
-    WriteMapped(d, layout_.header_offset(k), pieces, np, &flag);
-  } else {
-    // Large messages spread over the peer's connections (tcp sockets, verbs
-    // QPs) and their progress threads by slot; each message's payload and
-    // flag stay on one ordered connection. Credits (Release) stay on
-    // channel_: they are one word that must never be overwritten by an
-    // older value.
-    const bool spread = layout_.spread && bytes >= SlotLayout::kSpreadMin;
-    Channel& ch = dev_->channel(peer_, channel_ + (spread ? static_cast<int>(k) : 0));
-    ZC_RETURN_IF_ERROR(ch.WriteGather(pieces, np, remote_, layout_.header_offset(k), &flag, dl));
-  }
+  // Large messages spread over the peer's connections (tcp sockets, verbs
+  // QPs) and their progress threads by slot; each message's payload and
+  // flag stay on one ordered connection. Credits (Release) stay on
+  // channel_: they are one word that must never be overwritten by an
+  // older value.
+  const bool spread = layout_.spread && bytes >= SlotLayout::kSpreadMin;
+  Channel& ch = dev_->channel(peer_, channel_ + (spread ? static_cast<int>(k) : 0));
+  ZC_RETURN_IF_ERROR(ch.WriteGather(pieces, np, remote_, layout_.header_offset(k), &flag, dl));
   ++sent_;
   return Status::Ok();
 }
@@ -174,12 +177,6 @@ void SlotReader::Init(Device* dev, int peer, const SlotLayout& layout, MemRegion
   direct_resolved_ = false;
 }
 
-bool SlotReader::Ready() const {
-  const uint64_t c = consumed_.load(std::memory_order_relaxed);
-  const uint32_t k = layout_.slot_of(c);
-  return FlagAt(local_, layout_.flag_offset(k))->load(std::memory_order_acquire) >= c + 1;
-}
-
 Status SlotReader::Peek(uint32_t ahead, const SlotHeader** header, const void** payload,
                         const Deadline& dl) {
   if (ahead >= layout_.slots) return Error(ZC_ERR_INTERNAL, "slot peek %u ahead of %u slots", ahead, layout_.slots);
@@ -194,19 +191,11 @@ Status SlotReader::Peek(uint32_t ahead, const SlotHeader** header, const void** 
   return Status::Ok();
 }
 
-Status SlotReader::Release(const Deadline& dl, uint32_t n, bool credit) {
-  if (!holding_ || n == 0 || n > layout_.slots)
-    return Error(ZC_ERR_INTERNAL, "slot release of %u without a message", n);
-  holding_ = false;
-  const uint64_t c = consumed_.load(std::memory_order_relaxed) + n;
-  consumed_.store(c, std::memory_order_relaxed);
-  if (!credit && c - credited_ < (layout_.slots + 1) / 2) return Status::Ok();
-  return Credit(dl);
+Status SlotReader::ReleaseRefused(uint32_t n) const {
+  return Error(ZC_ERR_INTERNAL, "slot release of %u without a message", n);
 }
 
-Status SlotReader::Credit(const Deadline& dl, bool lazy) {
-  const uint64_t c = consumed_.load(std::memory_order_relaxed);
-  if (c == credited_) return Status::Ok();
+Status SlotReader::WriteCredit(uint64_t c, const Deadline& dl, bool lazy) {
   credited_ = c;
   if (!direct_resolved_) {
     direct_resolved_ = true;

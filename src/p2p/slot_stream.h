@@ -29,6 +29,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "common/deadline.h"
@@ -87,6 +88,11 @@ struct SlotLayout {
   }
 };
 
+// The word at byte `offset` of a local region, as an atomic flag.
+inline std::atomic<uint64_t>* FlagAt(MemRegion* r, uint64_t offset) {
+  return reinterpret_cast<std::atomic<uint64_t>*>(static_cast<char*>(r->data()) + offset);
+}
+
 class SlotWriter {
  public:
   SlotWriter() = default;
@@ -110,6 +116,27 @@ class SlotWriter {
   Status PutSpan(const SrcPiece* pieces, int npieces, uint64_t total, uint32_t n, uint64_t* aux,
                  int naux, const Deadline& dl);
   static constexpr uint32_t kMaxSpan = 16;
+  // The small-message path of a mapped, compact stream (shared memory's
+  // control plane): when the next slot is free and mapped here, writes
+  // [a][b] into it with plain stores and sets its flag (some 30 instructions
+  // and the copies); false, writing nothing, when the caller must take
+  // Put2 (no credit yet, not mapped, not compact, too long). The caller
+  // checked the job's health.
+  bool TryPutMapped(const void* a, uint64_t abytes, const void* b, uint64_t bbytes, uint64_t aux0,
+                    uint64_t aux1) {
+    const uint64_t bytes = abytes + bbytes;
+    if (!direct_ || !layout_.compact || bytes > layout_.slot_bytes || !CreditCovers(1)) return false;
+    char* slot = direct_ + layout_.flag_offset(layout_.slot_of(sent_));
+    uint64_t* head = reinterpret_cast<uint64_t*>(slot + 8);
+    head[0] = bytes;
+    head[1] = aux0;
+    head[2] = aux1;
+    char* payload = slot + 8 + SlotLayout::kCompactHeaderBytes;
+    memcpy(payload, a, abytes);
+    if (bbytes) memcpy(payload + abytes, b, bbytes);
+    reinterpret_cast<std::atomic<uint64_t>*>(slot)->store(++sent_, std::memory_order_release);
+    return true;
+  }
   // True when the next Put needs no wait: a slot is free (its credit has
   // come back). Non-blocking; for callers that must not wait for the peer.
   bool HasCredit() { return HasCredits(1); }
@@ -126,11 +153,18 @@ class SlotWriter {
   Status WaitCredit(const Deadline& dl, uint32_t n = 1);
   // Whether the credits seen so far free the next n slots; reads the credit
   // word (a line the reader writes) only when the remembered value does not.
-  bool CreditCovers(uint32_t n);
+  bool CreditCovers(uint32_t n) {
+    // Slots sent_ .. sent_+n-1 are free once the reader has consumed
+    // sent_ + n - K messages.
+    if (sent_ + n <= layout_.slots + credits_) return true;
+    credits_ = FlagAt(local_, 0)->load(std::memory_order_acquire);
+    return sent_ + n <= layout_.slots + credits_;
+  }
   // One slot's write: header + pieces + flag (the slot is free).
   Status WriteSlot(const SrcPiece* pieces, int n, uint64_t bytes, const uint64_t* aux, int naux,
                    const Deadline& dl);
-  char* Direct();
+  char* Direct() { return direct_resolved_ ? direct_ : ResolveDirect(); }
+  char* ResolveDirect();
   Device* dev_ = nullptr;
   int peer_ = -1, channel_ = 0;
   SlotLayout layout_;
@@ -160,15 +194,47 @@ class SlotReader {
   Status Peek(uint32_t ahead, const SlotHeader** header, const void** payload, const Deadline& dl);
   // True when the next message has arrived (no wait). Safe to call without
   // the owner's lock, as a hint.
-  bool Ready() const;
+  bool Ready() const {
+    const uint64_t c = consumed_.load(std::memory_order_relaxed);
+    return FlagAt(local_, layout_.flag_offset(layout_.slot_of(c)))->load(std::memory_order_acquire) >= c + 1;
+  }
   // Returns the next n slots (read with Next/Peek) to the writer: one
   // flag-only write of the credit. credit = false leaves the write to a
   // later Release or Credit (one write for several messages), unless half
   // the slots would then wait for it.
-  Status Release(const Deadline& dl, uint32_t n = 1, bool credit = true);
+  Status Release(const Deadline& dl, uint32_t n = 1, bool credit = true) {
+    if (!holding_ || n == 0 || n > layout_.slots) return ReleaseRefused(n);
+    holding_ = false;
+    const uint64_t c = consumed_.load(std::memory_order_relaxed) + n;
+    consumed_.store(c, std::memory_order_relaxed);
+    if (!credit && c - credited_ < (layout_.slots + 1) / 2) return Status::Ok();
+    return Credit(dl);
+  }
   // Writes the credit of every message released so far, if not yet written
   // (lazily: layout.lazy_credit, Connection::WriteFlagLazy).
-  Status Credit(const Deadline& dl, bool lazy = false);
+  Status Credit(const Deadline& dl, bool lazy = false) {
+    const uint64_t c = consumed_.load(std::memory_order_relaxed);
+    if (c == credited_) return Status::Ok();
+    if (!direct_) return WriteCredit(c, dl, lazy);
+    // Mapped (shm): one release store; our reads of the slots happen
+    // before the writer may reuse them.
+    credited_ = c;
+    reinterpret_cast<std::atomic<uint64_t>*>(direct_)->store(c, std::memory_order_release);
+    return Status::Ok();
+  }
+  // The next message if it has arrived, without waiting: its header
+  // (*payload: its payload), held until Release(); nullptr when none has.
+  const SlotHeader* TryNext(const void** payload) {
+    const uint64_t c = consumed_.load(std::memory_order_relaxed);
+    const uint32_t k = layout_.slot_of(c);
+    char* base = static_cast<char*>(local_->data());
+    if (reinterpret_cast<std::atomic<uint64_t>*>(base + layout_.flag_offset(k))
+            ->load(std::memory_order_acquire) < c + 1)
+      return nullptr;
+    holding_ = true;
+    *payload = base + layout_.payload_offset(k);
+    return reinterpret_cast<const SlotHeader*>(base + layout_.header_offset(k));
+  }
   bool credit_pending() const { return credited_ != consumed_.load(std::memory_order_relaxed); }
   uint64_t received() const { return consumed_.load(std::memory_order_relaxed); }
   int peer() const { return peer_; }
@@ -184,14 +250,13 @@ class SlotReader {
   std::atomic<uint64_t> consumed_{0};
   bool holding_ = false;
   uint64_t credited_ = 0;  // the last credit written
+  // Credit() when the credit word is not (yet) mapped: resolves the mapping,
+  // then writes c through it or the channel.
+  Status WriteCredit(uint64_t c, const Deadline& dl, bool lazy);
+  Status ReleaseRefused(uint32_t n) const;  // Release's error
   // The writer's credit word mapped here (shm), resolved on first use.
   char* direct_ = nullptr;
   bool direct_resolved_ = false;
 };
-
-// The word at byte `offset` of a local region, as an atomic flag.
-inline std::atomic<uint64_t>* FlagAt(MemRegion* r, uint64_t offset) {
-  return reinterpret_cast<std::atomic<uint64_t>*>(static_cast<char*>(r->data()) + offset);
-}
 
 }  // namespace zc
