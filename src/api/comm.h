@@ -21,6 +21,7 @@
 #include "bootstrap/launcher_watch.h"
 #include "bootstrap/store_server.h"
 #include "common/config.h"
+#include "common/spin_lock.h"
 #include "gpu/device_path.h"
 #include "p2p/device.h"
 #include "p2p/group.h"
@@ -84,7 +85,9 @@ struct zc_comm {
   std::unique_ptr<zc::P2pEngine> p2p;
   int rank = 0, size = 1, local_rank = 0, local_size = 1;
   std::atomic<uint64_t> op_seq{0};
-  std::mutex coll_mu;  // one collective at a time per communicator
+  // One collective at a time per communicator (a SpinLock: two atomic
+  // operations on a small collective's path, waiters back off).
+  zc::SpinLock coll_mu;
   // Nonblocking collectives queued or running, plus plans started and not
   // yet waited for: a blocking collective is refused while any is.
   std::atomic<int> inflight{0};

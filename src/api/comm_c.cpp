@@ -341,7 +341,7 @@ zc_status zc_finalize(zc_comm* comm) {
     if (health.code() == ZC_ERR_PEER_LOST)
       result = Fail(health.with_context(zc::Format("rank %d: zc_finalize", comm->rank)));
   } else if (comm->coll && comm->size > 1) {
-    std::lock_guard<std::mutex> lock(comm->coll_mu);
+    std::lock_guard<zc::SpinLock> lock(comm->coll_mu);
     Status st = comm->coll->Barrier();
     if (!st.ok()) result = Done(comm, "zc_finalize", 0, st);
     else if (Status q = comm->coll->Quiesce(); !q.ok())

@@ -155,7 +155,7 @@ zc_status zc_allreduce_plan_init(zc_comm* comm, size_t count, zc_dtype dtype, zc
   p->comm = comm;
   zc::Status st;
   {
-    std::lock_guard<std::mutex> lock(comm->coll_mu);
+    std::lock_guard<zc::SpinLock> lock(comm->coll_mu);
     st = comm->coll->PlanAllreduce(count, dtype, op, &p->plan);
   }
   if (!st.ok()) return Fail(st.with_context(zc::Format("rank %d: allreduce_plan_init", comm->rank)));

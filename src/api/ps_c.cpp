@@ -78,7 +78,7 @@ zc_status zc_ps_create(zc_comm* comm, zc_ps_role role, const zc_ps_options* opti
   ZC_TRY(zc_comm_dup(comm, &ps->comm));
   zc_comm* dup = ps->comm;
   auto allgather = [dup](const void* mine, void* all, size_t bytes) {
-    std::lock_guard<std::mutex> lock(dup->coll_mu);
+    std::lock_guard<zc::SpinLock> lock(dup->coll_mu);
     return dup->coll->Allgather(mine, all, bytes, ZC_UINT8);
   };
   zc::Status st = zc::ps::Instance::Create(dup->group.get(), static_cast<zc::ps::Role>(role), o,
@@ -176,7 +176,7 @@ zc_status zc_ps_free(zc_ps* ps) {
     // here; then they can go.
     // After a failure (abort, a peer's alert, a lost peer) nobody comes.
     if (ps->comm->size > 1 && ps->comm->device->KnownHealth(-1).ok()) {
-      std::lock_guard<std::mutex> lock(ps->comm->coll_mu);
+      std::lock_guard<zc::SpinLock> lock(ps->comm->coll_mu);
       zc::Status b = ps->comm->coll->Barrier();
       if (!b.ok() && result == ZC_OK) result = PsFail(ps, op, 0, false, b);
     }

@@ -37,7 +37,7 @@ inline zc_status Done(const zc_comm* comm, const char* op, uint64_t seq, const S
 template <typename Fn>
 zc_status RunCollective(zc_comm* comm, const char* op, Fn&& fn) {
   ZC_TRY(CheckNothingInFlight(comm, op));
-  std::lock_guard<std::mutex> lock(comm->coll_mu);
+  std::lock_guard<zc::SpinLock> lock(comm->coll_mu);
   uint64_t seq = ++comm->op_seq;
   if (!comm->coll)
     return Done(comm, op, seq, Error(ZC_ERR_INTERNAL, "collectives are not initialised"));

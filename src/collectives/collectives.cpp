@@ -60,6 +60,11 @@ Status Collectives::Init() {
   if (all_local)
     ZC_RETURN_IF_ERROR(coll::ShmDirect::Create(
         dev_, std::min(chunk_bytes_, coll::ShmDirect::kMaxShardBytes), dl, &shm_));
+  // Every peer on this host: the direct algorithm when the data really
+  // moves through shared memory (not ZC_TRANSPORT=tcp on one host).
+  shm_direct_ = shm_ != nullptr;
+  for (int p = 0; p < size_; ++p)
+    if (p != rank_ && dev_->transport_to(p) != TransportKind::kShm) shm_direct_ = false;
   ZC_INFO(kColl, "collectives ready: %d ranks on %s, chunk %zu bytes, ZC_ALGO=%s (forced: %s)%s%s",
           size_, hier_.layout.c_str(), chunk_bytes_, algo.c_str(), algo_sel_.Describe().c_str(),
           shm_ ? ", shared-memory workspace" : "", HierMayRun() ? ", hierarchical allreduce" : "");
@@ -103,8 +108,7 @@ Status Collectives::Quiesce() {
   return links_ ? links_->Quiesce(dev_->NewDeadline()) : Status::Ok();
 }
 
-Status Collectives::Fail(const Status& st) {
-  if (st.ok()) return st;
+void Collectives::AbortOnFailure(const Status& st) {
   // A failed collective leaves the streams mid-message: abort so that every
   // peer's waits fail now instead of at their deadline. Not when the failure
   // is a peer's alert, which the peers already have.
@@ -112,7 +116,6 @@ Status Collectives::Fail(const Status& st) {
   bool alerted = cp && cp->alert_word()->load(std::memory_order_acquire) != 0;
   if (!dev_->aborted() && !alerted)
     dev_->Abort(st, st.code() == ZC_ERR_PEER_LOST ? dev_->LostPeer() : -1);
-  return st;
 }
 
 template <typename Fn>
@@ -142,14 +145,7 @@ Algo Collectives::ChooseAllreduce(size_t count, zc_dtype dtype) const {
   // Forced shm was checked at Init: every rank is on this host over shm.
   if (Algo want = algo_sel_.forced(Kind::kAllreduce); want != Algo::kNone) return want;
   size_t bytes = count * DtypeSize(dtype);
-  if (shm_) {
-    // Every peer on this host: the direct algorithm when the data really
-    // moves through shared memory (not ZC_TRANSPORT=tcp on one host).
-    bool shm_transport = true;
-    for (int p = 0; p < size_; ++p)
-      if (p != rank_ && dev_->transport_to(p) != TransportKind::kShm) shm_transport = false;
-    if (shm_transport) return Algo::kShm;
-  }
+  if (shm_direct_) return Algo::kShm;
   // Halving-doubling has log2(n) latency steps, the ring 2(n-1); both move
   // about 2(n-1)/n of the vector per rank, but the ring streams large
   // vectors through one neighbour's slots.

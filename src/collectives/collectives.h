@@ -173,7 +173,12 @@ class Collectives {
   // element size the algorithm's data has.
   template <typename Fn>
   Status RunAs(coll::Signature sig, size_t elem_size, Fn&& fn);
-  Status Fail(const Status& st);
+  // st, after aborting the job when it is a failure (see AbortOnFailure).
+  Status Fail(Status st) {
+    if (!st.ok()) AbortOnFailure(st);
+    return st;
+  }
+  void AbortOnFailure(const Status& st);
 
   Status AllreduceWith(coll::Algo algo, const void* send, void* recv, size_t count, zc_dtype dtype,
                        zc_op op);
@@ -191,6 +196,7 @@ class Collectives {
   size_t chunk_bytes_ = 1 << 20;
   std::unique_ptr<coll::Links> links_;
   std::unique_ptr<coll::ShmDirect> shm_;  // null unless every peer is local
+  bool shm_direct_ = false;  // shm_, and every peer over the shm transport
   coll::HierShape hier_;                  // hosts of the ranks
   coll::AlgoSelect algo_sel_;             // ZC_ALGO
   uint64_t seq_ = 0;

@@ -2,26 +2,6 @@
 
 namespace zc {
 
-size_t DtypeSize(zc_dtype d) {
-  switch (d) {
-    case ZC_INT8:
-    case ZC_UINT8:
-      return 1;
-    case ZC_FLOAT16:
-    case ZC_BFLOAT16:
-      return 2;
-    case ZC_INT32:
-    case ZC_UINT32:
-    case ZC_FLOAT32:
-      return 4;
-    case ZC_INT64:
-    case ZC_UINT64:
-    case ZC_FLOAT64:
-      return 8;
-  }
-  return 0;
-}
-
 const char* DtypeName(zc_dtype d) {
   switch (d) {
     case ZC_INT8: return "int8";

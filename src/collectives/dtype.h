@@ -31,7 +31,26 @@ inline bool IsValidOp(zc_op op) {
   return static_cast<int>(op) >= 0 && static_cast<int>(op) < kNumOps;
 }
 
-size_t DtypeSize(zc_dtype d);       // 0 for an unknown dtype
+// 0 for an unknown dtype. Inline: asked several times per collective.
+inline size_t DtypeSize(zc_dtype d) {
+  switch (d) {
+    case ZC_INT8:
+    case ZC_UINT8:
+      return 1;
+    case ZC_FLOAT16:
+    case ZC_BFLOAT16:
+      return 2;
+    case ZC_INT32:
+    case ZC_UINT32:
+    case ZC_FLOAT32:
+      return 4;
+    case ZC_INT64:
+    case ZC_UINT64:
+    case ZC_FLOAT64:
+      return 8;
+  }
+  return 0;
+}
 const char* DtypeName(zc_dtype d);  // "float32"; "unknown" otherwise
 const char* OpName(zc_op op);       // "sum"; "unknown" otherwise
 bool IsFloating(zc_dtype d);        // float16, bfloat16, float32, float64

@@ -47,17 +47,6 @@ const char* MemPathName(MemPath m) {
   return "unknown memory path";
 }
 
-void Signature::Pack(uint64_t* aux, uint64_t tag, int sender) const {
-  aux[0] = static_cast<uint64_t>(kind) | (static_cast<uint64_t>(dtype) & 0xff) << 8 |
-           (static_cast<uint64_t>(op) & 0xff) << 16 | static_cast<uint64_t>(algo) << 24 |
-           (static_cast<uint64_t>(static_cast<uint32_t>(root + 1)) & 0x1ffffff) << 32 |
-           static_cast<uint64_t>(mem) << 57;
-  aux[1] = count;
-  aux[2] = seq;
-  aux[3] = tag;
-  aux[4] = static_cast<uint64_t>(sender);
-}
-
 bool Signature::Unpack(const uint64_t* aux, Signature* out) {
   const uint64_t dtype = (aux[0] >> 8) & 0xff, op = (aux[0] >> 16) & 0xff, mem = aux[0] >> 57;
   if (dtype > ZC_FLOAT64 || op > ZC_BXOR || mem > static_cast<uint64_t>(MemPath::kCudaIpc))
@@ -103,8 +92,8 @@ bool Signature::SameCall(const Signature& o) const {
          count == o.count && seq == o.seq && mem == o.mem;
 }
 
-Status CheckSignature(const Signature& mine, int my_rank, uint64_t expect_tag, const uint64_t* aux,
-                      int peer) {
+Status SignatureDiffers(const Signature& mine, int my_rank, uint64_t expect_tag, const uint64_t* aux,
+                        int peer) {
   Signature theirs;
   if (!Signature::Unpack(aux, &theirs))
     return Error(ZC_ERR_INTERNAL,

@@ -22,6 +22,7 @@
 #include <zcomm/zcomm.h>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "common/status.h"
@@ -86,7 +87,16 @@ struct Signature {
   MemPath mem = MemPath::kHost;
 
   // Fills aux[0..4] (tag and sender included).
-  void Pack(uint64_t* aux, uint64_t tag, int sender) const;
+  void Pack(uint64_t* aux, uint64_t tag, int sender) const {
+    aux[0] = static_cast<uint64_t>(kind) | (static_cast<uint64_t>(dtype) & 0xff) << 8 |
+             (static_cast<uint64_t>(op) & 0xff) << 16 | static_cast<uint64_t>(algo) << 24 |
+             (static_cast<uint64_t>(static_cast<uint32_t>(root + 1)) & 0x1ffffff) << 32 |
+             static_cast<uint64_t>(mem) << 57;
+    aux[1] = count;
+    aux[2] = seq;
+    aux[3] = tag;
+    aux[4] = static_cast<uint64_t>(sender);
+  }
   // false when aux names a dtype or op that does not exist (a corrupt or
   // foreign message): *out is then left alone, as no zc_dtype/zc_op can
   // hold the value.
@@ -107,8 +117,17 @@ inline uint64_t MessageTag(uint32_t step, uint64_t chunk) {
 // OK when aux (a peer's message) matches `mine` and `expect_tag`; otherwise
 // ZC_ERR_MISMATCH naming both ranks and both calls (or ZC_ERR_INTERNAL when
 // the calls agree but the messages are out of step).
-Status CheckSignature(const Signature& mine, int my_rank, uint64_t expect_tag, const uint64_t* aux,
-                      int peer);
+// The usual case inline: the peer's words are those this rank would send
+// (one Pack, five compares); only a difference is unpacked and named.
+Status SignatureDiffers(const Signature& mine, int my_rank, uint64_t expect_tag, const uint64_t* aux,
+                        int peer);
+inline Status CheckSignature(const Signature& mine, int my_rank, uint64_t expect_tag,
+                             const uint64_t* aux, int peer) {
+  uint64_t want[kSigWords];
+  mine.Pack(want, expect_tag, peer);
+  if (memcmp(want, aux, sizeof(want)) == 0) return Status::Ok();
+  return SignatureDiffers(mine, my_rank, expect_tag, aux, peer);
+}
 
 // Vector collectives: which block a message is part of (aux[5], aux[6]).
 struct MessageBlock {

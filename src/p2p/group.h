@@ -45,6 +45,7 @@ class Group {
   // r = -1: the Device's own health (abort, a peer's alert) only.
   Status Health(int r) const { return dev_->Health(r < 0 ? -1 : members_[r]); }
   Status KnownHealth(int r) const { return dev_->KnownHealth(r < 0 ? -1 : members_[r]); }
+  bool KnownHealthy(int r) const { return dev_->KnownHealthy(r < 0 ? -1 : members_[r]); }
   Status WaitFlag(const std::atomic<uint64_t>* flag, uint64_t value, int r, const Deadline& dl,
                   const char* what) const {
     return dev_->WaitFlag(flag, value, members_[r], dl, what);
