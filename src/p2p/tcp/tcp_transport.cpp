@@ -48,9 +48,16 @@ struct Socket {
   int fd = -1;
   int peer = -1;
   std::mutex send_mu;
-  // Held while messages are taken off the socket (and rbuf is used): by its
-  // progress thread, or by a waiting thread that drives (TcpTransport::Sleep).
-  std::mutex recv_mu;
+  // One thread at a time takes messages off the socket (and uses rbuf): its
+  // progress thread, or a waiting thread that drives (TcpTransport::Sleep).
+  // Every Service call adds a request; the one that finds none pending
+  // serves, and passes again over the socket while requests came in
+  // meanwhile. The others return at once instead of blocking: the epolls
+  // are edge-triggered, and a segment that arrives while the driver reads
+  // the one before (a message of more than 64 KiB on loopback) woke the
+  // progress thread, which then took the rest of the message and had to
+  // wake the driver: two wake-ups per message instead of one.
+  std::atomic<uint32_t> service_req{0};
   std::atomic<bool> dead{false};
   std::atomic<bool> said_bye{false};  // the peer finalized; every earlier message on this socket was handled
   // What one recv took off the socket beyond the message being handled
@@ -81,6 +88,14 @@ struct Responder {
   std::thread thread;
   // The progress thread sleeps long (idle): a lazy flag is then sent at once.
   std::atomic<bool> long_sleep{false};
+  // Passes of the driver (TcpTransport::Sleep) over these sockets that took
+  // messages. When the driver took most of them in the last millisecond
+  // (a ping-pong), the progress thread spends the next one off the sockets'
+  // wait queues (ProgressLoop): a message of more than one loopback segment (64 KiB)
+  // wakes the driver with its first, and the next ones, arriving while the
+  // driver reads, would wake the progress thread too (the driver has left
+  // epoll_wait): a second wake-up per message, ~10 us one way here.
+  std::atomic<uint64_t> driven{0};
 };
 
 struct PendingRead {
@@ -127,7 +142,20 @@ class TcpTransport : public Transport, public WaitDriver {
   // not two: the progress thread's, then the waiter's). The progress
   // threads' epoll entries are exclusive and registered after the
   // driver's, so while it waits the kernel wakes it alone.
-  void Sleep(uint32_t epoch, int timeout_us) override;
+  void Sleep(uint32_t epoch, int timeout_us) override { Sleep(epoch, timeout_us, true); }
+  // count: the passes that take messages count in Responder::driven.
+  void Sleep(uint32_t epoch, int timeout_us, bool count);
+  // Sleep's wait in epoll, as the one driving thread.
+  void Drive(uint32_t epoch, int timeout_us, bool count);
+  // Drives for a one-sided read, without counting in Responder::driven: a
+  // window of rendezvous reads is bulk data, where the progress threads
+  // take their share (muting them cost ~10% of 512 KiB bandwidth).
+  struct ReadDriver : WaitDriver {
+    explicit ReadDriver(TcpTransport* t) : t(t) {}
+    void Sleep(uint32_t epoch, int timeout_us) override { t->Sleep(epoch, timeout_us, false); }
+    TcpTransport* t;
+  };
+  WaitDriver* read_driver() { return &read_driver_; }
   Connection* connection(int peer, int index) override {
     if (peer < 0 || peer >= static_cast<int>(conns_.size()) || conns_[peer].empty()) return nullptr;
     return conns_[peer][index % per_peer_].get();
@@ -251,8 +279,10 @@ class TcpTransport : public Transport, public WaitDriver {
   bool Advance(Incoming* in, short revents);
   void RefuseIncoming(Incoming* in, const std::string& why);
   void ProgressLoop(std::vector<Socket*> sockets, Responder* responder, int ep);
-  // Pump under s->recv_mu, then what a dropped or finished socket needs.
-  void Service(Socket* s);
+  // Pump (one thread at a time, see Socket::service_req), then what a
+  // dropped or finished socket needs.
+  // Returns whether it took a message off the socket.
+  bool Service(Socket* s);
   // Removes a dead socket from the epolls (its fd stays open until Shutdown).
   void Unwatch(Socket* s);
   // Wakeup::Notify, and the driving thread when it waits in epoll.
@@ -268,8 +298,10 @@ class TcpTransport : public Transport, public WaitDriver {
   // Handles one message; returns non-OK when the socket must be dropped.
   // Read requests are queued for responder, never answered here.
   Status HandleMessage(Socket* s, Responder* responder);
-  // One recv into the socket's buffer, then every whole message there.
-  Status Pump(Socket* s, Responder* responder);
+  // Recv into the socket's buffer and handle every whole message there,
+  // until the socket had no more bytes (edge-triggered epoll: nobody is
+  // woken again for bytes already there).
+  Status Pump(Socket* s, Responder* responder, bool* took);
   // n bytes of the stream: the buffered ones, then straight from the socket.
   Status TakeBytes(Socket* s, void* dst, size_t n, const Deadline& dl);
   void ResponderLoop(Responder* r);
@@ -302,6 +334,11 @@ class TcpTransport : public Transport, public WaitDriver {
   int drive_evfd_ = -1;  // wakes the driver when another thread set a flag
   std::mutex drive_mu_;  // the one driving thread
   std::atomic<bool> driver_waiting_{false};
+  // Threads that found another driving and sleep in Wakeup::Sleep: the
+  // driver wakes them when it leaves, so that one drives next (the progress
+  // threads may be off the sockets for a millisecond, ProgressLoop).
+  std::atomic<int> passengers_{0};
+  ReadDriver read_driver_{this};
   std::atomic<bool> stop_{false};
   bool shut_ = false;
 
@@ -610,9 +647,11 @@ Status TcpTransport::Connect(const std::vector<std::string>& all) {
   drive_ep_ = epoll_create1(EPOLL_CLOEXEC);
   drive_evfd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (drive_ep_ < 0 || drive_evfd_ < 0) return Error(ZC_ERR_SYSTEM, "tcp: epoll/eventfd: %s", strerror(errno));
+  // Edge-triggered: a thread that finds another serving a socket returns
+  // (Service) and must not be woken again and again for the same bytes.
   auto watch = [](int ep, int fd, void* ptr) {
     epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLEXCLUSIVE;
+    ev.events = EPOLLIN | EPOLLEXCLUSIVE | EPOLLET;
     ev.data.ptr = ptr;
     return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0 ? Status::Ok()
                                                       : Error(ZC_ERR_SYSTEM, "tcp: epoll_ctl: %s", strerror(errno));
@@ -671,7 +710,7 @@ Status TcpTransport::TakeBytes(Socket* s, void* dst, size_t n, const Deadline& d
   return left ? net::RecvAll(s->fd, p, left, dl) : Status::Ok();
 }
 
-Status TcpTransport::Pump(Socket* s, Responder* responder) {
+Status TcpTransport::Pump(Socket* s, Responder* responder, bool* took) {
   if (s->rpos == s->rend) {
     s->rpos = s->rend = 0;
   } else if (s->rpos > 0) {
@@ -680,20 +719,31 @@ Status TcpTransport::Pump(Socket* s, Responder* responder) {
     s->rpos = 0;
   }
   for (;;) {
-    ssize_t n = recv(s->fd, s->rbuf.get() + s->rend, Socket::kRecvBuf - s->rend, MSG_DONTWAIT);
-    if (n > 0) {
-      s->rend += static_cast<size_t>(n);
-      break;
-    }
+    const size_t room = Socket::kRecvBuf - s->rend;
+    ssize_t n = recv(s->fd, s->rbuf.get() + s->rend, room, MSG_DONTWAIT);
     if (n == 0)
       return Error(ZC_ERR_PEER_LOST, "tcp: recv from peer %d: connection closed by peer", s->peer);
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::Ok();
-    return Error(ZC_ERR_PEER_LOST, "tcp: recv from peer %d: %s", s->peer, strerror(errno));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::Ok();
+      return Error(ZC_ERR_PEER_LOST, "tcp: recv from peer %d: %s", s->peer, strerror(errno));
+    }
+    s->rend += static_cast<size_t>(n);
+    while (s->rend - s->rpos >= sizeof(MsgHeader) && !s->said_bye.load()) {
+      *took = true;
+      ZC_RETURN_IF_ERROR(HandleMessage(s, responder));
+    }
+    // A short recv found the socket empty: a byte that came after it raised
+    // a new edge (a Service request). A full buffer may have left more.
+    if (static_cast<size_t>(n) < room || s->said_bye.load()) return Status::Ok();
+    if (s->rpos == s->rend) {
+      s->rpos = s->rend = 0;
+    } else if (s->rpos > 0) {
+      memmove(s->rbuf.get(), s->rbuf.get() + s->rpos, s->rend - s->rpos);
+      s->rend -= s->rpos;
+      s->rpos = 0;
+    }
   }
-  while (s->rend - s->rpos >= sizeof(MsgHeader) && !s->said_bye.load())
-    ZC_RETURN_IF_ERROR(HandleMessage(s, responder));
-  return Status::Ok();
 }
 
 Status TcpTransport::Drain(Socket* s, uint64_t bytes) {
@@ -837,20 +887,32 @@ void TcpTransport::Unwatch(Socket* s) {
   for (int ep : progress_eps_) epoll_ctl(ep, EPOLL_CTL_DEL, s->fd, nullptr);
 }
 
-void TcpTransport::Service(Socket* s) {
+bool TcpTransport::Service(Socket* s) {
+  // Another thread serves the socket: it passes again for this request.
+  if (s->service_req.fetch_add(1, std::memory_order_acq_rel) != 0) return false;
   Status st;
-  {
-    std::lock_guard<std::mutex> lock(s->recv_mu);
-    if (s->dead.load()) {
+  bool took = false;
+  bool ended = false;  // dead before, or this pass ended the socket
+  bool lost = false;   // this pass ended it: report below
+  for (uint32_t n = 1;;) {
+    if (!ended && s->dead.load()) {
+      ended = true;
       Unwatch(s);  // dropped by a failed send: it may stay readable (EOF)
-      return;
+    } else if (!ended) {
+      st = Pump(s, s->group, &took);
+      if (!st.ok() || s->said_bye.load()) {
+        ended = true;
+        lost = !s->dead.exchange(true);
+      }
     }
-    st = Pump(s, s->group);
-    if (st.ok() && !s->said_bye.load()) return;
-    if (s->dead.exchange(true)) return;
+    // The requests this pass answered; those that came meanwhile get another.
+    const uint32_t left = s->service_req.fetch_sub(n, std::memory_order_acq_rel) - n;
+    if (left == 0) break;
+    n = left;
   }
+  if (!lost) return took;
   Unwatch(s);
-  if (stop_.load()) return;
+  if (stop_.load()) return took;
   if (st.ok()) {
     if (AllSaidBye(s->peer))
       host_->OnPeerLost(s->peer, Error(ZC_ERR_PEER_LOST, "peer %d has finalized", s->peer));
@@ -858,38 +920,90 @@ void TcpTransport::Service(Socket* s) {
     host_->OnPeerLost(s->peer, st);
   }
   Notify();
+  return took;
 }
 
 void TcpTransport::ProgressLoop(std::vector<Socket*> sockets, Responder* responder, int ep) {
   epoll_event evs[32];
   int active_turns = 0;
+  // Passes that took messages in the current window of kMuteWindow: the
+  // driver's (from responder->driven) and this thread's.
+  constexpr auto kMuteWindow = std::chrono::milliseconds(1);
+  constexpr uint64_t kMuteMinDriven = 4;  // per millisecond
+  uint64_t driven = responder->driven.load(std::memory_order_relaxed);
+  uint64_t took = 0;
+  auto window_start = Clock::now();
+  bool muted = false;
   while (!stop_.load(std::memory_order_relaxed)) {
     size_t live = 0;
     for (Socket* s : sockets) live += !s->dead.load();
     if (!live) return;
+    // A waiting thread took most messages off these sockets in the last
+    // window (a ping-pong): it takes what comes, so this thread sleeps a
+    // window without waiting on them (not woken by them, see
+    // Responder::driven), then takes what was left. Where it took few
+    // (windows of isend/irecv, which the P2pEngine's thread polls, and one
+    // blocking ack per window), this thread waits on them.
+    const auto now = Clock::now();
+    if (muted || now - window_start >= kMuteWindow) {
+      const uint64_t d = responder->driven.load(std::memory_order_relaxed);
+      const uint64_t ms = std::max<uint64_t>(
+          1, std::chrono::duration_cast<std::chrono::milliseconds>(now - window_start).count());
+      muted = d - driven >= kMuteMinDriven * ms && d - driven > 2 * took;
+      driven = d;
+      took = 0;
+      window_start = now;
+    }
     // Blocking wait: an idle rank costs no CPU; 100 ms bounds shutdown time.
     // For 100 ms after traffic, 1 ms turns send lazy flags on time
     // (SendFlagLazy); before a long sleep, any waiting one goes now.
-    const bool long_sleep = active_turns == 0;
+    const bool long_sleep = active_turns == 0 && !muted;
     if (long_sleep) {
       responder->long_sleep.store(true, std::memory_order_seq_cst);
       for (Socket* s : sockets) FlushDeferred(s, std::chrono::microseconds(0));
     }
-    int n = epoll_wait(ep, evs, 32, long_sleep ? 100 : 1);
+    int n;
+    if (muted) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      n = epoll_wait(ep, evs, 32, 0);
+      active_turns = 100;
+    } else {
+      n = epoll_wait(ep, evs, 32, long_sleep ? 100 : 1);
+    }
     responder->long_sleep.store(false, std::memory_order_relaxed);
     if (n > 0) active_turns = 100;
     else if (active_turns > 0) --active_turns;
-    for (Socket* s : sockets) FlushDeferred(s, std::chrono::microseconds(n > 0 ? 1000 : 0));
-    for (int i = 0; i < n && !stop_.load(); ++i) Service(static_cast<Socket*>(evs[i].data.ptr));
+    for (Socket* s : sockets) FlushDeferred(s, std::chrono::microseconds(muted || n > 0 ? 1000 : 0));
+    for (int i = 0; i < n && !stop_.load(); ++i) took += Service(static_cast<Socket*>(evs[i].data.ptr));
   }
 }
 
-void TcpTransport::Sleep(uint32_t epoch, int timeout_us) {
+void TcpTransport::Sleep(uint32_t epoch, int timeout_us, bool count) {
   std::unique_lock<std::mutex> drive(drive_mu_, std::try_to_lock);
-  if (!drive.owns_lock() || stop_.load() || drive_ep_ < 0) {
+  if (!drive.owns_lock()) {
+    // Counted, then tried again: a driver leaving after our first try
+    // either sees the count (and wakes us) or left the lock to us.
+    passengers_.fetch_add(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (!drive.try_lock()) {
+      Wakeup::Sleep(epoch, timeout_us);
+      passengers_.fetch_sub(1, std::memory_order_relaxed);
+      return;
+    }
+    passengers_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  if (stop_.load() || drive_ep_ < 0) {
+    drive.unlock();
     Wakeup::Sleep(epoch, timeout_us);
     return;
   }
+  Drive(epoch, timeout_us, count);
+  drive.unlock();
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (passengers_.load(std::memory_order_seq_cst) > 0) Wakeup::Notify();
+}
+
+void TcpTransport::Drive(uint32_t epoch, int timeout_us, bool count) {
   // Announce, then look at the epoch: a thread that set a flag after our
   // caller's check either changed the epoch before this load or sees
   // driver_waiting_ and writes the eventfd (Notify).
@@ -908,7 +1022,8 @@ void TcpTransport::Sleep(uint32_t epoch, int timeout_us) {
                   "drained by the next read");
       continue;
     }
-    Service(static_cast<Socket*>(evs[i].data.ptr));
+    Socket* s = static_cast<Socket*>(evs[i].data.ptr);
+    if (Service(s) && count && s->group) s->group->driven.fetch_add(1, std::memory_order_relaxed);
   }
 }
 
@@ -1036,7 +1151,7 @@ Status TcpConnection::Read(void* dst, size_t bytes, const RemoteRegion& src, uin
   h.offset = src_off;
   h.bytes = bytes;
   h.token = token;
-  Backoff backoff(/*notified=*/true, t_);  // the progress thread (or this one, driving) notifies
+  Backoff backoff(/*notified=*/true, t_->read_driver());  // the progress thread (or this one, driving) notifies
   Status st = t_->SendMsg(s_, h, nullptr, deadline);
   while (st.ok()) {
     int state = p.state.load(std::memory_order_acquire);
