@@ -324,11 +324,22 @@ Status Connect(const std::string& host, int port, const Deadline& dl,
                last_err ? strerror(last_err) : "none");
 }
 
+#if defined(__SANITIZE_THREAD__)
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+namespace {
+char network_causality;  // a sync address only: never read or written
+}  // namespace
+void NoteSent() { __tsan_release(&network_causality); }
+void NoteReceiving() { __tsan_acquire(&network_causality); }
+#endif
+
 Status SendAll(int fd, const void* buf, size_t len, const Deadline& dl) {
   const char* p = static_cast<const char*>(buf);
   while (len > 0) {
     ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
+      NoteSent();
       p += n;
       len -= static_cast<size_t>(n);
       continue;
@@ -360,6 +371,7 @@ Status SendAllv(int fd, struct iovec* iov, int iovcnt, const Deadline& dl) {
       }
       return IoError(err, "send to", fd);
     }
+    NoteSent();
     size_t done = static_cast<size_t>(n);
     while (iovcnt > 0 && done >= iov->iov_len) {
       done -= iov->iov_len;
@@ -402,6 +414,7 @@ Status RecvAll(int fd, void* buf, size_t len, const Deadline& dl) {
   // and a sixth of the CPU time per call.
   RecvLowat lowat(fd);
   while (len > 0) {
+    NoteReceiving();
     ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
     if (n > 0) {
       p += n;

@@ -134,7 +134,7 @@ Status ControlPlane::TakeOne(Peer& p, uint64_t tag, Consumer consume, void* ctx,
                              const Deadline& dl) {
   *done = false;
   for (;;) {
-    for (auto it = p.queued.begin(); !p.queued.empty() && it != p.queued.end(); ++it)
+    for (auto it = p.queued.begin(); it != p.queued.end(); ++it)
       if (it->first == tag) {
         std::string msg = std::move(it->second);
         p.queued.erase(it);

@@ -132,7 +132,7 @@ class SlotWriter {
     head[1] = aux0;
     head[2] = aux1;
     char* payload = slot + 8 + SlotLayout::kCompactHeaderBytes;
-    memcpy(payload, a, abytes);
+    if (abytes) memcpy(payload, a, abytes);
     if (bbytes) memcpy(payload + abytes, b, bbytes);
     reinterpret_cast<std::atomic<uint64_t>*>(slot)->store(++sent_, std::memory_order_release);
     return true;

@@ -398,6 +398,7 @@ bool TcpTransport::Advance(Incoming* in, short revents) {
   }
   for (;;) {
     size_t want = in->want();
+    net::NoteReceiving();
     ssize_t n = recv(in->fd, in->in + in->have, want - in->have, MSG_DONTWAIT);
     if (n == 0) {
       RefuseIncoming(in, Format("connection closed during the handshake (after %zu of %zu "
@@ -694,6 +695,7 @@ Status TcpTransport::TakeBytes(Socket* s, void* dst, size_t n, const Deadline& d
   char* p = static_cast<char*>(dst) + have;
   size_t left = n - have;
   for (int spin = 0; spin < 200 && left; ++spin) {
+    net::NoteReceiving();
     ssize_t got = recv(s->fd, p, left, MSG_DONTWAIT);
     if (got > 0) {
       p += got;
@@ -720,6 +722,7 @@ Status TcpTransport::Pump(Socket* s, Responder* responder, bool* took) {
   }
   for (;;) {
     const size_t room = Socket::kRecvBuf - s->rend;
+    net::NoteReceiving();
     ssize_t n = recv(s->fd, s->rbuf.get() + s->rend, room, MSG_DONTWAIT);
     if (n == 0)
       return Error(ZC_ERR_PEER_LOST, "tcp: recv from peer %d: connection closed by peer", s->peer);
