@@ -283,9 +283,9 @@ class TcpTransport : public Transport, public WaitDriver {
   // system's default here, bbr, paces every socket by its estimate of the
   // path's bandwidth, which on loopback is below what the kernel carries:
   // a large write left in pieces from pacing timers, and the reader took
-  // them in hundreds of recvs (2 ranks, 2 MiB allreduce: 582 recvfrom and
-  // 1.73 ms of CPU per call with bbr, 134 and 1.07 ms with reno; 874 ->
-  // 532 us, docs/PERFORMANCE.md "TCP allreduce vs Gloo").
+  // them in hundreds of recvs (2 ranks, 2 MiB allreduce: 570-607 recvfrom
+  // and 1.42-1.70 ms of CPU per call with bbr, 132 and 1.05 ms with reno;
+  // 727-874 -> 532 us, docs/PERFORMANCE.md "TCP allreduce vs Gloo").
   void Tune(int fd);
   std::atomic<bool> congestion_warned_{false};
   void ProgressLoop(std::vector<Socket*> sockets, Responder* responder, int ep);
