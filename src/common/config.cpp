@@ -31,6 +31,10 @@ const std::vector<ConfigVar>& ConfigVars() {
        "network interface for tcp: a name prefix such as eth, or ^lo to "
        "exclude"},
       {"ZC_SOCKETS_PER_PEER", "2", "tcp sockets per peer (1..16)"},
+      {"ZC_TCP_CONGESTION", "auto",
+       "congestion control of the tcp data sockets: auto (reno to peers on this host, where "
+       "bbr's pacing only delays loopback data; the system's default to others), system, or a "
+       "name such as reno, cubic, bbr"},
       {"ZC_NUM_CQS", "4", "progress threads (the paper's CQ polling threads)"},
       {"ZC_QPS_PER_PEER", "4", "connections (QPs) per peer, spread over the progress threads"},
       {"ZC_POOL_CHUNK", "64M", "registered pool growth step"},
@@ -213,6 +217,13 @@ Status Config::FromEnv(Config* out) {
     for (auto& ch : c.transport) ch = static_cast<char>(tolower(ch));
   }
   if ((v = get("ZC_SOCKET_IFNAME"))) c.socket_ifname = v;
+  if ((v = get("ZC_TCP_CONGESTION"))) {
+    // The kernel's names: at most 15 characters (TCP_CA_NAME_MAX).
+    bool ok = strlen(v) < 16;
+    for (const char* q = v; *q && ok; ++q) ok = isalnum(static_cast<unsigned char>(*q)) || *q == '_' || *q == '-';
+    if (!ok) return Bad("ZC_TCP_CONGESTION", v, "auto, system, or an algorithm name such as reno");
+    c.tcp_congestion = v;
+  }
   if ((v = get("ZC_POOL_CHUNK"))) {
     if (!ParseBytes(v, &c.pool_chunk_bytes) || c.pool_chunk_bytes < 4096)
       return Bad("ZC_POOL_CHUNK", v, "a size of at least 4096 bytes (k, M, G suffixes)");

@@ -460,6 +460,32 @@ void SetBufferSizes(int fd, int bytes) {
              strerror(errno));
 }
 
+bool PeerIsLocal(int fd) {
+  sockaddr_storage mine{}, theirs{};
+  socklen_t ml = sizeof(mine), tl = sizeof(theirs);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&mine), &ml) != 0 ||
+      getpeername(fd, reinterpret_cast<sockaddr*>(&theirs), &tl) != 0 ||
+      mine.ss_family != theirs.ss_family)
+    return false;
+  if (theirs.ss_family == AF_INET) {
+    const in_addr a = reinterpret_cast<sockaddr_in*>(&theirs)->sin_addr;
+    const in_addr b = reinterpret_cast<sockaddr_in*>(&mine)->sin_addr;
+    return (ntohl(a.s_addr) >> 24) == 127 || a.s_addr == b.s_addr;
+  }
+  if (theirs.ss_family == AF_INET6) {
+    const in6_addr& a = reinterpret_cast<sockaddr_in6*>(&theirs)->sin6_addr;
+    const in6_addr& b = reinterpret_cast<sockaddr_in6*>(&mine)->sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(&a) || memcmp(&a, &b, sizeof(a)) == 0;
+  }
+  return false;
+}
+
+Status SetCongestion(int fd, const std::string& name) {
+  if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(), static_cast<socklen_t>(name.size())) != 0)
+    return SystemError(errno, "TCP_CONGESTION %s on fd %d", name.c_str(), fd);
+  return Status::Ok();
+}
+
 Status PickInterfaceAddress(const std::string& spec, std::string* ip,
                             std::string* ifname) {
   std::string rest = spec;

@@ -64,6 +64,13 @@ void SetNoDelay(int fd);
 Status SetNonBlocking(int fd, bool on);
 // Best effort SO_SNDBUF/SO_RCVBUF (the kernel may clamp).
 void SetBufferSizes(int fd, int bytes);
+// True when a connected socket's peer is on this host: a loopback address,
+// or the socket's own address (the kernel then carries it over loopback).
+bool PeerIsLocal(int fd);
+// TCP_CONGESTION: the socket's congestion control algorithm by name (the
+// kernel refuses names it lacks, and unprivileged callers may only pick
+// those in net.ipv4.tcp_allowed_congestion_control; reno always is).
+Status SetCongestion(int fd, const std::string& name);
 
 // Chooses the local IPv4 address to advertise. spec follows NCCL_SOCKET_IFNAME:
 //   ""            first non-loopback IPv4 interface that is up, else loopback

@@ -56,7 +56,8 @@ TEST(Config, BadValuesNameTheVariable) {
       {"ZC_SHM_CMA", "maybe"},       {"ZC_VERBS_FLAG", "fast"},
       {"ZC_ALGO", "ring;hd"},        {"ZC_CHUNK", "1"},
       {"ZC_RANK", "-1"},             {"ZC_SIZE", "0"},
-      {"ZC_IB_PORT", "300"},
+      {"ZC_IB_PORT", "300"},         {"ZC_TCP_CONGESTION", "reno;x"},
+      {"ZC_TCP_CONGESTION", "a_name_far_too_long"},
   };
   for (const auto& bc : cases) {
     EnvGuard g(bc.name, bc.value);
@@ -87,7 +88,8 @@ TEST(Config, RankMustBeBelowSize) {
 
 TEST(Config, GoodValuesParse) {
   EnvGuard a("ZC_TIMEOUT", "2.5"), b("ZC_POOL_CHUNK", "128M"), d("ZC_DEBUG", "trace"),
-      e("ZC_TRANSPORT", "TCP"), f("ZC_DEBUG_SUBSYS", "^p2p,tcp"), g("ZC_CHUNK", "256k");
+      e("ZC_TRANSPORT", "TCP"), f("ZC_DEBUG_SUBSYS", "^p2p,tcp"), g("ZC_CHUNK", "256k"),
+      h("ZC_TCP_CONGESTION", "cubic");
   zc::Config c;
   ASSERT_TRUE(Load(&c).ok());
   EXPECT_DOUBLE_EQ(c.timeout_s, 2.5);
@@ -95,6 +97,7 @@ TEST(Config, GoodValuesParse) {
   EXPECT_EQ(c.debug, zc::log::Level::kTrace);
   EXPECT_EQ(c.transport, "tcp");
   EXPECT_EQ(c.chunk_bytes, 256u << 10);
+  EXPECT_EQ(c.tcp_congestion, "cubic");
   EXPECT_EQ(c.debug_subsys & zc::log::kP2p, 0u);
   EXPECT_NE(c.debug_subsys & zc::log::kColl, 0u);
 }

@@ -1,6 +1,8 @@
 // Socket helpers: address parsing, listen/accept/connect, all-or-error I/O
 // with odd sizes, peer loss and deadlines, interface selection.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -175,6 +177,31 @@ TEST(Socket, LowWaterMarkRestoredWhenThePeerGoesMidPayload) {
   sender.join();
   EXPECT_EQ(st.code(), ZC_ERR_PEER_LOST) << st.message();
   EXPECT_EQ(RecvLowat(b.get()), 1);
+}
+
+// A loopback connection's peer is local (ZC_TCP_CONGESTION=auto keys on it).
+TEST(Socket, LoopbackPeerIsLocal) {
+  ScopedFd a, b;
+  TcpPair(&a, &b);
+  EXPECT_TRUE(PeerIsLocal(a.get()));
+  EXPECT_TRUE(PeerIsLocal(b.get()));
+  ScopedFd unconnected(socket(AF_INET, SOCK_STREAM, 0));
+  EXPECT_FALSE(PeerIsLocal(unconnected.get()));
+}
+
+// SetCongestion sets the algorithm the socket then reports, and refuses a
+// name the kernel lacks with an error naming it.
+TEST(Socket, SetCongestion) {
+  ScopedFd a, b;
+  TcpPair(&a, &b);
+  ASSERT_TRUE(SetCongestion(a.get(), "reno").ok());
+  char name[16] = {};
+  socklen_t len = sizeof(name);
+  ASSERT_EQ(getsockopt(a.get(), IPPROTO_TCP, TCP_CONGESTION, name, &len), 0);
+  EXPECT_STREQ(name, "reno");
+  Status st = SetCongestion(a.get(), "no_such_cc");
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("no_such_cc"), std::string::npos) << st.message();
 }
 
 TEST(Socket, RecvDeadline) {

@@ -2,7 +2,10 @@
 // (eager and rendezvous), one-sided writes with flags through SlotStreams
 // (static placement), one-sided reads (dynamic placement), failure handling.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <zcomm/zcomm.h>
 
@@ -619,6 +622,52 @@ TEST_P(P2p, AbortWakesPeers) {
 
 INSTANTIATE_TEST_SUITE_P(Transports, P2p, ::testing::Values("shm", "tcp"),
                          [](const auto& info) { return std::string(info.param); });
+
+// The congestion control names of this process's connected TCP sockets.
+std::vector<std::string> ConnectedCongestion() {
+  std::vector<std::string> out;
+  for (int fd = 0; fd < 4096; ++fd) {
+    char name[16] = {};
+    socklen_t len = sizeof(name);
+    sockaddr_storage ss{};
+    socklen_t sl = sizeof(ss);
+    if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) == 0 &&
+        getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &sl) == 0)
+      out.push_back(name);
+  }
+  return out;
+}
+
+// ZC_TCP_CONGESTION=auto: the data sockets to a peer on this host use reno
+// (bbr's pacing delays loopback data, docs/PERFORMANCE.md); system leaves
+// the kernel's default on them.
+TEST(P2pTcp, LocalDataSocketsUseReno) {
+  char def[32] = {};
+  FILE* f = fopen("/proc/sys/net/ipv4/tcp_congestion_control", "r");
+  if (f) {
+    if (!fgets(def, sizeof(def), f)) def[0] = 0;
+    fclose(f);
+  }
+  def[strcspn(def, "\n")] = 0;
+  for (const char* mode : {"auto", "system"}) {
+    auto res = RunRanks(2, [&](int) -> int {
+      zc_comm* comm;
+      CHILD_CHECK(zc_init(&comm) == ZC_OK, "init");
+      CHILD_CHECK(zc_barrier(comm) == ZC_OK, "barrier: %s", zc_last_error(comm));
+      int reno = 0;
+      for (const std::string& n : ConnectedCongestion()) reno += n == "reno";
+      // 3 sockets per peer, and the store's connection (the kernel's default).
+      if (strcmp(mode, "auto") == 0)
+        CHILD_CHECK(reno >= 3, "%d of the data sockets use reno (%zu connected)", reno, ConnectedCongestion().size());
+      else if (strcmp(def, "reno") != 0)
+        CHILD_CHECK(reno == 0, "%d sockets use reno, the default is %s", reno, def);
+      zc_finalize(comm);
+      return 0;
+    }, {{"ZC_TRANSPORT", "tcp"}, {"ZC_SOCKET_IFNAME", "lo"}, {"ZC_SOCKETS_PER_PEER", "3"},
+        {"ZC_TCP_CONGESTION", mode}, {"ZC_TIMEOUT", "30"}});
+    ASSERT_TRUE(AllOk(res)) << mode << ": " << Describe(res);
+  }
+}
 
 // CMA forced off: user buffers on shm go through staged pool copies.
 TEST(P2pShm, StagedPathWhenCmaRefused) {

@@ -278,6 +278,16 @@ class TcpTransport : public Transport, public WaitDriver {
   // (in->fd handed over to its Socket) or failed (closed, logged).
   bool Advance(Incoming* in, short revents);
   void RefuseIncoming(Incoming* in, const std::string& why);
+  // A data socket's options: TCP_NODELAY, and the congestion control that
+  // ZC_TCP_CONGESTION asks for. auto: reno to a peer on this host. The
+  // system's default here, bbr, paces every socket by its estimate of the
+  // path's bandwidth, which on loopback is below what the kernel carries:
+  // a large write left in pieces from pacing timers, and the reader took
+  // them in hundreds of recvs (2 ranks, 2 MiB allreduce: 570-607 recvfrom
+  // and 1.42-1.70 ms of CPU per call with bbr, 132 and 1.05 ms with reno;
+  // 727-874 -> 532 us, docs/PERFORMANCE.md "TCP allreduce vs Gloo").
+  void Tune(int fd);
+  std::atomic<bool> congestion_warned_{false};
   void ProgressLoop(std::vector<Socket*> sockets, Responder* responder, int ep);
   // Pump (one thread at a time, see Socket::service_req), then what a
   // dropped or finished socket needs.
@@ -367,6 +377,20 @@ struct TcpTransport::Incoming {
   size_t want() const { return auth->done() ? 8 : auth->want(); }
 };
 
+void TcpTransport::Tune(int fd) {
+  net::SetNoDelay(fd);
+  const std::string& want = setup_.config.tcp_congestion;
+  if (want == "system") return;
+  const bool automatic = want == "auto";
+  if (automatic && !net::PeerIsLocal(fd)) return;
+  Status st = net::SetCongestion(fd, automatic ? "reno" : want);
+  if (st.ok()) return;
+  if (automatic) ZC_TRACE(kTcp, "%s (the system's default stays)", st.message().c_str());
+  else if (!congestion_warned_.exchange(true))
+    ZC_WARN(kTcp, "ZC_TCP_CONGESTION=%s refused: %s (the system's default stays)", want.c_str(),
+            st.message().c_str());
+}
+
 void TcpTransport::RefuseIncoming(Incoming* in, const std::string& why) {
   if (!in->out.empty())  // a refusal verdict, so the peer learns why
     send(in->fd, in->out.data(), in->out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -447,7 +471,7 @@ bool TcpTransport::Advance(Incoming* in, short revents) {
       RefuseIncoming(in, st.message());
       return true;
     }
-    net::SetNoDelay(in->fd);
+    Tune(in->fd);
     sock->fd = in->fd;
     in->fd = -1;
     return true;
@@ -613,7 +637,7 @@ Status TcpTransport::Connect(const std::vector<std::string>& all) {
         if (!cst.ok()) break;
         cst = ClientHandshake(fd, i, Deadline(std::min(dl.remaining_s(), 2 * kHandshakeSeconds)));
         if (cst.ok()) {
-          net::SetNoDelay(fd);
+          Tune(fd);
           by_peer_[p][i]->fd = fd;
           break;
         }
@@ -691,10 +715,15 @@ Status TcpTransport::TakeBytes(Socket* s, void* dst, size_t n, const Deadline& d
   if (n == have) return Status::Ok();
   // The rest is usually on its way (a message larger than one loopback
   // segment arrives in two): look again for a few microseconds before
-  // RecvAll sleeps in poll, which costs a wake-up.
+  // RecvAll sleeps in poll, which costs a wake-up. Only for the last
+  // kRecvLowatMin bytes: a larger rest is left to RecvAll's low-water wait
+  // (one wake-up when it is there), since spinning on it took it in as
+  // many pieces as the sender's segments, each recv contending for the
+  // socket's lock with the sender (2 ranks, tcp allreduce: 4-32 MiB
+  // 0.8-0.9x of the time).
   char* p = static_cast<char*>(dst) + have;
   size_t left = n - have;
-  for (int spin = 0; spin < 200 && left; ++spin) {
+  for (int spin = 0; spin < 200 && left && left <= net::kRecvLowatMin; ++spin) {
     net::NoteReceiving();
     ssize_t got = recv(s->fd, p, left, MSG_DONTWAIT);
     if (got > 0) {
