@@ -327,6 +327,9 @@ Status Connect(const std::string& host, int port, const Deadline& dl,
 #if defined(__SANITIZE_THREAD__)
 extern "C" void __tsan_acquire(void* addr);
 extern "C" void __tsan_release(void* addr);
+extern "C" void __tsan_read_range(void* addr, unsigned long size);
+extern "C" void __tsan_ignore_thread_begin();
+extern "C" void __tsan_ignore_thread_end();
 namespace {
 char network_causality;  // a sync address only: never read or written
 }  // namespace
@@ -334,12 +337,44 @@ void NoteSent() { __tsan_release(&network_causality); }
 void NoteReceiving() { __tsan_acquire(&network_causality); }
 #endif
 
+namespace {
+// One non-blocking sendmsg. TSan's interceptor records its read of the
+// iovecs when the call returns, i.e. after the kernel copied them: on
+// loopback the peer it woke (which often preempts this thread at that very
+// return) may have answered by then, and a thread of ours written the
+// answer into the bytes just sent (the tcp ring's allgather writes a block
+// into the buffer that the reduce-scatter sent it from). That late read
+// looks unordered with the write although the copy preceded it. So TSan
+// builds record the read, release (NoteSent), then make the call with its
+// memory accesses ignored (its socket release and the receive side's
+// acquire stay): whatever the peer answers after reading these bytes is
+// ordered after their read.
+ssize_t SendSome(int fd, msghdr* msg) {
+#if defined(__SANITIZE_THREAD__)
+  for (size_t i = 0; i < msg->msg_iovlen; ++i)
+    __tsan_read_range(msg->msg_iov[i].iov_base, msg->msg_iov[i].iov_len);
+  NoteSent();
+  __tsan_ignore_thread_begin();
+  ssize_t n = sendmsg(fd, msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  const int err = errno;
+  __tsan_ignore_thread_end();
+  errno = err;
+  return n;
+#else
+  return sendmsg(fd, msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+#endif
+}
+}  // namespace
+
 Status SendAll(int fd, const void* buf, size_t len, const Deadline& dl) {
   const char* p = static_cast<const char*>(buf);
   while (len > 0) {
-    ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    struct iovec iov = {const_cast<char*>(p), len};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    ssize_t n = SendSome(fd, &msg);
     if (n > 0) {
-      NoteSent();
       p += n;
       len -= static_cast<size_t>(n);
       continue;
@@ -361,7 +396,7 @@ Status SendAllv(int fd, struct iovec* iov, int iovcnt, const Deadline& dl) {
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = static_cast<size_t>(std::min(iovcnt, IOV_MAX));
-    ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n = SendSome(fd, &msg);
     if (n < 0) {
       int err = errno;
       if (err == EINTR) continue;
@@ -371,7 +406,6 @@ Status SendAllv(int fd, struct iovec* iov, int iovcnt, const Deadline& dl) {
       }
       return IoError(err, "send to", fd);
     }
-    NoteSent();
     size_t done = static_cast<size_t>(n);
     while (iovcnt > 0 && done >= iov->iov_len) {
       done -= iov->iov_len;

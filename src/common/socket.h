@@ -38,8 +38,10 @@ Status Connect(const std::string& host, int port, const Deadline& dl, int* fd,
 // ThreadSanitizer cannot see causality through the kernel: what this process
 // sent may have made a peer send what a thread of it receives later (a
 // ring's reduced block comes back into the buffer this rank sent it from).
-// Its builds model that: every send releases, every receive acquires one
-// sync address per process. No code in other builds.
+// Its builds model that: every send releases (after its read of the bytes,
+// before the system call: SendSome in socket.cpp; shared-memory slot
+// writes too, WriteMapped), every receive acquires one sync address per
+// process. No code in other builds.
 #if defined(__SANITIZE_THREAD__)
 void NoteSent();
 void NoteReceiving();

@@ -37,6 +37,7 @@
 
 #include "common/config.h"
 #include "common/deadline.h"
+#include "common/socket.h"
 #include "common/status.h"
 #include "p2p/mem_region.h"
 #include "p2p/region_hold.h"
@@ -174,7 +175,9 @@ class Connection {
 
 // Write() through a DirectAddress (base: byte 0 of the region the pieces and
 // the flag belong to): the pieces to consecutive bytes from off, then the
-// flag with release order. The caller checked the ranges once.
+// flag with release order. The caller checked the ranges once. A send to
+// another process, as a socket's: TSan builds release (net::NoteSent), for
+// what it causes may come back here over tcp (a ring of shm and tcp links).
 inline void WriteMapped(char* base, uint64_t off, const SrcPiece* src, int n, const FlagWrite* flag) {
   for (int i = 0; i < n; ++i) {
     if (src[i].bytes) memcpy(base + off, src[i].data, src[i].bytes);
@@ -183,6 +186,7 @@ inline void WriteMapped(char* base, uint64_t off, const SrcPiece* src, int n, co
   if (flag)
     reinterpret_cast<std::atomic<uint64_t>*>(base + flag->offset)
         ->store(flag->value, std::memory_order_release);
+  net::NoteSent();
 }
 
 class Transport {
