@@ -93,7 +93,8 @@ static void usage(FILE* f) {
 "                       1 MiB fewer, in proportion to the size)\n"
 "      --min-iters N    fewest timed iterations at large sizes (default 3)\n"
 "  -w, --warmup_iters N untimed iterations before timing each size\n"
-"                       (default 5; at most 1 above 64 KiB)\n"
+"                       (default 5; at most 1 above 64 KiB), and N calls at\n"
+"                       the largest size before each collective's sweep\n"
 "      --reps R         repetitions of the timed loop (default 3): time is\n"
 "                       their median, min and max columns show the swing\n"
 "  -a, --average A      the time column: 0 rank 0, 1 average over ranks\n"
@@ -353,6 +354,25 @@ static void measure(const opts* o, const call_t* c, int inplace, half_t* h,
   h->busbw = h->algbw * bu_busbw_factor(c->coll, c->n);
 }
 
+/* As nccl-tests does before a sweep: -w calls at the largest size the sweep
+ * reaches (first type and op), so that the first sizes are not timed while
+ * connections and buffers are still cold (tcp windows grow over the first
+ * megabytes a connection carries; the per-size warm-up is 1 call above
+ * 64 KiB). */
+static void warm_up_largest(const opts* o, int coll, int n, void* send, void* recv) {
+  size_t largest = 0;
+  for (size_t sz = o->minb; sz && sz <= o->maxb; sz = next_size(o, sz)) largest = sz;
+  const int dt = o->dtype[0];
+  const int op = has_op(coll) ? o->op[0] : BU_SUM;
+  const size_t count = bu_coll_count(coll, largest, bu_dtype_sizes[dt], n);
+  if (count == 0 || largest <= 64 * BU_KiB) return;
+  const int root = has_root(coll) ? o->root : 0;
+  char what[96];
+  snprintf(what, sizeof what, "%s warm-up of %zu elements", bu_coll_names[coll], count);
+  for (int it = 0; it < o->warmup; it++)
+    ZC_CHECK(run_coll(coll, send, recv, count, dt, op == BU_AVG ? BU_SUM : op, root), what);
+}
+
 static void print_header(const opts* o, int coll, int n) {
   printf("#\n# Collective: %s, %d ranks, busbw factor %.4f%s\n", bu_coll_names[coll],
          n, bu_busbw_factor(coll, n),
@@ -501,6 +521,7 @@ int main(int argc, char** argv) {
     if (g_rank == 0) print_header(&o, coll, n);
     const int nops = has_op(coll) ? o.nop : 1;
     const int nroots = has_root(coll) ? (o.all_roots ? n : 1) : 1;
+    warm_up_largest(&o, coll, n, sendbuf, recvbuf);
     for (int d = 0; d < o.ndtype; d++) {
       const int dt = o.dtype[d];
       const size_t ts = bu_dtype_sizes[dt];
