@@ -742,14 +742,16 @@ Status TcpTransport::TakeBytes(Socket* s, void* dst, size_t n, const Deadline& d
 }
 
 Status TcpTransport::Pump(Socket* s, Responder* responder, bool* took) {
-  if (s->rpos == s->rend) {
-    s->rpos = s->rend = 0;
-  } else if (s->rpos > 0) {
-    memmove(s->rbuf.get(), s->rbuf.get() + s->rpos, s->rend - s->rpos);
-    s->rend -= s->rpos;
-    s->rpos = 0;
-  }
   for (;;) {
+    // Room for this recv: what was handled goes, a partial message moves to
+    // the front.
+    if (s->rpos == s->rend) {
+      s->rpos = s->rend = 0;
+    } else if (s->rpos > 0) {
+      memmove(s->rbuf.get(), s->rbuf.get() + s->rpos, s->rend - s->rpos);
+      s->rend -= s->rpos;
+      s->rpos = 0;
+    }
     const size_t room = Socket::kRecvBuf - s->rend;
     net::NoteReceiving();
     ssize_t n = recv(s->fd, s->rbuf.get() + s->rend, room, MSG_DONTWAIT);
@@ -768,13 +770,6 @@ Status TcpTransport::Pump(Socket* s, Responder* responder, bool* took) {
     // A short recv found the socket empty: a byte that came after it raised
     // a new edge (a Service request). A full buffer may have left more.
     if (static_cast<size_t>(n) < room || s->said_bye.load()) return Status::Ok();
-    if (s->rpos == s->rend) {
-      s->rpos = s->rend = 0;
-    } else if (s->rpos > 0) {
-      memmove(s->rbuf.get(), s->rbuf.get() + s->rpos, s->rend - s->rpos);
-      s->rend -= s->rpos;
-      s->rpos = 0;
-    }
   }
 }
 
