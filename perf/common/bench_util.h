@@ -203,6 +203,17 @@ BU_INLINE int bu_iters_for(size_t bytes, int iters, int min_iters,
   return n < 1 ? 1 : n;
 }
 
+/* The largest size of the sweep min, min*factor, ... up to max (the size a
+ * program warms up at before it, as nccl-tests does); 0 when min > max. */
+BU_INLINE size_t bu_sweep_largest(size_t min, size_t max, size_t factor) {
+  size_t largest = 0;
+  for (size_t sz = min; sz <= max; sz *= factor) {
+    largest = sz;
+    if (sz > max / factor) break;
+  }
+  return largest;
+}
+
 /* ---- collectives: names and bus-bandwidth factors (nccl-tests) ------------ */
 
 typedef enum {

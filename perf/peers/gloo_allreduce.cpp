@@ -137,11 +137,7 @@ int Bench(const Args& a, const std::shared_ptr<gloo::Context>& ctx,
   {
     // As zc_coll and nccl-tests: -w calls at the largest size of the sweep
     // first, so the first sizes do not run on cold connections.
-    size_t largest = 0;
-    for (size_t sz = a.min_size; sz <= a.max_size; sz *= (size_t)a.factor) {
-      largest = sz;
-      if (sz > a.max_size / (size_t)a.factor) break;
-    }
+    const size_t largest = bu_sweep_largest(a.min_size, a.max_size, (size_t)a.factor);
     const size_t count = largest / ts;
     if (largest > 64 * BU_KiB && count > 0 && count <= 0x7fffffff) {
       std::unique_ptr<gloo::Algorithm> warm;

@@ -119,11 +119,7 @@ int main(int argc, char** argv) {
   {
     /* As zc_coll and nccl-tests: -w calls at the largest size of the sweep
      * first, so the first sizes do not run on cold connections. */
-    size_t largest = 0;
-    for (size_t sz = min_size; sz <= max_size; sz *= (size_t)factor) {
-      largest = sz;
-      if (sz > max_size / (size_t)factor) break;
-    }
+    size_t largest = bu_sweep_largest(min_size, max_size, (size_t)factor);
     size_t count = largest / ts;
     if (largest > 64 * BU_KiB && count > 0 && count <= 0x7fffffff)
       for (int it = 0; it < warmup; it++)
