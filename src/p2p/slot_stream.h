@@ -228,10 +228,9 @@ class SlotReader {
   const SlotHeader* TryNext(const void** payload) {
     const uint64_t c = consumed_.load(std::memory_order_relaxed);
     const uint32_t k = layout_.slot_of(c);
-    char* base = static_cast<char*>(local_->data());
-    if (reinterpret_cast<std::atomic<uint64_t>*>(base + layout_.flag_offset(k))
-            ->load(std::memory_order_acquire) < c + 1)
+    if (FlagAt(local_, layout_.flag_offset(k))->load(std::memory_order_acquire) < c + 1)
       return nullptr;
+    char* base = static_cast<char*>(local_->data());
     holding_ = true;
     *payload = base + layout_.payload_offset(k);
     return reinterpret_cast<const SlotHeader*>(base + layout_.header_offset(k));
