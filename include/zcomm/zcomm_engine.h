@@ -19,12 +19,17 @@
  *    again once its handle is done; every rank must submit each name with
  *    the same operation, dtype, op, scale factors, root and shape (allgather
  *    and alltoall: the same shape except the first dimension). A mismatch
- *    fails every rank's engine with ZC_ERR_MISMATCH naming the tensor, the
- *    ranks and both shapes;
+ *    fails that operation on every rank with ZC_ERR_MISMATCH naming the
+ *    tensor, the ranks and both shapes, and the engine goes on (as Horovod):
+ *    the name may be submitted again;
+ *  - a local mistake (a bad argument, a name already pending on this rank)
+ *    is ZC_ERR_INVALID_ARG from the submitting call, on that rank only; the
+ *    engine goes on;
  *  - buffers belong to the engine from submission until the handle is done;
- *  - one failure (a lost peer, a mismatch, zc_abort, a stall past
- *    ZC_STALL_SHUTDOWN) shuts every rank's engine down with the first cause:
- *    every pending handle and every later submission returns that error;
+ *  - any other failure (a lost peer, zc_abort, a failed collective, a stall
+ *    past ZC_STALL_SHUTDOWN, zc_engine_destroy on any rank) shuts every
+ *    rank's engine down with the first cause: every pending handle and every
+ *    later submission returns that error;
  *  - any thread may submit, poll and wait, concurrently.
  */
 #ifndef ZCOMM_ZCOMM_ENGINE_H
@@ -104,8 +109,9 @@ zc_status zc_engine_reducescatter(zc_engine* engine, const char* name, const voi
 zc_status zc_engine_barrier(zc_engine* engine, zc_engine_handle** handle);
 /* For uneven data: this rank has no more tensors. Until every rank has
  * joined, the other ranks' allreduces go on, this rank contributing zeros
- * (other operations that need this rank fail the engine with
- * ZC_ERR_INVALID_ARG naming them). Done when every rank has joined;
+ * (any other operation that needs this rank fails on every rank that
+ * submitted it, with ZC_ERR_INVALID_ARG naming it and the joined rank; the
+ * engine goes on). Done when every rank has joined;
  * zc_engine_join_result gives the last rank to join. */
 zc_status zc_engine_join(zc_engine* engine, zc_engine_handle** handle);
 

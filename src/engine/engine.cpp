@@ -302,11 +302,14 @@ Status Engine::Cycle() {
     }
     std::vector<Response> ready = table_.TakeReady(joined_);
     for (auto& resp : ready) {
-      if (Status st = CheckConsistent(resp, size_); !st.ok()) return Agreed(st);
+      stats_.cache_misses++;
+      if (Status st = CheckConsistent(resp, size_); !st.ok()) {
+        FailAgreed(resp, st);
+        continue;
+      }
       cache_.Put(resp);
       responses.push_back(std::move(resp));
     }
-    stats_.cache_misses += ready.size();
     stats_.cache_entries = cache_.entries();
   }
 
@@ -341,6 +344,12 @@ Status Engine::Cycle() {
   if (config_.stall_shutdown_s > 0 && !table_.Stalled(Clock::now(), config_.stall_shutdown_s, joined_, false).empty())
     stall_shutdown_ = true;  // told to every rank by the next cycle's status word
   return Status::Ok();
+}
+
+void Engine::FailAgreed(const Response& resp, const Status& st) {
+  Status ctx = st.with_context(Format("rank %d: engine", rank_));
+  ZC_INFO(kEngine, "%s (the operation fails on every rank; the engine goes on)", ctx.message().c_str());
+  if (auto op = TakeOp(resp.lead().name)) Complete(op, ctx);
 }
 
 std::shared_ptr<Op> Engine::TakeOp(const std::string& name) {

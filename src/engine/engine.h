@@ -14,8 +14,11 @@
 //     ZC_FUSION_THRESHOLD;
 //  5. reports stalls (ZC_STALL_WARNING) and completes joins.
 // It runs on its own communicator (a zc_comm_dup of the caller's, made by the
-// C API), so it never races the framework's own collectives. The first
-// error ends the loop on every rank and fails every pending op with it.
+// C API), so it never races the framework's own collectives. A caller's
+// mistake that every rank sees in the agreed requests (a mismatch) fails
+// that operation on every rank and the loop goes on; any other error (a
+// lost peer, a failed collective, a stop) ends the loop on every rank and
+// fails every pending op with it.
 #pragma once
 
 #include <atomic>
@@ -83,6 +86,11 @@ class Engine {
   Status RunOther(const Response& resp);
   // The local op of an agreed name (null: this rank has joined).
   std::shared_ptr<Op> TakeOp(const std::string& name);
+  // A caller's mistake that every rank found in the same agreed response
+  // (mismatched shapes, dtypes, roots; an operation a joined rank cannot
+  // join): that operation fails on every rank and the engine goes on, as in
+  // Horovod.
+  void FailAgreed(const Response& resp, const Status& st);
   void Complete(const std::shared_ptr<Op>& op, const Status& st);
   void FailAll(const Status& st);
   double StallRouteAfter() const;

@@ -31,21 +31,26 @@ from .compression import Compression  # noqa: E402
 from .functions import (allgather_object, broadcast_object, broadcast_optimizer_state,  # noqa: E402
                         broadcast_parameters)
 from .mpi_ops import (Adasum, Average, HorovodInternalError, Max, Min, Product,  # noqa: E402
-                      ProcessSet, Sum, allgather, allgather_async, allreduce, allreduce_,
-                      allreduce_async, allreduce_async_, alltoall, alltoall_async, barrier,
-                      broadcast, broadcast_, broadcast_async, broadcast_async_, ccl_built,
-                      cross_rank, cross_size, cuda_built, ddl_built, engine_stats,
-                      gloo_built, gloo_enabled, global_process_set, grouped_allreduce,
-                      grouped_allreduce_, grouped_allreduce_async, grouped_allreduce_async_,
-                      init, is_homogeneous, is_initialized, join, local_rank, local_size,
-                      mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, poll, rank,
-                      reducescatter, reducescatter_async, rocm_built, shutdown, size,
+                      ProcessSet, Sum, add_process_set, allgather, allgather_async, allreduce,
+                      allreduce_, allreduce_async, allreduce_async_, alltoall, alltoall_async,
+                      barrier, broadcast, broadcast_, broadcast_async, broadcast_async_,
+                      ccl_built, cross_rank, cross_size, cuda_built, ddl_built, engine_stats,
+                      gloo_built, gloo_enabled, global_process_set, grouped_allgather,
+                      grouped_allgather_async, grouped_allreduce, grouped_allreduce_,
+                      grouped_allreduce_async, grouped_allreduce_async_, grouped_reducescatter,
+                      grouped_reducescatter_async, init, is_homogeneous, is_initialized, join,
+                      local_rank, local_size, mpi_built, mpi_enabled, mpi_threads_supported,
+                      nccl_built, poll, rank, reducescatter, reducescatter_async,
+                      remove_process_set, rocm_built, shutdown, size, sparse_allreduce_async,
                       synchronize)
 from .optimizer import DistributedOptimizer  # noqa: E402
 
 __all__ = ["BACKEND", "ProcessGroupZcomm", "create_process_group", "zcomm_version",
            "Compression", "DistributedOptimizer", "HorovodInternalError",
            "Average", "Sum", "Adasum", "Min", "Max", "Product", "ProcessSet", "global_process_set",
+           "add_process_set", "remove_process_set", "grouped_allgather",
+           "grouped_allgather_async", "grouped_reducescatter", "grouped_reducescatter_async",
+           "sparse_allreduce_async",
            "init", "shutdown", "is_initialized", "size", "local_size", "cross_size", "rank",
            "local_rank", "cross_rank", "is_homogeneous", "engine_stats",
            "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",

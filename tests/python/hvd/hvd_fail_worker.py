@@ -1,8 +1,12 @@
 """One rank of test_hvd_failures.py.
 
-mismatch: the last rank submits 'w' with another shape; every rank's
-synchronize raises HorovodInternalError naming the tensor, and the engine
-stays shut down (later calls raise too).
+mismatch: the last rank submits 'w' with another shape (then another dtype,
+another root); every rank's synchronize raises HorovodInternalError naming
+the tensor, and the engine goes on (later calls, and 'w' itself, work).
+mistakes: a caller's local mistakes (a name already pending, bad alltoall
+splits) raise ValueError on that rank only; the engine goes on.
+peer_shutdown: rank 0 shuts down; the others' next call raises, they report
+is_initialized() False, and init() on every rank starts the engine anew.
 killed: the last rank SIGKILLs itself in the middle of training; every other
 rank's engine ends with an error (no hang), printed as 'ERROR rank R'."""
 import os
@@ -19,21 +23,105 @@ def mismatch():
     hvd.init()
     r, n = hvd.rank(), hvd.size()
     hvd.allreduce(torch.ones(4), name="fine")  # the engine works before
-    shape = (4, 5) if r == n - 1 else (4, 3)
+    cases = [("shape", lambda: hvd.allreduce(torch.ones((4, 5) if r == n - 1 else (4, 3)),
+                                             name="w"), ("[4, 3]", "[4, 5]")),
+             ("dtype", lambda: hvd.allgather(torch.ones(3, dtype=torch.int32 if r == n - 1
+                                                        else torch.float32), name="g"),
+              ("int32", "float32")),
+             ("root", lambda: hvd.broadcast(torch.ones(2), root_rank=r, name="b"), ("root",))]
+    for what, call, parts in cases:
+        try:
+            call()
+            raise AssertionError("rank %d: the %s mismatch did not raise" % (r, what))
+        except hvd.HorovodInternalError as e:
+            msg = str(e)
+            assert isinstance(e, RuntimeError)
+            for part in ("rank %d" % r, "mismatch") + parts:
+                assert part in msg, "rank %d: %r not in the message: %s" % (r, part, msg)
+            print("MISMATCH rank %d: %s" % (r, msg), flush=True)
+        assert hvd.is_initialized(), "rank %d: the engine stopped after a mismatch" % r
+    # The engine goes on, and the same names work once the ranks agree.
+    out = hvd.allreduce(torch.full((4, 3), float(r)), name="w", op=hvd.Sum)
+    assert torch.equal(out, torch.full((4, 3), float(n * (n - 1) // 2))), out
+    out = hvd.broadcast(torch.full((2,), float(r)), root_rank=n - 1, name="b")
+    assert torch.equal(out, torch.full((2,), float(n - 1))), out
+    hvd.barrier()
+    hvd.shutdown()
+    print("OK rank %d" % r, flush=True)
+
+
+def _value_error(fn, what, *parts):
     try:
-        hvd.allreduce(torch.ones(shape), name="w")
-        raise AssertionError("rank %d: the mismatch did not raise" % r)
-    except hvd.HorovodInternalError as e:
-        msg = str(e)
-        assert isinstance(e, RuntimeError)
-        for part in ("rank %d" % r, "allreduce.w", "mismatch", "[4, 3]", "[4, 5]"):
-            assert part in msg, "rank %d: %r not in the message: %s" % (r, part, msg)
-        print("MISMATCH rank %d: %s" % (r, msg), flush=True)
-    try:
-        hvd.allreduce(torch.ones(2), name="after")
-        raise AssertionError("rank %d: a call after the failure did not raise" % r)
-    except hvd.HorovodInternalError:
-        pass
+        fn()
+    except ValueError as e:
+        for part in parts:
+            assert part in str(e), "%s: %r not in %s" % (what, part, e)
+        return
+    raise AssertionError("rank %d: %s did not raise ValueError" % (hvd.rank(), what))
+
+
+def mistakes():
+    hvd.init()
+    r, n = hvd.rank(), hvd.size()
+    x = torch.ones(5)
+    # A name pending twice on one rank (the last), while the others have not
+    # submitted it: only that rank's second call fails.
+    if r == n - 1:
+        h = hvd.allreduce_async(x, name="dup", op=hvd.Sum)
+        _value_error(lambda: hvd.allreduce_async(x, name="dup"), "duplicate allreduce",
+                     "already pending")
+        _value_error(lambda: hvd.allgather_async(x, name="dup_g") and
+                     hvd.allgather_async(x, name="dup_g"), "duplicate allgather", "already pending")
+    hvd.barrier()
+    if r != n - 1:
+        h = hvd.allreduce_async(x, name="dup", op=hvd.Sum)
+        hvd.allgather_async(x, name="dup_g")
+    assert torch.equal(hvd.synchronize(h), torch.full((5,), float(n)))
+    # Bad alltoall splits, on every rank alike (each fails locally).
+    _value_error(lambda: hvd.alltoall(torch.ones(n + 1)), "uneven first dimension", "divide")
+    _value_error(lambda: hvd.alltoall(torch.ones(max(n - 1, 0)), torch.ones(n, dtype=torch.int32)),
+                 "splits summing past the rows", "splits sum")
+    _value_error(lambda: hvd.alltoall(torch.ones(n), torch.empty(n, dtype=torch.float32)),
+                 "float splits", "int32")
+    _value_error(lambda: hvd.alltoall(torch.ones(n), [1] * (n + 1)), "too many splits",
+                 "one per rank")
+    _value_error(lambda: hvd.alltoall(torch.ones(n), [-1] + [1] * (n - 1)), "a negative split",
+                 "negative")
+    _value_error(lambda: hvd.broadcast(torch.ones(2), root_rank=n), "a root out of range",
+                 "root_rank")
+    _value_error(lambda: hvd.allreduce(torch.ones(2), process_set=hvd.ProcessSet([0])),
+                 "an unregistered process set", "not registered")
+    # The engine is fine.
+    out = hvd.allreduce(torch.full((3,), float(r)), op=hvd.Sum, name="after")
+    assert torch.equal(out, torch.full((3,), float(n * (n - 1) // 2))), out
+    hvd.barrier()
+    hvd.shutdown()
+    print("OK rank %d" % r, flush=True)
+
+
+def peer_shutdown():
+    hvd.init()
+    r, n = hvd.rank(), hvd.size()
+    hvd.barrier()
+    if r == 0:
+        hvd.shutdown()
+        assert not hvd.is_initialized()
+    else:
+        try:
+            while True:  # until the engine reports rank 0's shutdown
+                hvd.allreduce(torch.ones(1), name="until_shutdown")
+        except hvd.HorovodInternalError as e:
+            assert "shut down" in str(e), e
+        assert not hvd.is_initialized(), "rank %d: a stopped engine says it runs" % r
+        try:
+            hvd.allreduce(torch.ones(1))
+            raise AssertionError("rank %d: a call on the stopped engine did not raise" % r)
+        except ValueError as e:
+            assert "hvd.init()" in str(e) and "shut down" in str(e), e
+    hvd.init()  # every rank: a new engine
+    assert hvd.is_initialized()
+    out = hvd.allreduce(torch.full((2,), float(r)), op=hvd.Sum, name="after_restart")
+    assert torch.equal(out, torch.full((2,), float(n * (n - 1) // 2))), out
     hvd.shutdown()
     print("OK rank %d" % r, flush=True)
 
@@ -67,4 +155,5 @@ def killed():
 
 
 if __name__ == "__main__":
-    {"mismatch": mismatch, "killed": killed}[sys.argv[1]]()
+    {"mismatch": mismatch, "mistakes": mistakes, "peer_shutdown": peer_shutdown,
+     "killed": killed}[sys.argv[1]]()

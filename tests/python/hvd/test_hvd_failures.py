@@ -1,6 +1,9 @@
 """Failures of zcomm.torch's Horovod API: a mismatch (same name, another
-shape) raises on every rank naming the tensor and both shapes; a rank killed
-in training ends every other rank's engine with an error (no hang)."""
+shape, dtype or root) raises on every rank naming the tensor and both sides,
+and the engine goes on; local mistakes raise ValueError on that rank only;
+a peer's shutdown() stops this rank's engine, which init() starts anew; a
+rank killed in training ends every other rank's engine with an error (no
+hang)."""
 import re
 
 import hvd_harness as h
@@ -12,6 +15,9 @@ def main():
         rc, out = h.zcrun(n, "hvd_fail_worker.py", ["mismatch"], timeout=120)
         h.expect_ok("zcrun -np %d mismatch" % n, n, rc, out)
         assert len(h.ok_ranks(out, n, "MISMATCH")) == n, out
+        for mode in ("mistakes", "peer_shutdown"):
+            rc, out = h.zcrun(n, "hvd_fail_worker.py", [mode], timeout=120)
+            h.expect_ok("zcrun -np %d %s" % (n, mode), n, rc, out)
     n = 3
     rc, out = h.zcrun(n, "hvd_fail_worker.py", ["killed"], timeout=120,
                       env={"ZC_TIMEOUT": "30"})

@@ -15,21 +15,32 @@ namespace py = pybind11;
 static void BindEngine(py::module& m) {
   namespace h = zcomm_torch::hvd;
   py::module e = m.def_submodule("engine", "Horovod-style named asynchronous collectives");
+  // HorovodInternalError: the engine's failures. A caller's mistake found
+  // before anything is queued is h::InvalidArgument, a ValueError.
   py::register_exception<h::EngineError>(e, "HorovodInternalError", PyExc_RuntimeError);
   e.attr("SUM") = static_cast<int>(ZC_SUM);
   e.attr("PROD") = static_cast<int>(ZC_PROD);
   e.attr("MIN") = static_cast<int>(ZC_MIN);
   e.attr("MAX") = static_cast<int>(ZC_MAX);
   e.attr("AVG") = static_cast<int>(ZC_AVG);
-  e.def("init", &h::Init);
-  e.def("shutdown", &h::Shutdown);
-  e.def("is_initialized", &h::IsInitialized);
-  e.def("rank", &h::Rank);
-  e.def("size", &h::Size);
-  e.def("local_rank", &h::LocalRank);
-  e.def("local_size", &h::LocalSize);
-  e.def("cross_rank", &h::CrossRank);
-  e.def("cross_size", &h::CrossSize);
+  e.def("init", [] { h::Sets().Init(); });
+  e.def("shutdown", [] {
+    h::Sets().Shutdown();
+    h::ReapOrphans(true);  // every operation has ended
+  });
+  e.def("is_initialized", [] { return h::Sets().Running(); });
+  e.def("rank", [] { return h::Sets().Layout("rank").rank; });
+  e.def("size", [] { return h::Sets().Layout("size").size; });
+  e.def("local_rank", [] { return h::Sets().Layout("local_rank").local_rank; });
+  e.def("local_size", [] { return h::Sets().Layout("local_size").local_size; });
+  e.def("cross_rank", [] { return h::Sets().Layout("cross_rank").cross_rank; });
+  e.def("cross_size", [] { return h::Sets().Layout("cross_size").cross_size; });
+  e.def("add_process_set", [](std::vector<int> ranks) { return h::Sets().Add(std::move(ranks)); },
+        py::arg("ranks"));
+  e.def("remove_process_set", [](int32_t id) { return h::Sets().Remove(id); }, py::arg("id"));
+  e.def("process_sets", [] { return h::Sets().List(); });
+  e.def("process_set_rank", [](int32_t id) { return h::Sets().Get(id, "ProcessSet.rank", false)->rank; });
+  e.def("process_set_size", [](int32_t id) { return h::Sets().Get(id, "ProcessSet.size", false)->size(); });
   e.def("stats", [] {
     py::dict d;
     for (auto& kv : h::Stats()) d[py::str(kv.first)] = kv.second;
@@ -44,13 +55,15 @@ static void BindEngine(py::module& m) {
       .def("join_result", &h::Handle::JoinResult)
       .def_property_readonly("name", &h::Handle::name);
   e.def("allreduce", &h::Allreduce, py::arg("input"), py::arg("output"), py::arg("name"),
-        py::arg("op"), py::arg("prescale"), py::arg("postscale"));
-  e.def("broadcast", &h::Broadcast, py::arg("tensor"), py::arg("name"), py::arg("root"));
-  e.def("allgather", &h::Allgather, py::arg("input"), py::arg("name"));
-  e.def("alltoall", &h::Alltoall, py::arg("input"), py::arg("splits"), py::arg("name"));
+        py::arg("op"), py::arg("prescale"), py::arg("postscale"), py::arg("process_set") = 0);
+  e.def("broadcast", &h::Broadcast, py::arg("tensor"), py::arg("name"), py::arg("root"),
+        py::arg("process_set") = 0);
+  e.def("allgather", &h::Allgather, py::arg("input"), py::arg("name"), py::arg("process_set") = 0);
+  e.def("alltoall", &h::Alltoall, py::arg("input"), py::arg("splits"), py::arg("name"),
+        py::arg("process_set") = 0);
   e.def("reducescatter", &h::Reducescatter, py::arg("input"), py::arg("name"), py::arg("op"),
-        py::arg("prescale"), py::arg("postscale"));
-  e.def("barrier", &h::Barrier);
+        py::arg("prescale"), py::arg("postscale"), py::arg("process_set") = 0);
+  e.def("barrier", &h::Barrier, py::arg("process_set") = 0);
   e.def("join", &h::Join);
 }
 

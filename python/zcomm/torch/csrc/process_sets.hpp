@@ -1,0 +1,119 @@
+// Horovod's process sets on zcomm: the global set (id 0, every rank of the
+// job, made by Init() from the environment) and the sets added later, each a
+// zc_comm_split of the global communicator with its own engine, so that each
+// set negotiates its own names (as each Horovod process set has its own
+// controller).
+//
+// The table is the one process-wide state of the Horovod API (Horovod's own
+// horovod_global): hvd.init() makes it, hvd.shutdown() empties it. Adding
+// and removing sets is collective over every rank of the job, in the same
+// order everywhere; ids are handed out in that order, so a set has the same
+// id on every rank.
+#pragma once
+
+#include <zcomm/zcomm.h>
+#include <zcomm/zcomm_engine.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <shared_mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace zcomm_torch {
+namespace hvd {
+
+// Raised (as zcomm.torch.HorovodInternalError, a RuntimeError) for failures
+// of the engine: a lost peer, a mismatch, a shut-down engine, a timeout.
+class EngineError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A caller's mistake found on this rank before anything is queued (a name
+// already pending, bad splits, a rank outside the set): ValueError in
+// Python, as Horovod raises, and nothing else is affected.
+class InvalidArgument : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+struct ProcessSet {
+  int32_t id = 0;
+  std::vector<int> ranks;       // global ranks, ascending
+  zc_comm* comm = nullptr;      // null where this rank is not a member
+  zc_engine* engine = nullptr;  // null where this rank is not a member
+  int rank = -1;                // this rank's place in the set (-1: not a member)
+
+  int size() const { return static_cast<int>(ranks.size()); }
+  bool member() const { return engine != nullptr; }
+  // The set's rank of a global rank, -1 when that rank is not in the set.
+  int SetRank(int global_rank) const;
+};
+
+// A set looked up for one operation: the set stays alive (and its engine
+// usable) as long as this guard lives.
+class SetRef {
+ public:
+  SetRef(std::shared_lock<std::shared_mutex> lock, const ProcessSet* set)
+      : lock_(std::move(lock)), set_(set) {}
+  const ProcessSet& operator*() const { return *set_; }
+  const ProcessSet* operator->() const { return set_; }
+
+ private:
+  std::shared_lock<std::shared_mutex> lock_;
+  const ProcessSet* set_;
+};
+
+class ProcessSetTable {
+ public:
+  // Makes the global set from the environment (zcrun, PMIx under mpirun, or
+  // a single process). Collective. Does nothing while the engine runs; after
+  // the engine has stopped (say a peer's shutdown() or a lost peer), frees
+  // what is left and starts anew.
+  void Init();
+  // Stops every set's engine (pending operations fail) and frees the sets.
+  void Shutdown();
+  // The global engine is made and still running.
+  bool Running() const;
+
+  // Collective over every rank of the job: adds the set of these global
+  // ranks and returns its id. InvalidArgument for ranks out of range or
+  // repeated, or a set with these ranks that exists already; EngineError
+  // when the ranks differ between callers or the split fails.
+  int32_t Add(std::vector<int> ranks);
+  // Collective over every rank of the job: false for id 0 or an unknown id.
+  bool Remove(int32_t id);
+  // The set of id for an operation: InvalidArgument for an unknown id, or
+  // when this rank is not a member and member_needed.
+  SetRef Get(int32_t id, const std::string& what, bool member_needed = true) const;
+  // id -> global ranks, every set this rank knows.
+  std::map<int32_t, std::vector<int>> List() const;
+
+  // Where this rank is in the job; InvalidArgument (ValueError, as Horovod)
+  // before init().
+  struct JobLayout {
+    int rank = 0, size = 1, local_rank = 0, local_size = 1, cross_rank = 0, cross_size = 1;
+  };
+  JobLayout Layout(const char* what) const;
+  // "zcomm.torch rank 1/4": the prefix of every message.
+  std::string Who() const;
+
+ private:
+  void ThrowIfStopped(const char* what) const;
+  void FreeAll();  // exclusive lock held
+  zc_comm* global_comm() const { return sets_.at(0)->comm; }
+
+  mutable std::shared_mutex mu_;
+  std::map<int32_t, std::unique_ptr<ProcessSet>> sets_;
+  int32_t next_id_ = 1;
+  JobLayout job_;
+};
+
+// The process-wide table of the Horovod API.
+ProcessSetTable& Sets();
+
+}  // namespace hvd
+}  // namespace zcomm_torch
