@@ -37,7 +37,8 @@ Engine::Engine(Collectives* coll, Group* group, const Config& config)
       table_(group->size()),
       joined_(group->size(), 0),
       fusion_(group),
-      plans_(coll) {}
+      plans_(coll),
+      stalls_(config.stall_warning_s, config.stall_shutdown_s, group->rank()) {}
 
 Status Engine::Create(Collectives* coll, Group* group, const Config& config, std::unique_ptr<Engine>* out) {
   std::unique_ptr<Engine> e(new Engine(coll, group, config));
@@ -166,184 +167,168 @@ void Engine::Loop() {
   }
 }
 
-double Engine::StallRouteAfter() const {
-  // A cached name that the others have not matched for this long is sent
-  // through the request exchange too, where the stall report sees it.
-  if (config_.stall_warning_s > 0) return config_.stall_warning_s / 2;
-  if (config_.stall_shutdown_s > 0) return config_.stall_shutdown_s / 2;
-  return -1;
-}
-
 Status Engine::Cycle() {
   const auto now = Clock::now();
   stats_.cycles++;
-  bool stopping;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping = stop_;
-    while (!queue_.empty()) {
-      auto op = std::move(queue_.front());
-      queue_.pop_front();
-      op->drained = now;
-      if (op->req.type == OpType::kJoin) join_op_ = op;
-      else pending_.push_back(op);
-    }
-  }
+  const bool stopping = DrainSubmissions(now);
+  Proposal p = Propose(now, stopping);
+  ZC_RETURN_IF_ERROR(coll_->Allreduce(p.bits.data(), p.bits.data(), p.bits.size(), ZC_UINT64, ZC_BAND)
+                         .with_context(Format("negotiation (cycle %llu)", static_cast<unsigned long long>(stats_.cycles))));
+  stats_.negotiation_collectives++;
+  if (!(p.bits[0] & kNoStop)) return Agreed(Error(ZC_ERR_ABORTED, "shut down by zc_engine_destroy on a rank"));
+  if (!(p.bits[0] & kNoStallShutdown)) return Agreed(stalls_.ShutdownError(table_, joined_, now));
 
-  // ---- the bit vector: status word, cache hits, cache validity ----
-  const size_t npos = cache_.positions();
-  const size_t nw = (npos + 63) / 64;
-  const size_t hits = 1, valid = 1 + nw;
-  std::vector<uint64_t> bits(1 + 2 * nw, 0);
-  for (size_t i = 0; i < npos; ++i) SetBit(bits, valid, i, true);
-  std::vector<std::shared_ptr<Op>> to_send;
-  std::vector<int> hit_pos(pending_.size(), -1);
-  const double route_after = StallRouteAfter();
+  std::vector<Response> responses;
+  const bool any_invalid = TakeAgreedCached(&p, &responses);
+  std::vector<int> joined_now;
+  if (!(p.bits[0] & kNoUncached) || any_invalid)
+    ZC_RETURN_IF_ERROR(ExchangeRequests(p.to_send, now, &responses, &joined_now));
+  ZC_RETURN_IF_ERROR(Execute(responses));
+  CompleteJoin(joined_now);
+  if (stalls_.Inspect(table_, joined_, Clock::now())) stats_.stall_warnings++;
+  return Status::Ok();
+}
+
+bool Engine::DrainSubmissions(Clock::time_point now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  while (!queue_.empty()) {
+    auto op = std::move(queue_.front());
+    queue_.pop_front();
+    op->drained = now;
+    if (op->req.type == OpType::kJoin) join_op_ = op;
+    else pending_.push_back(op);
+  }
+  return stop_;
+}
+
+Engine::Proposal Engine::Propose(Clock::time_point now, bool stopping) {
+  Proposal p;
+  p.npos = cache_.positions();
+  const size_t nw = (p.npos + 63) / 64;
+  p.hits = 1;
+  p.valid = 1 + nw;
+  p.bits.assign(1 + 2 * nw, 0);
+  for (size_t i = 0; i < p.npos; ++i) SetBit(p.bits, p.valid, i, true);
+  p.hit_pos.assign(pending_.size(), -1);
+  const double route_after = stalls_.route_after_s();
   for (size_t k = 0; k < pending_.size(); ++k) {
     auto& op = pending_[k];
     int pos = cache_.Find(op->req.name);
     if (pos >= 0) {
       const Response* c = cache_.At(pos);
       if (c->present[rank_] && SameRequest(c->per_rank[rank_], op->req)) {
-        SetBit(bits, hits, pos, true);
-        hit_pos[k] = pos;
+        SetBit(p.bits, p.hits, pos, true);
+        p.hit_pos[k] = pos;
         double waited = std::chrono::duration<double>(now - op->submitted).count();
-        if (!op->sent && route_after >= 0 && waited > route_after) to_send.push_back(op);
+        if (!op->sent && route_after >= 0 && waited > route_after) p.to_send.push_back(op);
         continue;
       }
-      SetBit(bits, valid, pos, false);  // this rank's request differs: everyone renegotiates it
+      SetBit(p.bits, p.valid, pos, false);  // this rank's request differs: everyone renegotiates it
     }
-    if (!op->sent) to_send.push_back(op);
+    if (!op->sent) p.to_send.push_back(op);
   }
-  if (join_op_ && !join_sent_) to_send.push_back(join_op_);
+  if (join_op_ && !join_sent_) p.to_send.push_back(join_op_);
   if (joined_[rank_]) {
     // Joined: ready for every cached allreduce (with zeros); anything else
     // cached goes back to the exchange, where it fails naming this rank.
-    for (size_t i = 0; i < npos; ++i) {
+    for (size_t i = 0; i < p.npos; ++i) {
       const Response* c = cache_.At(static_cast<int>(i));
       if (!c) continue;
-      if (c->lead().type == OpType::kAllreduce) SetBit(bits, hits, i, true);
-      else SetBit(bits, valid, i, false);
+      if (c->lead().type == OpType::kAllreduce) SetBit(p.bits, p.hits, i, true);
+      else SetBit(p.bits, p.valid, i, false);
     }
   }
-  bits[0] = (to_send.empty() ? kNoUncached : 0) | (stopping ? 0 : kNoStop) | (stall_shutdown_ ? 0 : kNoStallShutdown);
-  ZC_RETURN_IF_ERROR(coll_->Allreduce(bits.data(), bits.data(), bits.size(), ZC_UINT64, ZC_BAND)
-                         .with_context(Format("negotiation (cycle %llu)", static_cast<unsigned long long>(stats_.cycles))));
-  stats_.negotiation_collectives++;
+  p.bits[0] = (p.to_send.empty() ? kNoUncached : 0) | (stopping ? 0 : kNoStop) |
+              (stalls_.shutdown_requested() ? 0 : kNoStallShutdown);
+  return p;
+}
 
-  if (!(bits[0] & kNoStop))
-    return Agreed(Error(ZC_ERR_ABORTED, "shut down by zc_engine_destroy on a rank"));
-  if (!(bits[0] & kNoStallShutdown))
-    return Agreed(Error(ZC_ERR_TIMEOUT, "stall shutdown (ZC_STALL_SHUTDOWN %g s): %s", config_.stall_shutdown_s,
-                            DescribeStalls(table_.Stalled(now, 0, joined_, false), false).c_str()));
-
-  // ---- invalidations, then the agreed cached names ----
+bool Engine::TakeAgreedCached(Proposal* p, std::vector<Response>* responses) {
   bool any_invalid = false;
-  for (size_t i = 0; i < npos; ++i)
-    if (!Bit(bits, valid, i) && cache_.At(static_cast<int>(i))) {
+  for (size_t i = 0; i < p->npos; ++i)
+    if (!Bit(p->bits, p->valid, i) && cache_.At(static_cast<int>(i))) {
       cache_.Erase(static_cast<int>(i));
       any_invalid = true;
     }
+  // A hit whose position some rank invalidated is negotiated afresh.
   for (size_t k = 0; k < pending_.size(); ++k)
-    if (hit_pos[k] >= 0 && !Bit(bits, valid, hit_pos[k])) {
-      hit_pos[k] = -1;
-      if (!pending_[k]->sent && std::find(to_send.begin(), to_send.end(), pending_[k]) == to_send.end())
-        to_send.push_back(pending_[k]);
+    if (p->hit_pos[k] >= 0 && !Bit(p->bits, p->valid, p->hit_pos[k])) {
+      p->hit_pos[k] = -1;
+      if (!pending_[k]->sent && std::find(p->to_send.begin(), p->to_send.end(), pending_[k]) == p->to_send.end())
+        p->to_send.push_back(pending_[k]);
     }
-  std::vector<Response> responses;
+  for (size_t i = 0; i < p->npos; ++i)
+    if (Bit(p->bits, p->hits, i) && Bit(p->bits, p->valid, i) && cache_.At(static_cast<int>(i))) {
+      responses->push_back(*cache_.At(static_cast<int>(i)));
+      table_.Drop(responses->back().lead().name);
+    }
+  stats_.cache_hits += responses->size();
+  return any_invalid;
+}
+
+Status Engine::ExchangeRequests(const std::vector<std::shared_ptr<Op>>& to_send, Clock::time_point now,
+                                std::vector<Response>* responses, std::vector<int>* joined_now) {
   std::set<std::string> from_cache;
-  for (size_t i = 0; i < npos; ++i)
-    if (Bit(bits, hits, i) && Bit(bits, valid, i) && cache_.At(static_cast<int>(i))) {
-      responses.push_back(*cache_.At(static_cast<int>(i)));
-      from_cache.insert(responses.back().lead().name);
-      table_.Drop(responses.back().lead().name);
-    }
-  stats_.cache_hits += responses.size();
-
-  // ---- the request exchange, only when some rank has uncached requests ----
-  std::vector<int> joined_now;
-  if (!(bits[0] & kNoUncached) || any_invalid) {
-    std::string mine;
-    for (auto& op : to_send) {
-      op->req.waited_ms = static_cast<uint32_t>(
-          std::min<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(now - op->submitted).count(),
-                            UINT32_MAX));
-      AppendRequest(op->req, &mine);
-      op->sent = true;
-      if (op == join_op_) join_sent_ = true;
-    }
-    std::vector<uint64_t> lens(size_);
-    uint64_t my_len = mine.size();
-    ZC_RETURN_IF_ERROR(coll_->Allgather(&my_len, lens.data(), 1, ZC_UINT64).with_context("negotiation: request sizes"));
-    std::vector<size_t> counts(size_), displs(size_);
-    size_t total = 0;
-    for (int r = 0; r < size_; ++r) {
-      counts[r] = lens[r];
-      displs[r] = total;
-      total += lens[r];
-    }
-    std::string all(total, '\0');
-    ZC_RETURN_IF_ERROR(coll_->Allgatherv(mine.data(), mine.size(), all.data(), counts.data(), displs.data(), ZC_UINT8)
-                           .with_context("negotiation: requests"));
-    stats_.negotiation_collectives += 2;
-    for (int r = 0; r < size_; ++r) {
-      std::string part = all.substr(displs[r], counts[r]);
-      size_t pos = 0;
-      while (pos < part.size()) {
-        Request req;
-        ZC_RETURN_IF_ERROR(ParseRequest(part, &pos, &req).with_context(Format("from rank %d", r)));
-        if (req.type == OpType::kJoin) {
-          joined_[r] = 1;
-          joined_now.push_back(r);
-        } else if (!from_cache.count(req.name)) {
-          table_.Add(r, req, now);
-        }
+  for (const auto& r : *responses) from_cache.insert(r.lead().name);
+  std::string mine;
+  for (auto& op : to_send) {
+    op->req.waited_ms = static_cast<uint32_t>(std::min<int64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(now - op->submitted).count(), UINT32_MAX));
+    AppendRequest(op->req, &mine);
+    op->sent = true;
+    if (op == join_op_) join_sent_ = true;
+  }
+  std::vector<uint64_t> lens(size_);
+  uint64_t my_len = mine.size();
+  ZC_RETURN_IF_ERROR(coll_->Allgather(&my_len, lens.data(), 1, ZC_UINT64).with_context("negotiation: request sizes"));
+  std::vector<size_t> counts(size_), displs(size_);
+  size_t total = 0;
+  for (int r = 0; r < size_; ++r) {
+    counts[r] = lens[r];
+    displs[r] = total;
+    total += lens[r];
+  }
+  std::string all(total, '\0');
+  ZC_RETURN_IF_ERROR(coll_->Allgatherv(mine.data(), mine.size(), all.data(), counts.data(), displs.data(), ZC_UINT8)
+                         .with_context("negotiation: requests"));
+  stats_.negotiation_collectives += 2;
+  for (int r = 0; r < size_; ++r) {
+    std::string part = all.substr(displs[r], counts[r]);
+    size_t pos = 0;
+    while (pos < part.size()) {
+      Request req;
+      ZC_RETURN_IF_ERROR(ParseRequest(part, &pos, &req).with_context(Format("from rank %d", r)));
+      if (req.type == OpType::kJoin) {
+        joined_[r] = 1;
+        joined_now->push_back(r);
+      } else if (!from_cache.count(req.name)) {
+        table_.Add(r, req, now);
       }
     }
-    std::vector<Response> ready = table_.TakeReady(joined_);
-    for (auto& resp : ready) {
-      stats_.cache_misses++;
-      if (Status st = CheckConsistent(resp, size_); !st.ok()) {
-        FailAgreed(resp, st);
-        continue;
-      }
-      cache_.Put(resp);
-      responses.push_back(std::move(resp));
-    }
-    stats_.cache_entries = cache_.entries();
   }
-
-  ZC_RETURN_IF_ERROR(Execute(responses));
-
-  // ---- join: done when every rank has joined ----
-  if (std::all_of(joined_.begin(), joined_.end(), [](uint8_t j) { return j != 0; })) {
-    int last = joined_now.empty() ? size_ - 1 : *std::max_element(joined_now.begin(), joined_now.end());
-    std::fill(joined_.begin(), joined_.end(), 0);
-    if (join_op_) {
-      join_op_->last_joined = last;
-      auto op = std::move(join_op_);
-      join_sent_ = false;
-      if (timeline_.active()) timeline_.Phase("join", "JOIN", op->drained, Clock::now());
-      Complete(op, Status::Ok());
+  for (auto& resp : table_.TakeReady(joined_)) {
+    stats_.cache_misses++;
+    if (Status st = CheckConsistent(resp, size_); !st.ok()) {
+      FailAgreed(resp, st);
+      continue;
     }
+    cache_.Put(resp);
+    responses->push_back(std::move(resp));
   }
-
-  // ---- stalls: names some ranks submitted and others not ----
-  if (config_.stall_warning_s > 0) {
-    auto stalls = table_.Stalled(Clock::now(), config_.stall_warning_s, joined_, true);
-    if (!stalls.empty()) {
-      stats_.stall_warnings++;
-      std::string what = DescribeStalls(stalls, true);
-      if (rank_ == 0)
-        ZC_WARN(kEngine, "stall: operations submitted by some ranks and not by others for more than %g s "
-                "(ZC_STALL_WARNING): %s", config_.stall_warning_s, what.c_str());
-      else
-        ZC_INFO(kEngine, "stall: %s", what.c_str());
-    }
-  }
-  if (config_.stall_shutdown_s > 0 && !table_.Stalled(Clock::now(), config_.stall_shutdown_s, joined_, false).empty())
-    stall_shutdown_ = true;  // told to every rank by the next cycle's status word
+  stats_.cache_entries = cache_.entries();
   return Status::Ok();
+}
+
+void Engine::CompleteJoin(const std::vector<int>& joined_now) {
+  if (!std::all_of(joined_.begin(), joined_.end(), [](uint8_t j) { return j != 0; })) return;
+  int last = joined_now.empty() ? size_ - 1 : *std::max_element(joined_now.begin(), joined_now.end());
+  std::fill(joined_.begin(), joined_.end(), 0);
+  if (!join_op_) return;
+  join_op_->last_joined = last;
+  auto op = std::move(join_op_);
+  join_sent_ = false;
+  if (timeline_.active()) timeline_.Phase("join", "JOIN", op->drained, Clock::now());
+  Complete(op, Status::Ok());
 }
 
 void Engine::FailAgreed(const Response& resp, const Status& st) {

@@ -12,7 +12,7 @@
 //  4. runs the agreed responses in the same order on every rank, fusing
 //     allreduces into the registered fusion buffer up to
 //     ZC_FUSION_THRESHOLD;
-//  5. reports stalls (ZC_STALL_WARNING) and completes joins.
+//  5. completes joins and inspects stalls (StallInspector, ZC_STALL_WARNING).
 // It runs on its own communicator (a zc_comm_dup of the caller's, made by the
 // C API), so it never races the framework's own collectives. A caller's
 // mistake that every rank sees in the agreed requests (a mismatch) fails
@@ -36,6 +36,7 @@
 #include "engine/message_table.h"
 #include "engine/op.h"
 #include "engine/response_cache.h"
+#include "engine/stall_inspector.h"
 #include "engine/timeline.h"
 
 namespace zc {
@@ -78,8 +79,33 @@ class Engine {
 
  private:
   Engine(Collectives* coll, Group* group, const Config& config);
+  // What this rank proposes in a cycle's negotiation: the bit vector (the
+  // status word, then the cache positions it has ready, then those still
+  // valid for it) and the requests it must send in full.
+  struct Proposal {
+    std::vector<uint64_t> bits;
+    size_t npos = 0, hits = 1, valid = 1;  // positions, and where their bit runs start
+    std::vector<std::shared_ptr<Op>> to_send;
+    std::vector<int> hit_pos;  // per pending_ op: its cache position, -1 if none
+  };
+
   void Loop();
+  // One negotiation cycle: drain, propose, agree, exchange, execute.
   Status Cycle();
+  // Moves the new submissions to pending_; true once a stop is asked for.
+  bool DrainSubmissions(Clock::time_point now);
+  Proposal Propose(Clock::time_point now, bool stopping);
+  // After the agreement: drops the positions some rank invalidated and
+  // appends the cached responses every rank has ready; true if any
+  // position was invalidated (then the request exchange runs).
+  bool TakeAgreedCached(Proposal* p, std::vector<Response>* responses);
+  // The request exchange: every rank's uncached requests to every rank,
+  // into the MessageTable; appends the names now complete (mismatches fail
+  // their operation), and lists the ranks that joined.
+  Status ExchangeRequests(const std::vector<std::shared_ptr<Op>>& to_send, Clock::time_point now,
+                          std::vector<Response>* responses, std::vector<int>* joined_now);
+  // Completes this rank's join once every rank has joined.
+  void CompleteJoin(const std::vector<int>& joined_now);
   Status Execute(std::vector<Response>& responses);
   Status RunAllreduce(const Response& resp);
   Status RunFused(const std::vector<const Response*>& set);
@@ -93,7 +119,6 @@ class Engine {
   void FailAgreed(const Response& resp, const Status& st);
   void Complete(const std::shared_ptr<Op>& op, const Status& st);
   void FailAll(const Status& st);
-  double StallRouteAfter() const;
   // An error every rank finds by itself from the same agreed state (a
   // mismatch, a stop, a stall shutdown): the connections need not be
   // aborted for the others to learn of it.
@@ -123,7 +148,6 @@ class Engine {
   std::vector<std::shared_ptr<Op>> pending_;  // taken, in submission order
   std::shared_ptr<Op> join_op_;
   bool join_sent_ = false;
-  bool stall_shutdown_ = false;
   bool agreed_error_ = false;
   ResponseCache cache_;
   MessageTable table_;
@@ -131,6 +155,7 @@ class Engine {
   FusionBuffer fusion_;
   PlanCache plans_;
   Timeline timeline_;
+  StallInspector stalls_;
   std::vector<char> zeros_;  // a joined rank's contribution
   std::thread thread_;
 };

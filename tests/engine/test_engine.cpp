@@ -721,17 +721,23 @@ int PeerLostBody(int rank) {
   WAIT_OK(h);
   zc_engine_handle_free(h);
   if (rank == n - 1) raise(SIGKILL);
-  // Pending: the dead rank never submits these.
-  std::vector<zc_engine_handle*> hs(3);
+  // The dead rank never submits these. The engine may already have seen the
+  // loss (then the submission returns it, as the header promises for every
+  // later submission) or not yet (then the wait does): either way each one
+  // ends with the loss, never with success and never by hanging.
   std::vector<std::vector<float>> b(3, std::vector<float>(8));
-  for (int k = 0; k < 3; ++k)
-    CHILD_OK(zc_engine_allreduce(eng, ("pending" + std::to_string(k)).c_str(), b[k].data(), b[k].data(), 1, shape,
-                                 ZC_FLOAT32, ZC_SUM, 1, 1, &hs[k]));
-  for (auto* p : hs) {
-    zc_status s = zc_engine_wait(p);
-    CHILD_CHECK(s == ZC_ERR_PEER_LOST || s == ZC_ERR_ABORTED, "pending handle: %s: %s", zc_status_string(s),
+  for (int k = 0; k < 3; ++k) {
+    zc_engine_handle* p = nullptr;
+    zc_status s = zc_engine_allreduce(eng, ("pending" + std::to_string(k)).c_str(), b[k].data(), b[k].data(), 1,
+                                      shape, ZC_FLOAT32, ZC_SUM, 1, 1, &p);
+    if (s == ZC_OK) {
+      s = zc_engine_wait(p);
+      zc_engine_handle_free(p);
+    } else {
+      CHILD_CHECK(p == nullptr, "a failed submission returned a handle");
+    }
+    CHILD_CHECK(s == ZC_ERR_PEER_LOST || s == ZC_ERR_ABORTED, "pending%d: %s: %s", k, zc_status_string(s),
                 zc_last_error(comm));
-    zc_engine_handle_free(p);
   }
   zc_status e;
   CHILD_OK(zc_engine_error(eng, &e));
