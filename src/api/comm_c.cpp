@@ -60,8 +60,10 @@ Status MakeWorld(const zc::Config& config, std::unique_ptr<zc::StoreServer> rend
 
 // The communicator of `members` (Device ranks in the new rank order) over
 // world with context ctx. Collective over the members (collective links).
+// parent_gpu: the DevicePath of the communicator it is split or duplicated
+// from (its driver, caches and modes carry over), null for a new world.
 Status MakeComm(const std::shared_ptr<zc::World>& world, std::vector<int> members, uint32_t ctx,
-                std::unique_ptr<zc_comm>* out) {
+                const zc::gpu::DevicePath* parent_gpu, std::unique_ptr<zc_comm>* out) {
   auto comm = std::make_unique<zc_comm>();
   comm->config = world->config;
   comm->world = world;
@@ -78,9 +80,13 @@ Status MakeComm(const std::shared_ptr<zc::World>& world, std::vector<int> member
   }
   ZC_RETURN_IF_ERROR(zc::Collectives::Create(comm->group.get(), &comm->coll).with_context("collectives"));
   zc::gpu::DevicePathOptions gpu;
-  gpu.enabled = ZC_HAVE_CUDA;
-  gpu.ipc_mode = comm->config.gpu_ipc;
-  gpu.ipc_min_bytes = comm->config.gpu_ipc_min_bytes;
+  if (parent_gpu) {
+    gpu = parent_gpu->options();
+  } else {
+    gpu.enabled = ZC_HAVE_CUDA;
+    gpu.ipc_mode = comm->config.gpu_ipc;
+    gpu.ipc_min_bytes = comm->config.gpu_ipc_min_bytes;
+  }
   gpu.ipc_reachable = comm->size > 1 && comm->local_size == comm->size;
   zc::Device* device = world->device.get();
   gpu.known_host = [device](const void* p, size_t bytes) { return device->IsPoolMemory(p, bytes); };
@@ -183,7 +189,7 @@ zc_status zc_init(zc_comm** out) {
   st = MakeWorld(config, nullptr, prefix, &world);
   if (!st.ok()) return InitFailed("zc_init", -1, st);
   std::unique_ptr<zc_comm> comm;
-  st = MakeComm(world, zc::Group::AllRanks(world->device.get()), 0, &comm);
+  st = MakeComm(world, zc::Group::AllRanks(world->device.get()), 0, nullptr, &comm);
   if (!st.ok()) return InitFailed("zc_init", world->bootstrap->rank(), st);
   ZC_INFO(kCommon, "%s", zc::log::VersionBanner().c_str());
   ZC_INFO(kCommon, "initialised via %s: rank %d of %d (local %d of %d)", world->bootstrap->kind(),
@@ -255,7 +261,7 @@ zc_status zc_comm_init_rank(zc_comm** out, int nranks, const zc_unique_id* id, i
   st = MakeWorld(config, std::move(served), "comm/", &world);
   if (!st.ok()) return InitFailed(op, rank, st);
   std::unique_ptr<zc_comm> comm;
-  st = MakeComm(world, zc::Group::AllRanks(world->device.get()), 0, &comm);
+  st = MakeComm(world, zc::Group::AllRanks(world->device.get()), 0, nullptr, &comm);
   if (!st.ok()) return InitFailed(op, rank, st);
   ZC_INFO(kCommon, "%s", zc::log::VersionBanner().c_str());
   ZC_INFO(kCommon, "initialised from a unique id (rendezvous %s): rank %d of %d (local %d of %d)",
@@ -293,7 +299,7 @@ zc_status zc_comm_split(zc_comm* comm, int color, int key, zc_comm** newcomm) {
     return ZC_OK;
   }
   std::unique_ptr<zc_comm> made;
-  Status st = MakeComm(comm->world, std::move(members), ctx, &made);
+  Status st = MakeComm(comm->world, std::move(members), ctx, comm->gpu.get(), &made);
   if (!st.ok()) {
     ReleaseContext(comm->world.get(), ctx);
     return Fail(st.with_context(zc::Format("rank %d: %s(color=%d, key=%d)", comm->rank, op, color, key)));

@@ -9,6 +9,7 @@
 #include "api/checks.h"
 #include "api/comm.h"
 #include "engine/engine.h"
+#include "gpu/device_path.h"
 
 struct zc_engine {
   zc_comm* comm = nullptr;  // the engine's duplicate of the caller's communicator
@@ -67,7 +68,41 @@ zc_status Prepare(zc_engine* e, const char* opname, const char* name, const void
   return ZC_OK;
 }
 
+// The operation's buffers through the communicator's DevicePath, the one
+// decision every entry point takes: host memory as it is; device memory
+// (CUDA builds) as pinned host copies, the input copied now and the result
+// copied to the caller's output when the engine completes the operation
+// (Op::copy_out); a build without CUDA refuses device memory.
+zc_status StageBuffers(zc_engine* e, Op* op) {
+  const OpType t = op->req.type;
+  op->caller_output = op->output;
+  if (t == OpType::kBarrier || t == OpType::kJoin) return ZC_OK;
+  const char* what = OpTypeName(t);
+  const size_t bytes = static_cast<size_t>(op->req.elements()) * zc_dtype_size(op->req.dtype);
+  ZC_TRY(CheckBuf(e->comm, what, op->input, "input", bytes));
+  // allreduce and broadcast write the caller's buffer; the others' results
+  // are the engine's own (zc_engine_output).
+  const bool writes_caller = t == OpType::kAllreduce || t == OpType::kBroadcast;
+  if (writes_caller) ZC_TRY(CheckBuf(e->comm, what, op->output, "output", bytes));
+  const zc::gpu::StageArg args[2] = {{op->input, bytes, true, false, "input"},
+                                     {op->output, bytes, false, true, "output"}};
+  void* host[2];
+  std::unique_ptr<zc::gpu::HostStaging> staging;
+  zc::Status st = e->comm->gpu->Stage(args, writes_caller ? 2 : 1, host, &staging);
+  if (!st.ok())
+    return Fail(st.with_context(zc::Format("rank %d: zc_engine_%s '%s'", e->rank, what, op->req.name.c_str())));
+  op->input = host[0];
+  if (writes_caller) op->output = host[1];
+  if (staging) {
+    std::shared_ptr<zc::gpu::HostStaging> held(std::move(staging));
+    op->copy_out = [held] { return held->CopyOut(); };
+  }
+  return ZC_OK;
+}
+
 zc_status Submit(zc_engine* e, const std::shared_ptr<Op>& op, zc_engine_handle** handle) {
+  ZC_TRY(StageBuffers(e, op.get()));
+  op->wait_timeout_s = e->engine->timeout_s();
   zc::Status st = e->engine->Submit(op);
   if (!st.ok()) return Fail(st.code() == ZC_ERR_INVALID_ARG ? st.with_context(zc::Format("rank %d", e->rank)) : st);
   *handle = new zc_engine_handle{op};
@@ -217,8 +252,7 @@ zc_status zc_engine_poll(zc_engine_handle* handle, int* done) {
 
 zc_status zc_engine_wait(zc_engine_handle* handle) {
   if (!handle) return EngineBad(nullptr, "wait", "handle is NULL");
-  zc::Config config;
-  double timeout = zc::Config::FromEnv(&config).ok() ? config.timeout_s : 300.0;
+  const double timeout = handle->op->wait_timeout_s;
   if (!handle->op->Wait(timeout))
     return Fail(zc::Error(ZC_ERR_TIMEOUT, "zc_engine_wait: %s '%s' not done after %g s (ZC_TIMEOUT); still pending",
                           OpTypeName(handle->op->req.type), handle->op->req.name.c_str(), timeout));
@@ -234,7 +268,7 @@ zc_status zc_engine_output(const zc_engine_handle* handle, const void** data, in
                    o.req.type == OpType::kReducescatter;
   const bool none = o.req.type == OpType::kBarrier || o.req.type == OpType::kJoin;
   const std::vector<int64_t>& s = own ? o.out_shape : o.req.shape;
-  if (data) *data = none ? nullptr : own ? static_cast<const void*>(o.result.data()) : o.output;
+  if (data) *data = none ? nullptr : own ? static_cast<const void*>(o.result.data()) : o.caller_output;
   if (ndims) *ndims = none ? 0 : static_cast<int>(s.size());
   if (shape && !none) std::copy(s.begin(), s.end(), shape);
   return ZC_OK;

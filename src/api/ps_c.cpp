@@ -5,12 +5,14 @@
 #include <zcomm/zcomm.h>
 
 #include <cmath>
+#include <functional>
 #include <memory>
 
 #include "api/checks.h"
 #include "api/comm.h"
 #include "collectives/collectives.h"
 #include "collectives/dtype.h"
+#include "gpu/device_path.h"
 #include "ps/instance.h"
 
 using namespace zc::api;
@@ -43,9 +45,39 @@ zc_status CheckWorkerBuf(zc_ps* ps, const char* op, uint64_t key, const void* bu
   return CheckBuf(ps->comm, op, buf, "buf", 1);
 }
 
-// A zc_request completed by the PS's operation thread.
-zc::ps::Instance::DoneFn Completer(zc_request* r, std::string ctx) {
-  return [r, ctx = std::move(ctx)](const zc::Status& st) {
+// A push's or pull's buffer through the communicator's DevicePath, the one
+// decision every entry point takes: host memory as it is; device memory
+// (CUDA builds) as a pinned host copy, a push's made now, a pull's copied
+// to the device when the pull completes (copy_out); a build without CUDA
+// has refused device memory in CheckBuf.
+struct Staged {
+  void* host = nullptr;
+  std::function<zc::Status()> copy_out;  // empty for host memory
+};
+
+zc_status Stage(zc_ps* ps, const char* op, uint64_t key, const void* buf, bool push, Staged* out) {
+  out->host = const_cast<void*>(buf);
+  if (!ps->comm->gpu->options().enabled) return ZC_OK;  // no device memory (a build without CUDA)
+  size_t bytes = 0;
+  zc::Status st = ps->inst->KeyBytes(key, &bytes);
+  if (!st.ok()) return PsFail(ps, op, key, true, st);
+  const zc::gpu::StageArg arg{buf, bytes, push, !push, "buf"};
+  std::unique_ptr<zc::gpu::HostStaging> staging;
+  st = ps->comm->gpu->Stage(&arg, 1, &out->host, &staging);
+  if (!st.ok()) return PsFail(ps, op, key, true, st);
+  if (staging) {
+    std::shared_ptr<zc::gpu::HostStaging> held(std::move(staging));
+    out->copy_out = [held] { return held->CopyOut(); };
+  }
+  return ZC_OK;
+}
+
+// A zc_request completed by the PS's operation thread (after a pull's copy
+// to the device).
+zc::ps::Instance::DoneFn Completer(zc_request* r, std::string ctx, std::function<zc::Status()> copy_out) {
+  return [r, ctx = std::move(ctx), copy_out = std::move(copy_out)](const zc::Status& done) {
+    zc::Status st = done;
+    if (st.ok() && copy_out) st = copy_out();
     r->status = st.ok() ? st : st.with_context(ctx);
     r->done.store(1, std::memory_order_release);
   };
@@ -104,7 +136,11 @@ zc_status zc_ps_declare(zc_ps* ps, uint64_t key, size_t count, zc_dtype dtype, c
   if (count == 0) return BadArg(ps->comm, op, "key %llu: count is 0", static_cast<unsigned long long>(key));
   ZC_TRY(CheckBytes(ps->comm, op, count, dtype, 1));
   if (init) ZC_TRY(CheckBuf(ps->comm, op, init, "init", count));
-  zc::Status st = ps->inst->Declare(key, count, dtype, init);
+  const zc::gpu::StageArg arg{init, init ? count * zc_dtype_size(dtype) : 0, true, false, "init"};
+  void* host_init = nullptr;
+  std::unique_ptr<zc::gpu::HostStaging> staging;
+  zc::Status st = ps->comm->gpu->Stage(&arg, 1, &host_init, &staging);
+  if (st.ok()) st = ps->inst->Declare(key, count, dtype, host_init);
   return st.ok() ? ZC_OK : PsFail(ps, op, key, true, st);
 }
 
@@ -112,7 +148,9 @@ zc_status zc_ps_push(zc_ps* ps, uint64_t key, const void* buf) {
   const char* op = "zc_ps_push";
   ZC_CHECK_PS(ps, op);
   ZC_TRY(CheckWorkerBuf(ps, op, key, buf));
-  zc::Status st = ps->inst->Push(key, buf, nullptr);
+  Staged staged;
+  ZC_TRY(Stage(ps, op, key, buf, true, &staged));
+  zc::Status st = ps->inst->Push(key, staged.host, nullptr);
   return st.ok() ? ZC_OK : PsFail(ps, op, key, true, st);
 }
 
@@ -120,7 +158,10 @@ zc_status zc_ps_pull(zc_ps* ps, uint64_t key, void* buf) {
   const char* op = "zc_ps_pull";
   ZC_CHECK_PS(ps, op);
   ZC_TRY(CheckWorkerBuf(ps, op, key, buf));
-  zc::Status st = ps->inst->Pull(key, buf, nullptr);
+  Staged staged;
+  ZC_TRY(Stage(ps, op, key, buf, false, &staged));
+  zc::Status st = ps->inst->Pull(key, staged.host, nullptr);
+  if (st.ok() && staged.copy_out) st = staged.copy_out();
   return st.ok() ? ZC_OK : PsFail(ps, op, key, true, st);
 }
 
@@ -130,9 +171,11 @@ zc_status zc_ps_ipush(zc_ps* ps, uint64_t key, const void* buf, zc_request** req
   if (!req) return BadArg(ps->comm, op, "req is NULL");
   *req = nullptr;
   ZC_TRY(CheckWorkerBuf(ps, op, key, buf));
+  Staged staged;
+  ZC_TRY(Stage(ps, op, key, buf, true, &staged));
   auto* r = new zc_request();
   std::string ctx = zc::Format("rank %d: %s(key %llu)", ps->comm->rank, op, static_cast<unsigned long long>(key));
-  zc::Status st = ps->inst->Push(key, buf, Completer(r, ctx));
+  zc::Status st = ps->inst->Push(key, staged.host, Completer(r, ctx, std::move(staged.copy_out)));
   if (!st.ok()) {
     delete r;
     return PsFail(ps, op, key, true, st);
@@ -147,9 +190,11 @@ zc_status zc_ps_ipull(zc_ps* ps, uint64_t key, void* buf, zc_request** req) {
   if (!req) return BadArg(ps->comm, op, "req is NULL");
   *req = nullptr;
   ZC_TRY(CheckWorkerBuf(ps, op, key, buf));
+  Staged staged;
+  ZC_TRY(Stage(ps, op, key, buf, false, &staged));
   auto* r = new zc_request();
   std::string ctx = zc::Format("rank %d: %s(key %llu)", ps->comm->rank, op, static_cast<unsigned long long>(key));
-  zc::Status st = ps->inst->Pull(key, buf, Completer(r, ctx));
+  zc::Status st = ps->inst->Pull(key, staged.host, Completer(r, ctx, std::move(staged.copy_out)));
   if (!st.ok()) {
     delete r;
     return PsFail(ps, op, key, true, st);

@@ -125,7 +125,10 @@ void Engine::Complete(const std::shared_ptr<Op>& op, const Status& st) {
     names_.erase(op->req.name);
   }
   stats_.operations_done++;
-  op->Finish(st);
+  Status result = st;
+  if (result.ok() && op->copy_out) result = op->copy_out().with_context(Format("'%s': copy to the device", op->req.name.c_str()));
+  op->copy_out = nullptr;  // the pinned copies go back now
+  op->Finish(result);
 }
 
 void Engine::FailAll(const Status& st) {
@@ -142,7 +145,10 @@ void Engine::FailAll(const Status& st) {
   }
   pending_.clear();
   join_op_.reset();
-  for (auto& op : all) op->Finish(st);
+  for (auto& op : all) {
+    op->copy_out = nullptr;  // nothing to copy back; the pinned copies go back
+    op->Finish(st);
+  }
 }
 
 void Engine::Loop() {

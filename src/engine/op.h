@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <vector>
 
@@ -15,8 +16,14 @@ namespace zc::engine {
 
 struct Op {
   Request req;
+  // What the engine reads and writes: the caller's buffers, or their pinned
+  // host copies when they are device memory (then copy_out puts the result
+  // in the caller's output before the op is done).
   const void* input = nullptr;
-  void* output = nullptr;  // allreduce, broadcast: the caller's
+  void* output = nullptr;
+  void* caller_output = nullptr;  // allreduce, broadcast: what zc_engine_output returns
+  std::function<Status()> copy_out;
+  double wait_timeout_s = 300;  // ZC_TIMEOUT of the engine, for zc_engine_wait
   Clock::time_point submitted, drained;
 
   // Engine thread only, until done.

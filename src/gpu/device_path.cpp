@@ -65,22 +65,25 @@ Status DevicePath::StageRequest(void* buf, size_t bytes, bool send, void** host,
   return Status::Ok();
 }
 
+Status DevicePath::Stage(const StageArg* args, size_t n, void** host, std::unique_ptr<HostStaging>* staging) {
+  staging->reset();
+  for (size_t i = 0; i < n; ++i) host[i] = const_cast<void*>(args[i].ptr);
+  if (PassThrough(args, n)) return Status::Ok();
+  auto s = std::make_unique<HostStaging>(opts_.drv, opts_.cache, opts_.pool);
+  ZC_RETURN_IF_ERROR(s->Stage(args, n, host));
+  if (s->active()) *staging = std::move(s);
+  return Status::Ok();
+}
+
 Status DevicePath::StagePlan(const void* send, void* recv, size_t bytes,
                              std::unique_ptr<HostStaging>* staging, const void** hsend,
                              void** hrecv) {
-  staging->reset();
-  *hsend = send;
-  *hrecv = recv;
   const StageArg args[2] = {StageArg{send, bytes, true, false, "sendbuf"},
                             StageArg{recv, bytes, false, true, "recvbuf"}};
-  if (PassThrough(args, 2)) return Status::Ok();
-  auto s = std::make_unique<HostStaging>(opts_.drv, opts_.cache, opts_.pool);
   void* host[2];
-  ZC_RETURN_IF_ERROR(s->Stage(args, 2, host));
-  if (!s->active()) return Status::Ok();
+  ZC_RETURN_IF_ERROR(Stage(args, 2, host, staging));
   *hsend = host[0];
   *hrecv = host[1];
-  *staging = std::move(s);
   return Status::Ok();
 }
 

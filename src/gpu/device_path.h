@@ -1,7 +1,8 @@
 // DevicePath: what a communicator does with device memory. Every C ABI
 // entry point that takes buffers hands them here: blocking collectives
 // (the nonblocking ones run those on the communicator's worker thread),
-// persistent plans and send/recv.
+// persistent plans, send/recv, the engine's operations (zc_engine_*) and
+// the parameter server's declare, push and pull (zc_ps_*).
 //  - Host memory passes through untouched.
 //  - Device memory takes the same-host CUDA IPC allreduce where it applies
 //    (ipc_allreduce.h). Its memory path travels in the collective's
@@ -87,11 +88,19 @@ class DevicePath {
   Status StageRequest(void* buf, size_t bytes, bool send, void** host,
                       std::function<Status()>* finish);
 
-  // A persistent plan's start: *staging holds the pinned copies of device
-  // buffers (null when both are host memory) until the plan's wait calls
-  // its CopyOut; *hsend / *hrecv are what the host plan runs on.
+  // The buffers of a call that completes later (a persistent plan's start,
+  // an engine operation, a parameter-server push or pull): host[i] is what
+  // the host side runs on for args[i]; *staging holds the pinned copies of
+  // device buffers (null when every buffer is host memory) until the
+  // operation is done and its CopyOut has run.
+  Status Stage(const StageArg* args, size_t n, void** host, std::unique_ptr<HostStaging>* staging);
+  // A persistent plan's start: Stage() of its send and receive buffers.
   Status StagePlan(const void* send, void* recv, size_t bytes,
                    std::unique_ptr<HostStaging>* staging, const void** hsend, void** hrecv);
+
+  // What it was made with: the communicators split or duplicated from this
+  // one take the same driver, caches and modes.
+  const DevicePathOptions& options() const { return opts_; }
 
   // Closes the mappings of peers' buffers (zc_finalize).
   void Close();

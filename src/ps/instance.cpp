@@ -187,6 +187,12 @@ Status Instance::Declare(uint64_t key, size_t count, zc_dtype dtype, const void*
   return Run([&] { return worker_->Declare(key, count, dtype, init); }, nullptr);
 }
 
+Status Instance::KeyBytes(uint64_t key, size_t* bytes) {
+  if (!worker_) return Error(ZC_ERR_INVALID_ARG, "this rank is not a worker");
+  std::lock_guard<std::mutex> lock(api_mu_);
+  return worker_->KeyBytes(key, bytes);
+}
+
 Status Instance::Push(uint64_t key, const void* buf, DoneFn done) {
   if (!worker_) return Error(ZC_ERR_INVALID_ARG, "this rank is not a worker");
   Worker::Key* k = nullptr;

@@ -38,6 +38,8 @@ class Instance {
   const Options& options() const { return sh_->options; }
 
   Status Declare(uint64_t key, size_t count, zc_dtype dtype, const void* init);
+  // The bytes of a declared key's tensor, what a push reads and a pull writes.
+  Status KeyBytes(uint64_t key, size_t* bytes);
   // Order checks happen here, in the caller's thread. done == nullptr:
   // blocking (the call's status); else queued, done(status) when finished.
   Status Push(uint64_t key, const void* buf, DoneFn done);

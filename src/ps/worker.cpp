@@ -196,6 +196,14 @@ Status Worker::Declare(uint64_t key, size_t count, zc_dtype dtype, const void* i
   return Status::Ok();
 }
 
+Status Worker::KeyBytes(uint64_t key, size_t* bytes) const {
+  auto it = keys_.find(key);
+  if (it == keys_.end())
+    return Error(ZC_ERR_INVALID_ARG, "key %llu is not declared", static_cast<unsigned long long>(key));
+  *bytes = bytes_of(it->second.get());
+  return Status::Ok();
+}
+
 Status Worker::AdmitPush(uint64_t key, Key** out, uint64_t* round) {
   auto it = keys_.find(key);
   if (it == keys_.end())

@@ -37,6 +37,8 @@ class Worker {
   // Waits until the servers have taken every push, then says goodbye.
   Status Bye();
   size_t bytes_of(const Key* k) const;
+  // The bytes of a declared key's tensor (ZC_ERR_INVALID_ARG if undeclared).
+  Status KeyBytes(uint64_t key, size_t* bytes) const;
 
   struct PerServer {
     bool used = false;

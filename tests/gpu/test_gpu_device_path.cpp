@@ -12,6 +12,9 @@
 //    device buffers and ranks with host buffers fail with ZC_ERR_MISMATCH
 //    naming both memory paths (the path travels in the signature), never
 //    with a timeout.
+//  - EngineAndPsStage: the engine's operations and the parameter server's
+//    declare/push/pull with device buffers on rank 0 (the engine and the PS
+//    run on duplicates of the communicator, which keep its DevicePath).
 //  - PoolMemorySkipsTheDriver: zc_mem_alloc memory is host memory without
 //    a pointer query; other host memory is classified.
 //  - IpcFailureBeforeExchangeFailsAll: one rank's CUDA failure before the
@@ -20,6 +23,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include <zcomm/zcomm.h>
+#include <zcomm/zcomm_engine.h>
 
 #include <cmath>
 #include <cstring>
@@ -279,6 +283,116 @@ void EveryEntryPoint(int n, const char* transport) {
 TEST(DevicePath, EveryEntryPointStages2Shm) { EveryEntryPoint(2, "shm"); }
 TEST(DevicePath, EveryEntryPointStages3Shm) { EveryEntryPoint(3, "shm"); }
 TEST(DevicePath, EveryEntryPointStages2Tcp) { EveryEntryPoint(2, "tcp"); }
+
+// The engine (zc_engine_*) and the parameter server (zc_ps_*) take buffers
+// too: they run on duplicates of the communicator, which keep its
+// DevicePath, and stage device buffers at submission (the result copied to
+// the device when the operation completes).
+int EngineAndPsBody(int rank) {
+  static FakeGpu g;
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  g.Install(comm, "0");
+  const int n = zc_size(comm);
+  const bool device = rank == 0;
+  zc_engine* eng = nullptr;
+  CHILD_OK(zc_engine_create(comm, &eng));
+  for (size_t count : {size_t{1}, size_t{7}, size_t{4099}}) {
+    std::vector<float> mine(count), sum(count, 0.0f);
+    for (size_t i = 0; i < count; ++i) {
+      mine[i] = Value(rank, i);
+      for (int r = 0; r < n; ++r) sum[i] += Value(r, i);
+    }
+    const int64_t shape[] = {static_cast<int64_t>(count)};
+    // Allreduce out of place and in place, twice (the second through the
+    // engine's response cache), and a broadcast from the device rank.
+    for (int round = 0; round < 2; ++round) {
+      Buf in(&g, device, count), out(&g, device, count), same(&g, device, count), b(&g, device, count);
+      in.Set(mine);
+      same.Set(mine);
+      b.Set(rank == 0 ? mine : std::vector<float>(count, 0.0f));
+      const uint64_t c0 = g_copies;
+      zc_engine_handle *h1, *h2, *h3;
+      CHILD_OK(zc_engine_allreduce(eng, "ar", in.ptr(), out.ptr(), 1, shape, ZC_FLOAT32, ZC_SUM, 1, 1, &h1));
+      CHILD_OK(zc_engine_allreduce(eng, "ar.inplace", same.ptr(), same.ptr(), 1, shape, ZC_FLOAT32, ZC_SUM, 1, 1,
+                                   &h2));
+      CHILD_OK(zc_engine_broadcast(eng, "bc", b.ptr(), 1, shape, ZC_FLOAT32, 0, &h3));
+      for (auto* h : {h1, h2, h3}) CHILD_OK(zc_engine_wait(h));
+      const void* data = nullptr;
+      CHILD_OK(zc_engine_output(h1, &data, nullptr, nullptr));
+      CHILD_CHECK(data == out.ptr(), "rank %d: zc_engine_output is not the caller's output", rank);
+      for (auto* h : {h1, h2, h3}) zc_engine_handle_free(h);
+      CHILD_RUN(ExpectStaged("engine allreduce/broadcast", rank, device, c0));
+      CHILD_RUN(Expect("engine allreduce", rank, out.Get(), sum));
+      CHILD_RUN(Expect("engine allreduce in place", rank, same.Get(), sum));
+      std::vector<float> root(count);
+      for (size_t i = 0; i < count; ++i) root[i] = Value(0, i);
+      CHILD_RUN(Expect("engine broadcast", rank, b.Get(), root));
+    }
+    // Allgather: the input is staged, the result is the engine's (host).
+    Buf in(&g, device, count);
+    in.Set(mine);
+    const uint64_t c0 = g_copies;
+    zc_engine_handle* h;
+    CHILD_OK(zc_engine_allgather(eng, "ag", in.ptr(), 1, shape, ZC_FLOAT32, &h));
+    CHILD_OK(zc_engine_wait(h));
+    CHILD_RUN(ExpectStaged("engine allgather", rank, device, c0));
+    const void* data = nullptr;
+    CHILD_OK(zc_engine_output(h, &data, nullptr, nullptr));
+    const float* got = static_cast<const float*>(data);
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; ++i)
+        CHILD_CHECK(got[r * count + i] == Value(r, i), "rank %d: engine allgather [%d][%zu] = %g", rank, r, i,
+                    static_cast<double>(got[r * count + i]));
+    zc_engine_handle_free(h);
+  }
+  CHILD_OK(zc_engine_destroy(eng));
+
+  // The parameter server: declare from device memory, push and pull,
+  // blocking and nonblocking, every rank a worker and a server.
+  zc_ps* ps = nullptr;
+  CHILD_OK(zc_ps_create(comm, ZC_PS_BOTH, nullptr, &ps));
+  const size_t count = 3001;
+  std::vector<float> init(count), mine(count), sum(count);
+  for (size_t i = 0; i < count; ++i) {
+    init[i] = static_cast<float>(i % 13);
+    mine[i] = Value(rank, i);
+    sum[i] = 0;
+    for (int r = 0; r < n; ++r) sum[i] += Value(r, i);
+  }
+  Buf binit(&g, device, count), push(&g, device, count), pull(&g, device, count);
+  binit.Set(init);
+  push.Set(mine);
+  CHILD_OK(zc_ps_declare(ps, 7, count, ZC_FLOAT32, binit.ptr()));
+  for (int round = 0; round < 2; ++round) {
+    pull.Set(std::vector<float>(count, -1.0f));
+    const uint64_t c0 = g_copies;
+    if (round == 0) {
+      CHILD_OK(zc_ps_push(ps, 7, push.ptr()));
+      CHILD_OK(zc_ps_pull(ps, 7, pull.ptr()));
+    } else {
+      zc_request *r1, *r2;
+      CHILD_OK(zc_ps_ipush(ps, 7, push.ptr(), &r1));
+      CHILD_OK(zc_ps_ipull(ps, 7, pull.ptr(), &r2));
+      CHILD_OK(zc_wait(r1));
+      CHILD_OK(zc_wait(r2));
+    }
+    CHILD_RUN(ExpectStaged(round ? "ps ipush/ipull" : "ps push/pull", rank, device, c0));
+    CHILD_RUN(Expect(round ? "ps ipull" : "ps pull", rank, pull.Get(), sum));
+  }
+  CHILD_OK(zc_ps_free(ps));
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+
+TEST(DevicePath, EngineAndPsStage2Shm) {
+  auto res = RunRanks(2, EngineAndPsBody, BaseEnv("shm"), 120);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
+}
+TEST(DevicePath, EngineAndPsStage3Tcp) {
+  auto res = RunRanks(3, EngineAndPsBody, BaseEnv("tcp"), 120);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
+}
 
 int PoolBody(int rank) {
   static FakeGpu g;
