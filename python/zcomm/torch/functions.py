@@ -66,11 +66,7 @@ def _step_on_zero_grads(optimizer, model):
             if isinstance(optimizer, torch.optim.SparseAdam) or id(p) in sparse:
                 p.grad = p.grad.to_sparse()
     # A DistributedOptimizer's step would allreduce: step the wrapped one.
-    from .optimizer import _DistributedOptimizer
-    if getattr(optimizer.__class__, "synchronize", None) is _DistributedOptimizer.synchronize:
-        super(optimizer.__class__, optimizer).step()
-    else:
-        optimizer.step()
+    getattr(optimizer, "_local_step", optimizer.step)()
 
 
 def _dumps(obj):

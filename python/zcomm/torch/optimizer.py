@@ -266,6 +266,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._synchronized = False
         return super(self.__class__, self).step(closure)
 
+    def _local_step(self, closure=None):
+        """The wrapped optimizer's step, without the gradients' allreduce."""
+        return super(self.__class__, self).step(closure)
+
     def zero_grad(self, set_to_none=False):
         if self._handles:
             raise AssertionError("optimizer.zero_grad() was called after loss.backward() but "
