@@ -137,174 +137,212 @@ bool OneOf(const char* v, std::initializer_list<const char*> options) {
 
 }  // namespace
 
-Status Config::FromEnv(Config* out) {
-  Config c;
-  const char* v;
-  long n;
-  auto get = [](const char* name) -> const char* {
-    const char* s = getenv(name);
-    return (s && *s) ? s : nullptr;
-  };
+namespace {
+
+// A variable's value, or nullptr when it is unset or empty.
+const char* Get(const char* name) {
+  const char* s = getenv(name);
+  return (s && *s) ? s : nullptr;
+}
+
+// Where this rank is in the job, and how to reach the job's store.
+Status ReadJob(Config* c) {
   struct IntVar {
     const char* name;
     int* field;
     long min, max;
   };
   const IntVar ints[] = {
-      {"ZC_RANK", &c.rank, 0, 1 << 24},
-      {"ZC_SIZE", &c.size, 1, 1 << 24},
-      {"ZC_LOCAL_RANK", &c.local_rank, 0, 1 << 24},
-      {"ZC_LOCAL_SIZE", &c.local_size, 1, 1 << 24},
-      {"ZC_LAUNCHER_PID", &c.launcher_pid, 0, 1 << 30},
-      {"ZC_SOCKETS_PER_PEER", &c.sockets_per_peer, 1, 16},
-      {"ZC_NUM_CQS", &c.num_cqs, 1, 64},
-      {"ZC_QPS_PER_PEER", &c.qps_per_peer, 1, 64},
-      {"ZC_IB_PORT", &c.ib_port, 1, 255},
-      {"ZC_PS_SERVER_THREADS", &c.ps_server_threads, 1, 64},
+      {"ZC_RANK", &c->rank, 0, 1 << 24},
+      {"ZC_SIZE", &c->size, 1, 1 << 24},
+      {"ZC_LOCAL_RANK", &c->local_rank, 0, 1 << 24},
+      {"ZC_LOCAL_SIZE", &c->local_size, 1, 1 << 24},
+      {"ZC_LAUNCHER_PID", &c->launcher_pid, 0, 1 << 30},
+      {"ZC_SOCKETS_PER_PEER", &c->sockets_per_peer, 1, 16},
+      {"ZC_NUM_CQS", &c->num_cqs, 1, 64},
+      {"ZC_QPS_PER_PEER", &c->qps_per_peer, 1, 64},
+      {"ZC_IB_PORT", &c->ib_port, 1, 255},
+      {"ZC_PS_SERVER_THREADS", &c->ps_server_threads, 1, 64},
   };
+  const char* v;
+  long n;
   for (const auto& iv : ints) {
-    if ((v = get(iv.name))) {
+    if ((v = Get(iv.name))) {
       if (!ParseInt(v, iv.min, iv.max, &n))
         return Bad(iv.name, v, Format("an integer in [%ld, %ld]", iv.min, iv.max).c_str());
       *iv.field = static_cast<int>(n);
     }
   }
-  if (c.rank >= 0 && c.size > 0 && c.rank >= c.size)
-    return Bad("ZC_RANK", get("ZC_RANK"), "a rank below ZC_SIZE");
-  if ((v = get("ZC_STORE"))) c.store = v;
-  if ((v = get("ZC_JOB_KEY"))) c.job_key = v;
-  if ((v = get("ZC_TIMEOUT"))) {
-    if (!ParseDouble(v, &c.timeout_s) || c.timeout_s <= 0)
+  if (c->rank >= 0 && c->size > 0 && c->rank >= c->size)
+    return Bad("ZC_RANK", Get("ZC_RANK"), "a rank below ZC_SIZE");
+  if ((v = Get("ZC_STORE"))) c->store = v;
+  if ((v = Get("ZC_JOB_KEY"))) c->job_key = v;
+  if ((v = Get("ZC_TIMEOUT"))) {
+    if (!ParseDouble(v, &c->timeout_s) || c->timeout_s <= 0)
       return Bad("ZC_TIMEOUT", v, "a positive number of seconds");
   }
-  if ((v = get("ZC_DEBUG"))) {
-    if (strcasecmp(v, "NONE") == 0) c.debug = log::Level::kNone;
-    else if (strcasecmp(v, "WARN") == 0) c.debug = log::Level::kWarn;
-    else if (strcasecmp(v, "INFO") == 0) c.debug = log::Level::kInfo;
-    else if (strcasecmp(v, "TRACE") == 0) c.debug = log::Level::kTrace;
+  return Status::Ok();
+}
+
+// The item of a ZC_DEBUG_SUBSYS list that is not a subsystem.
+std::string UnknownSubsys(const char* v) {
+  std::string list(v[0] == '^' ? v + 1 : v);
+  size_t pos = 0;
+  for (;;) {
+    size_t comma = list.find(',', pos);
+    std::string item = list.substr(pos, comma == std::string::npos ? comma : comma - pos);
+    unsigned ignored;
+    if (item.empty() || !log::ParseSubsysList(item.c_str(), &ignored)) return item;
+    if (comma == std::string::npos) return "";
+    pos = comma + 1;
+  }
+}
+
+Status ReadLogging(Config* c) {
+  const char* v;
+  if ((v = Get("ZC_DEBUG"))) {
+    if (strcasecmp(v, "NONE") == 0) c->debug = log::Level::kNone;
+    else if (strcasecmp(v, "WARN") == 0) c->debug = log::Level::kWarn;
+    else if (strcasecmp(v, "INFO") == 0) c->debug = log::Level::kInfo;
+    else if (strcasecmp(v, "TRACE") == 0) c->debug = log::Level::kTrace;
     else return Bad("ZC_DEBUG", v, "NONE, WARN, INFO or TRACE");
   }
-  if ((v = get("ZC_DEBUG_SUBSYS"))) {
-    if (!log::ParseSubsysList(v, &c.debug_subsys)) {
-      // Name the item that is not a subsystem, and list the ones that are.
-      std::string list(v[0] == '^' ? v + 1 : v), unknown;
-      size_t pos = 0;
-      for (;;) {
-        size_t comma = list.find(',', pos);
-        std::string item = list.substr(pos, comma == std::string::npos ? comma : comma - pos);
-        unsigned ignored;
-        if (item.empty() || !log::ParseSubsysList(item.c_str(), &ignored)) {
-          unknown = item;
-          break;
-        }
-        if (comma == std::string::npos) break;
-        pos = comma + 1;
-      }
-      return Bad("ZC_DEBUG_SUBSYS", v,
-                 Format("all, or a comma list (^list excludes) of %s; \"%s\" is not one",
-                        log::SubsysNames().c_str(), unknown.c_str())
-                     .c_str());
-    }
-  }
+  if ((v = Get("ZC_DEBUG_SUBSYS")) && !log::ParseSubsysList(v, &c->debug_subsys))
+    return Bad("ZC_DEBUG_SUBSYS", v,
+               Format("all, or a comma list (^list excludes) of %s; \"%s\" is not one",
+                      log::SubsysNames().c_str(), UnknownSubsys(v).c_str())
+                   .c_str());
+  return Status::Ok();
+}
+
+// Transports, sockets and the registered pool.
+Status ReadTransport(Config* c) {
+  const char* v;
   // Set but empty is a mistake (a script's unset variable), not a request
   // for the default: which transport runs matters too much to guess.
   if (const char* t = getenv("ZC_TRANSPORT"); t && !*t)
     return Bad("ZC_TRANSPORT", t, "auto, shm, tcp or verbs (unset it for the default, auto)");
-  if ((v = get("ZC_TRANSPORT"))) {
+  if ((v = Get("ZC_TRANSPORT"))) {
     if (!OneOf(v, {"auto", "shm", "tcp", "verbs"}))
       return Bad("ZC_TRANSPORT", v, "auto, shm, tcp or verbs");
-    c.transport = v;
-    for (auto& ch : c.transport) ch = static_cast<char>(tolower(ch));
+    c->transport = v;
+    for (auto& ch : c->transport) ch = static_cast<char>(tolower(ch));
   }
-  if ((v = get("ZC_SOCKET_IFNAME"))) c.socket_ifname = v;
-  if ((v = get("ZC_TCP_CONGESTION"))) {
+  if ((v = Get("ZC_SOCKET_IFNAME"))) c->socket_ifname = v;
+  if ((v = Get("ZC_TCP_CONGESTION"))) {
     // The kernel's names: at most 15 characters (TCP_CA_NAME_MAX).
     bool ok = strlen(v) < 16;
     for (const char* q = v; *q && ok; ++q) ok = isalnum(static_cast<unsigned char>(*q)) || *q == '_' || *q == '-';
     if (!ok) return Bad("ZC_TCP_CONGESTION", v, "auto, system, or an algorithm name such as reno");
-    c.tcp_congestion = v;
+    c->tcp_congestion = v;
   }
-  if ((v = get("ZC_POOL_CHUNK"))) {
-    if (!ParseBytes(v, &c.pool_chunk_bytes) || c.pool_chunk_bytes < 4096)
+  if ((v = Get("ZC_POOL_CHUNK"))) {
+    if (!ParseBytes(v, &c->pool_chunk_bytes) || c->pool_chunk_bytes < 4096)
       return Bad("ZC_POOL_CHUNK", v, "a size of at least 4096 bytes (k, M, G suffixes)");
   }
-  if ((v = get("ZC_POOL_MAX"))) {
-    if (!ParseBytes(v, &c.pool_max_bytes))
+  if ((v = Get("ZC_POOL_MAX"))) {
+    if (!ParseBytes(v, &c->pool_max_bytes))
       return Bad("ZC_POOL_MAX", v, "a size in bytes (k, M, G suffixes)");
     // The pool starts with one chunk, and zc_init takes the library's own
     // workspace (control mailboxes) from it: a smaller limit could only
     // fail later, in zc_init or the first collective.
-    if (c.pool_max_bytes && c.pool_max_bytes < c.pool_chunk_bytes)
+    if (c->pool_max_bytes && c->pool_max_bytes < c->pool_chunk_bytes)
       return Bad("ZC_POOL_MAX", v,
                  Format("0 (unlimited) or at least ZC_POOL_CHUNK (%zu bytes; lower ZC_POOL_CHUNK "
-                        "for a smaller pool)", c.pool_chunk_bytes)
+                        "for a smaller pool)", c->pool_chunk_bytes)
                      .c_str());
   }
-  if ((v = get("ZC_SHM_CMA"))) {
+  if ((v = Get("ZC_SHM_CMA"))) {
     if (!OneOf(v, {"auto", "on", "off"})) return Bad("ZC_SHM_CMA", v, "auto, on or off");
-    c.shm_cma = v;
+    c->shm_cma = v;
   }
-  if ((v = get("ZC_IB_DEVICE"))) c.ib_device = v;
-  if ((v = get("ZC_VERBS_FLAG"))) {
+  if ((v = Get("ZC_IB_DEVICE"))) c->ib_device = v;
+  if ((v = Get("ZC_VERBS_FLAG"))) {
     if (!OneOf(v, {"imm", "ordered"})) return Bad("ZC_VERBS_FLAG", v, "imm or ordered");
-    c.verbs_flag_mode = v;
+    c->verbs_flag_mode = v;
   }
-  if ((v = get("ZC_GPU_IPC"))) {
+  return Status::Ok();
+}
+
+Status ReadGpu(Config* c) {
+  const char* v;
+  if ((v = Get("ZC_GPU_IPC"))) {
     if (!OneOf(v, {"auto", "0", "1"})) return Bad("ZC_GPU_IPC", v, "auto, 0 or 1");
-    c.gpu_ipc = v;
+    c->gpu_ipc = v;
   }
-  if ((v = get("ZC_GPU_IPC_MIN_BYTES"))) {
-    if (!ParseBytes(v, &c.gpu_ipc_min_bytes))
+  if ((v = Get("ZC_GPU_IPC_MIN_BYTES"))) {
+    if (!ParseBytes(v, &c->gpu_ipc_min_bytes))
       return Bad("ZC_GPU_IPC_MIN_BYTES", v, "a size in bytes (k, M, G suffixes)");
   }
-  if ((v = get("ZC_FUSION_THRESHOLD"))) {
-    if (!ParseBytes(v, &c.fusion_threshold))
+  return Status::Ok();
+}
+
+// The Horovod-style engine's knobs.
+Status ReadEngine(Config* c) {
+  const char* v;
+  if ((v = Get("ZC_FUSION_THRESHOLD"))) {
+    if (!ParseBytes(v, &c->fusion_threshold))
       return Bad("ZC_FUSION_THRESHOLD", v, "a size in bytes (k, M, G suffixes); 0 = no fusion");
   }
-  if ((v = get("ZC_CYCLE_TIME"))) {
-    if (!ParseDouble(v, &c.cycle_time_ms) || c.cycle_time_ms < 0.01 || c.cycle_time_ms > 10000)
+  if ((v = Get("ZC_CYCLE_TIME"))) {
+    if (!ParseDouble(v, &c->cycle_time_ms) || c->cycle_time_ms < 0.01 || c->cycle_time_ms > 10000)
       return Bad("ZC_CYCLE_TIME", v, "milliseconds between 0.01 and 10000");
   }
-  if ((v = get("ZC_CACHE_CAPACITY"))) {
+  if ((v = Get("ZC_CACHE_CAPACITY"))) {
     long n;
     if (!ParseInt(v, 0, 1000000, &n)) return Bad("ZC_CACHE_CAPACITY", v, "an integer from 0 to 1000000");
-    c.cache_capacity = static_cast<int>(n);
+    c->cache_capacity = static_cast<int>(n);
   }
-  if ((v = get("ZC_TIMELINE"))) c.timeline = v;
-  if ((v = get("ZC_STALL_WARNING"))) {
-    if (!ParseDouble(v, &c.stall_warning_s) || c.stall_warning_s < 0)
+  if ((v = Get("ZC_TIMELINE"))) c->timeline = v;
+  if ((v = Get("ZC_STALL_WARNING"))) {
+    if (!ParseDouble(v, &c->stall_warning_s) || c->stall_warning_s < 0)
       return Bad("ZC_STALL_WARNING", v, "seconds >= 0 (0 = never)");
   }
-  if ((v = get("ZC_STALL_SHUTDOWN"))) {
-    if (!ParseDouble(v, &c.stall_shutdown_s) || c.stall_shutdown_s < 0)
+  if ((v = Get("ZC_STALL_SHUTDOWN"))) {
+    if (!ParseDouble(v, &c->stall_shutdown_s) || c->stall_shutdown_s < 0)
       return Bad("ZC_STALL_SHUTDOWN", v, "seconds >= 0 (0 = never)");
-    if (c.stall_shutdown_s > 0 && c.stall_warning_s > 0 && c.stall_shutdown_s <= c.stall_warning_s)
+    if (c->stall_shutdown_s > 0 && c->stall_warning_s > 0 && c->stall_shutdown_s <= c->stall_warning_s)
       return Bad("ZC_STALL_SHUTDOWN", v, "more seconds than ZC_STALL_WARNING");
   }
-  if ((v = get("ZC_ALGO"))) {
+  return Status::Ok();
+}
+
+// Collective algorithms and the parameter server.
+Status ReadCollectives(Config* c) {
+  const char* v;
+  if ((v = Get("ZC_ALGO"))) {
     // Its grammar (auto, a name, or collective=name lists) is parsed and
     // checked by the collectives (collectives/algo_select.h) at Create.
     // Only its alphabet is checked here.
     for (const char* p = v; *p; ++p)
       if (!isalnum(static_cast<unsigned char>(*p)) && *p != '_' && *p != '=' && *p != ',')
         return Bad("ZC_ALGO", v, "auto, an algorithm name, or collective=algorithm,...");
-    c.algo = v;
-    for (auto& ch : c.algo) ch = static_cast<char>(tolower(ch));
+    c->algo = v;
+    for (auto& ch : c->algo) ch = static_cast<char>(tolower(ch));
   }
-  if ((v = get("ZC_CHUNK"))) {
-    if (!ParseBytes(v, &c.chunk_bytes) || c.chunk_bytes < 4096 || c.chunk_bytes > (1u << 30))
+  if ((v = Get("ZC_CHUNK"))) {
+    if (!ParseBytes(v, &c->chunk_bytes) || c->chunk_bytes < 4096 || c->chunk_bytes > (1u << 30))
       return Bad("ZC_CHUNK", v, "a size between 4k and 1G");
   }
-  if ((v = get("ZC_PS_PARTITION"))) {
-    if (!ParseBytes(v, &c.ps_partition_bytes) || c.ps_partition_bytes < 64 ||
-        c.ps_partition_bytes > (size_t{1} << 30))
+  if ((v = Get("ZC_PS_PARTITION"))) {
+    if (!ParseBytes(v, &c->ps_partition_bytes) || c->ps_partition_bytes < 64 ||
+        c->ps_partition_bytes > (size_t{1} << 30))
       return Bad("ZC_PS_PARTITION", v, "a size between 64 bytes and 1G");
   }
-  if ((v = get("ZC_PS_PLACEMENT"))) {
-    if (strcasecmp(v, "roundrobin") == 0) c.ps_placement = "roundrobin";
-    else if (strcasecmp(v, "hash") == 0) c.ps_placement = "hash";
+  if ((v = Get("ZC_PS_PLACEMENT"))) {
+    if (strcasecmp(v, "roundrobin") == 0) c->ps_placement = "roundrobin";
+    else if (strcasecmp(v, "hash") == 0) c->ps_placement = "hash";
     else return Bad("ZC_PS_PLACEMENT", v, "roundrobin or hash");
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Config::FromEnv(Config* out) {
+  Config c;
+  for (Status (*read)(Config*) : {ReadJob, ReadLogging, ReadTransport, ReadGpu, ReadEngine, ReadCollectives})
+    ZC_RETURN_IF_ERROR(read(&c));
   *out = c;
   return Status::Ok();
 }
