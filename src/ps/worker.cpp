@@ -78,89 +78,17 @@ Status Worker::Declare(uint64_t key, size_t count, zc_dtype dtype, const void* i
   ZC_RETURN_IF_ERROR(broken_);
   if (keys_.count(key)) return Error(ZC_ERR_INVALID_ARG, "key %llu is already declared",
                                      static_cast<unsigned long long>(key));
-  Group* g = sh_->group;
-  Device* dev = g->device();
-  const size_t S = sh_->servers.size();
-  auto k = std::make_unique<Key>();
-  k->key = key;
-  k->count = count;
-  k->dtype = dtype;
-  k->es = DtypeSize(dtype);
-  k->chunks = sh_->placement.Cut(key, count, k->es, chunks_before_);
-  k->s.resize(S);
-  for (const auto& c : k->chunks) {
-    PerServer& ps = k->s[c.server];
-    ps.used = true;
-    ps.layout.n = c.slot + 1;
-    ps.layout.capacity = std::max<uint64_t>(ps.layout.capacity, c.elems * k->es);
+  std::unique_ptr<Key> k = CutKey(key, count, dtype);
+  Status st = AllocateReplySlots(k.get());
+  if (!st.ok()) {
+    FreeKey(k.get());
+    return st.with_context(Format("key %llu: reply slots", static_cast<unsigned long long>(key)));
   }
-  Status st;
-  for (auto& ps : k->s) {
-    if (!ps.used) continue;
-    st = g->Allocate(ps.layout.reader_bytes(), &ps.reply_slots);
-    if (st.ok()) st = g->Allocate(ps.layout.writer_bytes(), &ps.push_credits);
-    if (!st.ok()) {
-      FreeKey(k.get());
-      return st.with_context(Format("key %llu: reply slots", static_cast<unsigned long long>(key)));
-    }
-    memset(ps.reply_slots->data(), 0, ps.layout.reader_bytes());
-    memset(ps.push_credits->data(), 0, ps.layout.writer_bytes());
-  }
-  // Every server hears of every declaration (it keeps the chunk count that
-  // round-robin placement continues from, and checks that workers agree).
-  Deadline dl = g->NewDeadline();
-  DeclareHead h{declarations_, key, count, static_cast<uint32_t>(dtype),
-                static_cast<uint32_t>(init && sh_->worker_index == 0 ? 1 : 0)};
-  for (size_t s = 0; s < S && st.ok(); ++s) {
-    std::string msg = Pack(h);
-    if (k->s[s].used) msg += k->s[s].reply_slots->remote().Serialize() + k->s[s].push_credits->remote().Serialize();
-    st = sh_->mailbox.Send(sh_->servers[s], kDeclareTag, msg, dl);
-    if (!st.ok()) st = st.with_context(Format("declaration to server rank %d", sh_->servers[s]));
-  }
-  // Every server answers once every worker has declared this key.
+  Deadline dl = sh_->group->NewDeadline();
+  const bool has_init = init && sh_->worker_index == 0;
   Status verdict;  // the first server's refusal
-  for (size_t s = 0; s < S && st.ok(); ++s) {
-    std::string msg;
-    Backoff bo;
-    for (;;) {
-      Status rs;
-      if (sh_->mailbox.TryRecv(sh_->servers[s], kAckTag, &msg, &rs)) break;
-      if (!rs.ok()) {
-        st = rs;
-        break;
-      }
-      bo.Pause();
-      if (bo.Due()) {
-        st = Alert();
-        for (int r = 0; st.ok() && r < g->size(); ++r)
-          if (r != g->rank()) st = g->Health(r).ok() ? Status::Ok() : g->Health(r).with_context(Format("rank %d lost", r));
-        if (st.ok() && dl.expired())
-          st = Error(ZC_ERR_TIMEOUT, "waited %.1f s for server rank %d to accept key %llu: does every "
-                     "worker declare it? (ZC_TIMEOUT=%g s)", dl.elapsed_s(), sh_->servers[s],
-                     static_cast<unsigned long long>(key), g->config().timeout_s);
-        if (!st.ok()) break;
-      }
-    }
-    if (!st.ok()) break;
-    Answer a;
-    if (!ParseAnswer(msg, &a)) {
-      st = Error(ZC_ERR_INTERNAL, "short declaration answer from server rank %d", sh_->servers[s]);
-      break;
-    }
-    if (a.head.code != ZC_OK) {
-      if (verdict.ok()) verdict = StatusFromPeer(a.head.code, a.text);
-      continue;
-    }
-    PerServer& ps = k->s[s];
-    if (!ps.used) continue;
-    RemoteRegion push_slots, reply_credits;
-    st = RemoteRegion::Parse(a.push_slots, &push_slots);
-    if (st.ok()) st = RemoteRegion::Parse(a.reply_credits, &reply_credits);
-    if (!st.ok()) break;
-    int peer = g->device_rank(sh_->servers[s]);
-    ps.push.Init(dev, peer, ps.layout, ps.push_credits, push_slots);
-    ps.reply.Init(dev, peer, ps.layout, ps.reply_slots, reply_credits);
-  }
+  st = Announce(*k, has_init, dl);
+  if (st.ok()) st = AwaitAnswers(k.get(), dl, &verdict);
   if (st.ok() && !verdict.ok()) {
     // Every server saw the same declarations, so none kept this key; the
     // chunk count is not advanced anywhere.
@@ -175,24 +103,116 @@ Status Worker::Declare(uint64_t key, size_t count, zc_dtype dtype, const void* i
   }
   ++declarations_;
   chunks_before_ += k->chunks.size();
-  // The first worker's initial value goes into every chunk's slot ahead of
-  // any push; servers serve the chunk only once it is in.
-  if (h.has_init) {
-    const char* src = static_cast<const char*>(init);
-    for (const auto& c : k->chunks) {
-      MsgHeader mh{};
-      mh.kind = kInit;
-      mh.bytes = c.elems * k->es;
-      mh.key = key;
-      st = k->s[c.server].push.Put(c.slot, mh, src + c.offset * k->es, mh.bytes, dl);
-      if (!st.ok()) {
-        broken_ = st.with_context("initial value");
-        return st.with_context(Format("initial value of key %llu to server rank %d",
-                                      static_cast<unsigned long long>(key), sh_->servers[c.server]));
-      }
+  if (has_init) {
+    if (Status sent = SendInitialValue(*k, init, dl); !sent.ok()) {
+      FreeKey(k.get());
+      return sent;
     }
   }
   keys_[key] = std::move(k);
+  return Status::Ok();
+}
+
+std::unique_ptr<Worker::Key> Worker::CutKey(uint64_t key, size_t count, zc_dtype dtype) const {
+  auto k = std::make_unique<Key>();
+  k->key = key;
+  k->count = count;
+  k->dtype = dtype;
+  k->es = DtypeSize(dtype);
+  k->chunks = sh_->placement.Cut(key, count, k->es, chunks_before_);
+  k->s.resize(sh_->servers.size());
+  for (const auto& c : k->chunks) {
+    PerServer& ps = k->s[c.server];
+    ps.used = true;
+    ps.layout.n = c.slot + 1;
+    ps.layout.capacity = std::max<uint64_t>(ps.layout.capacity, c.elems * k->es);
+  }
+  return k;
+}
+
+Status Worker::AllocateReplySlots(Key* k) {
+  for (auto& ps : k->s) {
+    if (!ps.used) continue;
+    ZC_RETURN_IF_ERROR(sh_->group->Allocate(ps.layout.reader_bytes(), &ps.reply_slots));
+    ZC_RETURN_IF_ERROR(sh_->group->Allocate(ps.layout.writer_bytes(), &ps.push_credits));
+    memset(ps.reply_slots->data(), 0, ps.layout.reader_bytes());
+    memset(ps.push_credits->data(), 0, ps.layout.writer_bytes());
+  }
+  return Status::Ok();
+}
+
+Status Worker::Announce(const Key& k, bool has_init, const Deadline& dl) {
+  // Every server hears of every declaration (it keeps the chunk count that
+  // round-robin placement continues from, and checks that workers agree).
+  DeclareHead h{declarations_, k.key, k.count, static_cast<uint32_t>(k.dtype), has_init ? 1u : 0u};
+  for (size_t s = 0; s < sh_->servers.size(); ++s) {
+    std::string msg = Pack(h);
+    if (k.s[s].used) msg += k.s[s].reply_slots->remote().Serialize() + k.s[s].push_credits->remote().Serialize();
+    Status st = sh_->mailbox.Send(sh_->servers[s], kDeclareTag, msg, dl);
+    if (!st.ok()) return st.with_context(Format("declaration to server rank %d", sh_->servers[s]));
+  }
+  return Status::Ok();
+}
+
+Status Worker::AwaitAnswer(int server, uint64_t key, const Deadline& dl, std::string* msg) {
+  Group* g = sh_->group;
+  Backoff bo;
+  for (;;) {
+    Status rs;
+    if (sh_->mailbox.TryRecv(server, kAckTag, msg, &rs)) return Status::Ok();
+    ZC_RETURN_IF_ERROR(rs);
+    bo.Pause();
+    if (!bo.Due()) continue;
+    ZC_RETURN_IF_ERROR(Alert());
+    for (int r = 0; r < g->size(); ++r)
+      if (r != g->rank() && !g->Health(r).ok()) return g->Health(r).with_context(Format("rank %d lost", r));
+    if (dl.expired())
+      return Error(ZC_ERR_TIMEOUT, "waited %.1f s for server rank %d to accept key %llu: does every "
+                   "worker declare it? (ZC_TIMEOUT=%g s)", dl.elapsed_s(), server,
+                   static_cast<unsigned long long>(key), g->config().timeout_s);
+  }
+}
+
+Status Worker::AwaitAnswers(Key* k, const Deadline& dl, Status* verdict) {
+  // Every server answers once every worker has declared this key.
+  for (size_t s = 0; s < sh_->servers.size(); ++s) {
+    std::string msg;
+    ZC_RETURN_IF_ERROR(AwaitAnswer(sh_->servers[s], k->key, dl, &msg));
+    Answer a;
+    if (!ParseAnswer(msg, &a))
+      return Error(ZC_ERR_INTERNAL, "short declaration answer from server rank %d", sh_->servers[s]);
+    if (a.head.code != ZC_OK) {
+      if (verdict->ok()) *verdict = StatusFromPeer(a.head.code, a.text);
+      continue;
+    }
+    PerServer& ps = k->s[s];
+    if (!ps.used) continue;
+    RemoteRegion push_slots, reply_credits;
+    ZC_RETURN_IF_ERROR(RemoteRegion::Parse(a.push_slots, &push_slots));
+    ZC_RETURN_IF_ERROR(RemoteRegion::Parse(a.reply_credits, &reply_credits));
+    int peer = sh_->group->device_rank(sh_->servers[s]);
+    ps.push.Init(sh_->group->device(), peer, ps.layout, ps.push_credits, push_slots);
+    ps.reply.Init(sh_->group->device(), peer, ps.layout, ps.reply_slots, reply_credits);
+  }
+  return Status::Ok();
+}
+
+Status Worker::SendInitialValue(Key& k, const void* init, const Deadline& dl) {
+  // The first worker's initial value goes into every chunk's slot ahead of
+  // any push; servers serve the chunk only once it is in.
+  const char* src = static_cast<const char*>(init);
+  for (const auto& c : k.chunks) {
+    MsgHeader mh{};
+    mh.kind = kInit;
+    mh.bytes = c.elems * k.es;
+    mh.key = k.key;
+    Status st = k.s[c.server].push.Put(c.slot, mh, src + c.offset * k.es, mh.bytes, dl);
+    if (!st.ok()) {
+      broken_ = st.with_context("initial value");
+      return st.with_context(Format("initial value of key %llu to server rank %d",
+                                    static_cast<unsigned long long>(k.key), sh_->servers[c.server]));
+    }
+  }
   return Status::Ok();
 }
 

@@ -61,6 +61,16 @@ class Worker {
   };
 
  private:
+  // Declare's steps: the key cut into chunks over the servers; the slots
+  // the servers reply into; the declaration sent to every server; every
+  // server's answer (a refusal in *verdict); the first worker's initial
+  // value written into every chunk.
+  std::unique_ptr<Key> CutKey(uint64_t key, size_t count, zc_dtype dtype) const;
+  Status AllocateReplySlots(Key* k);
+  Status Announce(const Key& k, bool has_init, const Deadline& dl);
+  Status AwaitAnswer(int server, uint64_t key, const Deadline& dl, std::string* msg);
+  Status AwaitAnswers(Key* k, const Deadline& dl, Status* verdict);
+  Status SendInitialValue(Key& k, const void* init, const Deadline& dl);
   // Waits until *word >= value, failing with a server's alert, a lost
   // member or the deadline.
   Status Wait(const std::atomic<uint64_t>* word, uint64_t value, int server, const char* what,
