@@ -21,7 +21,7 @@
 
 namespace zc::store {
 
-enum Op : uint32_t { kSet = 1, kGet = 2, kWait = 3, kAdd = 4, kCheck = 5 };
+enum StoreOp : uint32_t { kSet = 1, kGet = 2, kWait = 3, kAdd = 4, kCheck = 5 };
 
 constexpr size_t kHeaderBytes = 24;
 constexpr uint32_t kMaxKeyBytes = 4096;
@@ -133,7 +133,7 @@ inline std::string CheckRequestHeader(const Header& h) {
 }
 
 // A request whose header passed CheckRequestHeader, with its body.
-struct Request {
+struct StoreRequest {
   uint32_t op = 0;
   uint32_t id = 0;
   uint64_t arg = 0;
@@ -150,7 +150,7 @@ enum class RequestVerdict {
 };
 
 // Server: the body (key_len + value_len bytes after the header).
-inline RequestVerdict ParseRequest(const Header& h, const uint8_t* body, Request* out,
+inline RequestVerdict ParseStoreRequest(const Header& h, const uint8_t* body, StoreRequest* out,
                                    std::string* why) {
   out->op = h.op_or_status;
   out->id = h.id;

@@ -102,7 +102,10 @@ struct StoreServer::Impl {
   void MakeRoomFor(const std::string& src);  // drops an old handshake if full
   void LogSuppressed(bool force);
   void HandleAuth(Client* c);
-  void HandleRequest(Client* c);
+  void HandleRequest(Client* c);  // parses, then one of:
+  void HandleSet(Client* c, const store::StoreRequest& req);
+  void HandleAdd(Client* c, const store::StoreRequest& req);
+  void HandleGetOrWait(Client* c, store::StoreRequest* req);  // answers now, or parks a Waiter
   void Flush(Client* c);
   void Respond(Client* c, uint32_t req_id, zc_status st, uint64_t arg,
                const std::string& value);
@@ -433,9 +436,9 @@ void StoreServer::Impl::HandleAuth(Client* c) {
 
 void StoreServer::Impl::HandleRequest(Client* c) {
   const Header& h = c->hdr;
-  store::Request req;
+  store::StoreRequest req;
   std::string why;
-  switch (store::ParseRequest(h, c->in.data() + store::kHeaderBytes, &req, &why)) {
+  switch (store::ParseStoreRequest(h, c->in.data() + store::kHeaderBytes, &req, &why)) {
     case store::RequestVerdict::kOk: break;
     case store::RequestVerdict::kRefuse:
       RespondError(c, h.id, Error(ZC_ERR_INVALID_ARG, "%s", why.c_str()));
@@ -444,94 +447,92 @@ void StoreServer::Impl::HandleRequest(Client* c) {
       Close(c, why.c_str());
       return;
   }
-  const std::string& key = req.key;
-  const uint8_t* vp = req.value;
-  uint32_t op = req.op;
-  switch (op) {
-    case store::kSet: {
-      auto it = data.find(key);
-      size_t old = it == data.end() ? 0 : key.size() + it->second.size();
-      size_t next = data_bytes - old + key.size() + h.value_len;
-      if (next > opt.max_data_bytes && next > data_bytes) {
-        RespondError(c, h.id, Error(ZC_ERR_NO_MEMORY, "set %s: the store would hold %zu bytes "
-                                    "of keys and values (limit %zu)",
-                                    store::QuoteKey(key).c_str(), next, opt.max_data_bytes));
-        return;
-      }
-      data[key].assign(reinterpret_cast<const char*>(vp), h.value_len);
-      data_bytes = next;
-      Respond(c, h.id, ZC_OK, 0, {});
-      Notify(key);
-      return;
-    }
-    case store::kCheck:
-      Respond(c, h.id, ZC_OK, data.count(key) ? 1 : 0, {});
-      return;
-    case store::kAdd: {
-      int64_t cur = 0;
-      auto it = data.find(key);
-      if (it != data.end() && !store::ParseCounter(it->second, &cur)) {
-        RespondError(c, h.id, Error(ZC_ERR_INVALID_ARG,
-                                    "add %s: the key holds a value that is "
-                                    "not a decimal integer",
-                                    store::QuoteKey(key).c_str()));
-        return;
-      }
-      int64_t delta = static_cast<int64_t>(h.arg), next;
-      if (__builtin_add_overflow(cur, delta, &next)) {
-        RespondError(c, h.id, Error(ZC_ERR_INVALID_ARG,
-                                    "add %s: %lld + %lld overflows",
-                                    store::QuoteKey(key).c_str(),
-                                    static_cast<long long>(cur),
-                                    static_cast<long long>(delta)));
-        return;
-      }
-      std::string text = std::to_string(next);
-      data_bytes += text.size() + (it == data.end() ? key.size() : 0);
-      data_bytes -= it == data.end() ? 0 : it->second.size();
-      data[key] = std::move(text);
-      Respond(c, h.id, ZC_OK, static_cast<uint64_t>(next), {});
-      Notify(key);
-      return;
-    }
+  switch (req.op) {
+    case store::kSet: return HandleSet(c, req);
+    case store::kCheck: return Respond(c, h.id, ZC_OK, data.count(req.key) ? 1 : 0, {});
+    case store::kAdd: return HandleAdd(c, req);
     case store::kGet:
-    case store::kWait: {
-      Waiter w;
-      if (op == store::kGet) {
-        auto it = data.find(key);
-        if (it != data.end()) {
-          Respond(c, h.id, ZC_OK, 0, it->second);
-          return;
-        }
-        w.keys.push_back(key);
-      } else {
-        std::unordered_set<std::string> seen;
-        for (auto& k : req.keys)
-          if (seen.insert(k).second) w.keys.push_back(std::move(k));
-      }
-      for (const auto& k : w.keys)
-        if (!data.count(k)) w.missing.insert(k);
-      if (w.missing.empty()) {
-        Respond(c, h.id, ZC_OK, 0, {});
-        return;
-      }
-      // Timeouts are u64 ms on the wire; clamp absurd values to ~30 days.
-      uint64_t ms = std::min<uint64_t>(h.arg, 30ull * 24 * 3600 * 1000);
-      w.timeout_s = ms / 1000.0;
-      w.deadline = Clock::now() + std::chrono::milliseconds(ms);
-      w.client = c->id;
-      w.req_id = h.id;
-      w.op = op;
-      uint64_t wid = next_waiter++;
-      for (const auto& k : w.missing) key_waiters[k].push_back(wid);
-      waiter_deadlines.insert({w.deadline, wid});
-      waiters.emplace(wid, std::move(w));
-      nwaiters.store(waiters.size());
-      c->waiter = wid;
-      if (ms == 0) FinishWaiter(wid, true);
+    case store::kWait: return HandleGetOrWait(c, &req);
+  }
+}
+
+void StoreServer::Impl::HandleSet(Client* c, const store::StoreRequest& req) {
+  const Header& h = c->hdr;
+  const std::string& key = req.key;
+  auto it = data.find(key);
+  size_t old = it == data.end() ? 0 : key.size() + it->second.size();
+  size_t next = data_bytes - old + key.size() + h.value_len;
+  if (next > opt.max_data_bytes && next > data_bytes) {
+    RespondError(c, h.id, Error(ZC_ERR_NO_MEMORY, "set %s: the store would hold %zu bytes "
+                                "of keys and values (limit %zu)",
+                                store::QuoteKey(key).c_str(), next, opt.max_data_bytes));
+    return;
+  }
+  data[key].assign(reinterpret_cast<const char*>(req.value), h.value_len);
+  data_bytes = next;
+  Respond(c, h.id, ZC_OK, 0, {});
+  Notify(key);
+}
+
+void StoreServer::Impl::HandleAdd(Client* c, const store::StoreRequest& req) {
+  const Header& h = c->hdr;
+  const std::string& key = req.key;
+  int64_t cur = 0;
+  auto it = data.find(key);
+  if (it != data.end() && !store::ParseCounter(it->second, &cur)) {
+    RespondError(c, h.id, Error(ZC_ERR_INVALID_ARG, "add %s: the key holds a value that is not a decimal integer",
+                                store::QuoteKey(key).c_str()));
+    return;
+  }
+  int64_t delta = static_cast<int64_t>(h.arg), next;
+  if (__builtin_add_overflow(cur, delta, &next)) {
+    RespondError(c, h.id, Error(ZC_ERR_INVALID_ARG, "add %s: %lld + %lld overflows", store::QuoteKey(key).c_str(),
+                                static_cast<long long>(cur), static_cast<long long>(delta)));
+    return;
+  }
+  std::string text = std::to_string(next);
+  data_bytes += text.size() + (it == data.end() ? key.size() : 0);
+  data_bytes -= it == data.end() ? 0 : it->second.size();
+  data[key] = std::move(text);
+  Respond(c, h.id, ZC_OK, static_cast<uint64_t>(next), {});
+  Notify(key);
+}
+
+void StoreServer::Impl::HandleGetOrWait(Client* c, store::StoreRequest* req) {
+  const Header& h = c->hdr;
+  Waiter w;
+  if (req->op == store::kGet) {
+    auto it = data.find(req->key);
+    if (it != data.end()) {
+      Respond(c, h.id, ZC_OK, 0, it->second);
       return;
     }
+    w.keys.push_back(req->key);
+  } else {
+    std::unordered_set<std::string> seen;
+    for (auto& k : req->keys)
+      if (seen.insert(k).second) w.keys.push_back(std::move(k));
   }
+  for (const auto& k : w.keys)
+    if (!data.count(k)) w.missing.insert(k);
+  if (w.missing.empty()) {
+    Respond(c, h.id, ZC_OK, 0, {});
+    return;
+  }
+  // Timeouts are u64 ms on the wire; clamp absurd values to ~30 days.
+  uint64_t ms = std::min<uint64_t>(h.arg, 30ull * 24 * 3600 * 1000);
+  w.timeout_s = ms / 1000.0;
+  w.deadline = Clock::now() + std::chrono::milliseconds(ms);
+  w.client = c->id;
+  w.req_id = h.id;
+  w.op = req->op;
+  uint64_t wid = next_waiter++;
+  for (const auto& k : w.missing) key_waiters[k].push_back(wid);
+  waiter_deadlines.insert({w.deadline, wid});
+  waiters.emplace(wid, std::move(w));
+  nwaiters.store(waiters.size());
+  c->waiter = wid;
+  if (ms == 0) FinishWaiter(wid, true);
 }
 
 void StoreServer::Impl::Notify(const std::string& key) {

@@ -20,9 +20,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!CheckRequestHeader(h).empty()) return 0;  // the server closes
     size_t need = kHeaderBytes + h.key_len + h.value_len;
     if (need > left) return 0;  // the server waits for the rest
-    Request req;
+    StoreRequest req;
     std::string why;
-    RequestVerdict v = ParseRequest(h, p + kHeaderBytes, &req, &why);
+    RequestVerdict v = ParseStoreRequest(h, p + kHeaderBytes, &req, &why);
     p += need;
     left -= need;
     if (v == RequestVerdict::kClose) return 0;
