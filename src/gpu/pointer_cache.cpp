@@ -230,8 +230,17 @@ Status PointerCache::Classify(const void* ptr, size_t bytes, PointerInfo* out) {
     *out = HostInfo(p, bytes);
     return Status::Ok();
   }
+  if (FindCached(p, end, out)) {
+    stripe().hits.fetch_add(1, std::memory_order_relaxed);
+    return Status::Ok();
+  }
+  stripe().misses.fetch_add(1, std::memory_order_relaxed);
+  const DriverTable* drv = driver();
+  return drv ? ClassifyByDriver(drv, ptr, bytes, out) : ClassifyDeclared(ptr, bytes, out);
+}
 
-  // Fast path: this thread's recent hits, valid while no entry was removed.
+bool PointerCache::FindCached(uintptr_t p, uintptr_t end, PointerInfo* out) {
+  // This thread's recent hits, valid while no entry was removed.
   uint64_t gen = gen_.load(std::memory_order_acquire);
   for (const Slot& s : t_cache.slots) {
     if (s.cache_id == id_ && s.gen == gen && p >= s.lo && end <= s.hi) {
@@ -240,57 +249,43 @@ Status PointerCache::Classify(const void* ptr, size_t bytes, PointerInfo* out) {
       out->base = s.lo;
       out->size = s.hi - s.lo;
       out->buffer_id = s.buffer_id;
-      stripe().hits.fetch_add(1, std::memory_order_relaxed);
-      return Status::Ok();
+      return true;
     }
   }
-  {
-    std::shared_lock<std::shared_mutex> lock(mu_);
-    if (LookupLocked(p, end, out)) {
-      // Writers bump gen_ under the exclusive lock: it is stable here.
-      Remember(*out, gen_.load(std::memory_order_relaxed));
-      stripe().hits.fetch_add(1, std::memory_order_relaxed);
-      return Status::Ok();
-    }
-  }
-  stripe().misses.fetch_add(1, std::memory_order_relaxed);
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  if (!LookupLocked(p, end, out)) return false;
+  // Writers bump gen_ under the exclusive lock: it is stable here.
+  Remember(*out, gen_.load(std::memory_order_relaxed));
+  return true;
+}
 
-  const DriverTable* drv = driver();
-  if (drv == nullptr) {
-    // No libcuda in the process: no CUDA memory can exist, except what a
-    // caller declared (a declared range the request overruns is an error).
-    PointerInfo partial;
-    if (Lookup(ptr, &partial) && partial.type != MemType::kHost) {
-      return Error(ZC_ERR_INVALID_ARG,
-                   "classify pointer %p: %zu bytes run past the declared %s "
-                   "range [%#lx, %#lx)",
-                   ptr, bytes, MemTypeName(partial.type),
-                   static_cast<unsigned long>(partial.base),
-                   static_cast<unsigned long>(partial.base + partial.size));
-    }
-    *out = HostInfo(p, bytes);
-    return Status::Ok();
+Status PointerCache::ClassifyDeclared(const void* ptr, size_t bytes, PointerInfo* out) {
+  // No libcuda in the process: no CUDA memory can exist, except what a
+  // caller declared (a declared range the request overruns is an error).
+  PointerInfo partial;
+  if (Lookup(ptr, &partial) && partial.type != MemType::kHost) {
+    return Error(ZC_ERR_INVALID_ARG,
+                 "classify pointer %p: %zu bytes run past the declared %s "
+                 "range [%#lx, %#lx)",
+                 ptr, bytes, MemTypeName(partial.type),
+                 static_cast<unsigned long>(partial.base),
+                 static_cast<unsigned long>(partial.base + partial.size));
   }
+  *out = HostInfo(reinterpret_cast<uintptr_t>(ptr), bytes);
+  return Status::Ok();
+}
 
+Status PointerCache::ClassifyByDriver(const DriverTable* drv, const void* ptr, size_t bytes, PointerInfo* out) {
+  const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
   PointerInfo info;
   bool cacheable = false;
   ZC_RETURN_IF_ERROR(QueryDriver(drv, p, bytes, &info, &cacheable));
   if (info.type == MemType::kHost) {
-    // The driver is authoritative: a driver-learnt entry (buffer id != 0)
-    // that still claims p is stale.
-    PointerInfo stale;
-    if (Lookup(ptr, &stale) && stale.buffer_id != 0) {
-      std::unique_lock<std::shared_mutex> lock(mu_);
-      auto it = map_.find(stale.base);
-      if (it != map_.end() && it->second.info.buffer_id == stale.buffer_id) {
-        map_.erase(it);
-        gen_.fetch_add(1, std::memory_order_release);
-        CountLocked();
-      }
-    }
+    DropStale(ptr);
     *out = info;
     return Status::Ok();
   }
+  const uintptr_t end = p + (bytes != 0 ? bytes : 1);
   if (cacheable && end > info.base + info.size) {
     return Error(ZC_ERR_INVALID_ARG,
                  "classify pointer %p: %zu bytes run past the end of its CUDA "
@@ -306,6 +301,20 @@ Status PointerCache::Classify(const void* ptr, size_t bytes, PointerInfo* out) {
   }
   *out = info;
   return Status::Ok();
+}
+
+void PointerCache::DropStale(const void* ptr) {
+  // The driver is authoritative: a driver-learnt entry (buffer id != 0)
+  // that still claims ptr is stale.
+  PointerInfo stale;
+  if (!Lookup(ptr, &stale) || stale.buffer_id == 0) return;
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  auto it = map_.find(stale.base);
+  if (it != map_.end() && it->second.info.buffer_id == stale.buffer_id) {
+    map_.erase(it);
+    gen_.fetch_add(1, std::memory_order_release);
+    CountLocked();
+  }
 }
 
 bool PointerCache::Lookup(const void* ptr, PointerInfo* out) {

@@ -100,6 +100,14 @@ class PointerCache {
   };
 
   const DriverTable* driver() const;  // nullptr when no driver
+  // Classify's steps: a hit of this thread's recent entries or the map; a
+  // pointer without a driver (host memory, unless declared); the driver's
+  // answer, cached when it is an allocation; an entry the driver says is
+  // stale, dropped.
+  bool FindCached(uintptr_t p, uintptr_t end, PointerInfo* out);
+  Status ClassifyDeclared(const void* ptr, size_t bytes, PointerInfo* out);
+  Status ClassifyByDriver(const DriverTable* drv, const void* ptr, size_t bytes, PointerInfo* out);
+  void DropStale(const void* ptr);
   bool LookupLocked(uintptr_t p, uintptr_t end, PointerInfo* out) const;
   void InsertLocked(const PointerInfo& info);   // exclusive lock held
   void EraseOverlapLocked(uintptr_t lo, uintptr_t hi);
