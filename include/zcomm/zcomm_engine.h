@@ -109,9 +109,10 @@ zc_status zc_engine_reducescatter(zc_engine* engine, const char* name, const voi
 zc_status zc_engine_barrier(zc_engine* engine, zc_engine_handle** handle);
 /* For uneven data: this rank has no more tensors. Until every rank has
  * joined, the other ranks' allreduces go on, this rank contributing zeros
- * (any other operation that needs this rank fails on every rank that
- * submitted it, with ZC_ERR_INVALID_ARG naming it and the joined rank; the
- * engine goes on). Done when every rank has joined;
+ * (any other operation fails at once, without waiting for the other ranks,
+ * on every rank that submits it while a rank has joined, with
+ * ZC_ERR_INVALID_ARG naming it and the joined rank; the engine goes on).
+ * Done when every rank has joined;
  * zc_engine_join_result gives the last rank to join. */
 zc_status zc_engine_join(zc_engine* engine, zc_engine_handle** handle);
 

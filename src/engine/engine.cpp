@@ -312,6 +312,13 @@ Status Engine::ExchangeRequests(const std::vector<std::shared_ptr<Op>>& to_send,
       }
     }
   }
+  // While a rank has joined, nothing but allreduces can run: the others
+  // fail at once on the ranks that submitted them, as in Horovod (they
+  // need not even match by name across ranks).
+  auto first_joined = std::find(joined_.begin(), joined_.end(), 1);
+  if (first_joined != joined_.end())
+    for (auto& resp : table_.TakeAllButAllreduces())
+      FailAgreed(resp, JoinedConflict(resp, static_cast<int>(first_joined - joined_.begin())));
   for (auto& resp : table_.TakeReady(joined_)) {
     stats_.cache_misses++;
     if (Status st = CheckConsistent(resp, size_); !st.ok()) {

@@ -35,6 +35,19 @@ std::vector<Response> MessageTable::TakeReady(const std::vector<uint8_t>& joined
   return out;
 }
 
+std::vector<Response> MessageTable::TakeAllButAllreduces() {
+  std::vector<std::pair<uint64_t, std::string>> found;
+  for (auto& [name, e] : entries_)
+    if (e.resp.lead().type != OpType::kAllreduce) found.emplace_back(e.order, name);
+  std::sort(found.begin(), found.end());
+  std::vector<Response> out;
+  for (auto& [order, name] : found) {
+    out.push_back(std::move(entries_[name].resp));
+    entries_.erase(name);
+  }
+  return out;
+}
+
 std::vector<MessageTable::Stall> MessageTable::Stalled(Clock::time_point now, double after_s,
                                                        const std::vector<uint8_t>& joined, bool repeat) {
   std::vector<std::pair<uint64_t, Stall>> found;

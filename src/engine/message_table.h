@@ -25,6 +25,11 @@ class MessageTable {
   // Names that every rank has requested (a joined rank counts for one that
   // has not), in the order they first appeared; removed from the table.
   std::vector<Response> TakeReady(const std::vector<uint8_t>& joined);
+  // Names whose operation is not an allreduce, however many ranks asked,
+  // in the order they first appeared; removed from the table. While a rank
+  // has joined they cannot run (as in Horovod, they fail at once on the
+  // ranks that submitted them).
+  std::vector<Response> TakeAllButAllreduces();
 
   struct Stall {
     std::string name;

@@ -117,6 +117,12 @@ Status ParseRequest(const std::string& in, size_t* pos, Request* r) {
   return Status::Ok();
 }
 
+Status JoinedConflict(const Response& resp, int joined_rank) {
+  const Request& l = resp.lead();
+  return Error(ZC_ERR_INVALID_ARG, "tensor '%s': %s needs rank %d, which has joined (only allreduce goes on "
+               "with zeros from joined ranks)", l.name.c_str(), OpTypeName(l.type), joined_rank);
+}
+
 const Request& Response::lead() const {
   for (size_t r = 0; r < per_rank.size(); ++r)
     if (present[r]) return per_rank[r];
@@ -153,9 +159,7 @@ Status CheckConsistent(const Response& resp, int size) {
   const Request& l = resp.lead();
   if (l.type != OpType::kAllreduce)
     for (int r = 0; r < size; ++r)
-      if (!resp.present[r])
-        return Error(ZC_ERR_INVALID_ARG, "tensor '%s': %s needs rank %d, which has joined (only allreduce "
-                     "goes on with zeros from joined ranks)", l.name.c_str(), OpTypeName(l.type), r);
+      if (!resp.present[r]) return JoinedConflict(resp, r);
   if (l.type == OpType::kAlltoall)
     for (int r = 0; r < size; ++r)
       if (resp.present[r] && resp.per_rank[r].splits.size() != static_cast<size_t>(size))

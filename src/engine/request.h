@@ -57,5 +57,8 @@ struct Response {
 // (allreduce only). ZC_ERR_MISMATCH / ZC_ERR_INVALID_ARG naming the tensor,
 // both ranks and both descriptions.
 Status CheckConsistent(const Response& r, int size);
+// The error of an operation other than an allreduce while joined_rank has
+// joined (ZC_ERR_INVALID_ARG naming the tensor and that rank).
+Status JoinedConflict(const Response& r, int joined_rank);
 
 }  // namespace zc::engine

@@ -623,8 +623,15 @@ int JoinNeedsRankBody(int rank) {
       float x[6];
       for (int i = 0; i < 6; ++i) x[i] = static_cast<float>(rank * 10 + i);
       int64_t shape[] = {2, 3};
-      zc_engine_handle *ha, *hb, *hr;
+      zc_engine_handle *ha, *hb, *hr, *hn;
       CHILD_OK(zc_engine_allgather(eng, "gathered", x, 2, shape, ZC_FLOAT32, &ha));
+      // A name only this rank uses: it fails at once too (it need not wait
+      // for the other ranks, as in Horovod).
+      const std::string own = "own." + std::to_string(rank);
+      CHILD_OK(zc_engine_allgather(eng, own.c_str(), x, 2, shape, ZC_FLOAT32, &hn));
+      CHILD_CHECK(zc_engine_wait(hn) == ZC_ERR_INVALID_ARG, "allgather '%s' with rank %d joined: %s", own.c_str(),
+                  first, zc_last_error(comm));
+      zc_engine_handle_free(hn);
       CHILD_OK(zc_engine_broadcast(eng, "bcast", x, 2, shape, ZC_FLOAT32, (first + 1) % n, &hb));
       zc_status sa = zc_engine_wait(ha);
       std::string err = zc_last_error(comm);
