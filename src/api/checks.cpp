@@ -14,11 +14,8 @@
 namespace zc::api {
 namespace {
 thread_local std::string t_last_error;
-thread_local bool t_on_worker = false;
 }  // namespace
 
-void MarkWorkerThread() { t_on_worker = true; }
-bool OnWorkerThread() { return t_on_worker; }
 
 const char* LastError() { return t_last_error.c_str(); }
 void SetLastErrorText(std::string text) { t_last_error = std::move(text); }
@@ -229,11 +226,11 @@ zc_status CheckScatterArgs(const zc_comm* comm, const char* op, const void* send
 }
 
 zc_status CheckNothingInFlight(const zc_comm* comm, const char* op) {
-  if (comm->inflight.load(std::memory_order_acquire) > 0 && !OnWorkerThread())
+  const int n = comm->inflight.load(std::memory_order_acquire) + comm->queue->pending();
+  if (n > 0)
     return BadArg(comm, op,
                   "%d nonblocking collective(s) or started plan(s) still in flight: complete them "
-                  "(zc_wait, zc_plan_wait) first; one collective at a time per communicator",
-                  comm->inflight.load());
+                  "(zc_wait, zc_plan_wait) first; one collective at a time per communicator", n);
   return ZC_OK;
 }
 

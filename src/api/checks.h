@@ -69,10 +69,6 @@ zc_status CheckScatterArgs(const zc_comm* comm, const char* op, const void* send
 // No nonblocking collective or started plan may be in flight when a
 // blocking collective starts (one collective at a time per communicator).
 zc_status CheckNothingInFlight(const zc_comm* comm, const char* op);
-// The communicator's worker thread runs the queued nonblocking calls through
-// the blocking entry points: the in-flight check does not apply there.
-void MarkWorkerThread();
-bool OnWorkerThread();
 // zc_test / zc_wait of a point-to-point request (p2p_c.cpp).
 zc_status TestP2p(zc_request* req, int* done);
 zc_status WaitP2p(zc_request* req);

@@ -1,7 +1,7 @@
 // zc_comm: what the C ABI's opaque handle holds. A communicator is a Group
 // (a view of ranks with a context id) over a World (bootstrap and Device),
-// with collective state of its own and a worker thread for nonblocking
-// calls. zc_init and zc_comm_init_rank make a World; zc_comm_split and
+// with collective state of its own and a queue for nonblocking
+// collectives. zc_init and zc_comm_init_rank make a World; zc_comm_split and
 // zc_comm_dup make new communicators over their parent's World, sharing its
 // connections and pool (the World lives while any of them does).
 #pragma once
@@ -17,6 +17,7 @@
 #include <mutex>
 #include <thread>
 
+#include "api/collective_queue.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/launcher_watch.h"
 #include "bootstrap/store_server.h"
@@ -58,6 +59,11 @@ struct World {
 struct zc_request {
   std::atomic<int> done{0};
   zc::Status status;
+  // A nonblocking collective: its task on the communicator's queue (which
+  // the request keeps alive, so that a request outliving zc_finalize still
+  // completes).
+  std::shared_ptr<zc::api::CollectiveQueue> queue;
+  std::shared_ptr<zc::api::CollectiveQueue::Task> task;
   // zc_isend / zc_irecv: the engine's request, the error context ("rank R:
   // isend to P"), and what completion still has to do (copy a staged
   // receive to device memory), run once by zc_test or zc_wait.
@@ -88,18 +94,15 @@ struct zc_comm {
   // One collective at a time per communicator (a SpinLock: two atomic
   // operations on a small collective's path, waiters back off).
   zc::SpinLock coll_mu;
-  // Nonblocking collectives queued or running, plus plans started and not
-  // yet waited for: a blocking collective is refused while any is.
+  // Plans started and not yet waited for; with the queue's pending tasks,
+  // what a blocking collective is refused for (CheckNothingInFlight).
   std::atomic<int> inflight{0};
   // Device memory: staging and the same-host CUDA IPC path with its state
   // (peers' mapped buffers). Every entry point that takes buffers goes
   // through it; it passes everything through in builds without CUDA.
   std::unique_ptr<zc::gpu::DevicePath> gpu;
 
-  // Nonblocking operations run here, in order.
-  std::mutex work_mu;
-  std::condition_variable work_cv;
-  std::deque<std::function<void()>> work;
-  std::thread worker;
-  bool stopping = false;
+  // The nonblocking collectives, in call order: run by its worker thread or
+  // by a waiter (api/collective_queue.h).
+  std::shared_ptr<zc::api::CollectiveQueue> queue;
 };

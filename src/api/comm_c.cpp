@@ -27,21 +27,6 @@ namespace {
 using namespace zc::api;
 using zc::Status;
 
-void WorkerLoop(zc_comm* comm) {
-  MarkWorkerThread();
-  for (;;) {
-    std::function<void()> job;
-    {
-      std::unique_lock<std::mutex> lock(comm->work_mu);
-      comm->work_cv.wait(lock, [&] { return comm->stopping || !comm->work.empty(); });
-      if (comm->work.empty()) return;
-      job = std::move(comm->work.front());
-      comm->work.pop_front();
-    }
-    job();
-  }
-}
-
 // Bootstrap and Device of a new World (collective over the bootstrap's ranks).
 Status MakeWorld(const zc::Config& config, std::unique_ptr<zc::StoreServer> rendezvous,
                  const std::string& key_prefix, std::shared_ptr<zc::World>* out) {
@@ -92,8 +77,7 @@ Status MakeComm(const std::shared_ptr<zc::World>& world, std::vector<int> member
   gpu.known_host = [device](const void* p, size_t bytes) { return device->IsPoolMemory(p, bytes); };
   comm->gpu = std::make_unique<zc::gpu::DevicePath>(gpu);
   comm->p2p = std::make_unique<zc::P2pEngine>(world->device.get(), comm->group->members(), comm->rank, ctx);
-  zc_comm* c = comm.get();
-  comm->worker = std::thread([c] { WorkerLoop(c); });
+  comm->queue = std::make_shared<zc::api::CollectiveQueue>();
   *out = std::move(comm);
   return Status::Ok();
 }
@@ -279,7 +263,7 @@ zc_status zc_comm_split(zc_comm* comm, int color, int key, zc_comm** newcomm) {
     return BadArg(comm, op, "color %d: must be >= 0 or ZC_SPLIT_NONE", color);
   std::vector<int> members;
   uint32_t ctx = 0;
-  zc_status s = RunCollective(comm, op, [&](zc::Collectives* c) -> Status {
+  zc_status s = RunBlocking(comm, op, [&] { return RunLocked(comm, op, [&](zc::Collectives* c) -> Status {
     int32_t mine[2] = {color, key};
     std::vector<int32_t> all(2 * static_cast<size_t>(comm->size));
     ZC_RETURN_IF_ERROR(c->Allgather(mine, all.data(), 2, ZC_INT32));
@@ -292,7 +276,7 @@ zc_status zc_comm_split(zc_comm* comm, int color, int key, zc_comm** newcomm) {
     std::sort(order.begin(), order.end());
     for (auto& [k, r] : order) members.push_back(comm->group->device_rank(r));
     return Status::Ok();
-  });
+  }); });
   if (s != ZC_OK) return s;
   if (color == ZC_SPLIT_NONE) {
     ReleaseContext(comm->world.get(), ctx);
@@ -327,14 +311,9 @@ zc_status zc_comm_get_async_error(zc_comm* comm, zc_status* error) {
 
 zc_status zc_finalize(zc_comm* comm) {
   ZC_CHECK_COMM(comm, "zc_finalize");
-  {
-    std::lock_guard<std::mutex> lock(comm->work_mu);
-    comm->stopping = true;
-  }
-  comm->work_cv.notify_all();
-  if (comm->worker.joinable()) comm->worker.join();
+  comm->queue->Stop();
   // From here on every entry point refuses the handle (the queued
-  // nonblocking calls, which go through them, have run).
+  // nonblocking calls have run).
   comm->magic = zc_comm::kDead;
   zc_status result = ZC_OK;
   // Nobody may still be reading our memory when it goes away, and no late
@@ -349,7 +328,7 @@ zc_status zc_finalize(zc_comm* comm) {
   } else if (comm->coll && comm->size > 1) {
     std::lock_guard<zc::SpinLock> lock(comm->coll_mu);
     Status st = comm->coll->Barrier();
-    if (!st.ok()) result = Done(comm, "zc_finalize", 0, st);
+    if (!st.ok()) result = Fail(st.with_context(zc::Format("rank %d: zc_finalize", comm->rank)));
     else if (Status q = comm->coll->Quiesce(); !q.ok())
       ZC_TRACE(kColl, "finalize: %s", q.message().c_str());
   }

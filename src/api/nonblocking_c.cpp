@@ -1,16 +1,18 @@
 // C ABI: nonblocking collectives (zc_iallreduce and the other zc_i*),
 // zc_test / zc_wait, and persistent allreduce plans. Nonblocking calls are
 // checked here, up front (a bad argument fails the call, never the wait),
-// then run in call order on the communicator's worker thread, which
-// progresses them without the caller's help. While any is in flight, a
-// blocking collective is refused with ZC_ERR_INVALID_ARG instead of racing
-// it (checks.h, CheckNothingInFlight).
+// then queued in call order on the communicator's CollectiveQueue: its
+// worker progresses them without the caller's help, and a zc_wait runs
+// those not yet started itself. While any is in flight, a blocking
+// collective is refused with ZC_ERR_INVALID_ARG instead of racing it
+// (checks.h, CheckNothingInFlight).
 #include <zcomm/zcomm.h>
 
 #include <functional>
 #include <memory>
 
 #include "api/checks.h"
+#include "api/collective_calls.h"
 #include "api/comm.h"
 #include "collectives/collectives.h"
 #include "collectives/dtype.h"
@@ -36,22 +38,12 @@ namespace {
     *(req) = nullptr;                                    \
   } while (0)
 
-// Queues `call` (a blocking C ABI call, run on the worker thread); *req
-// completes with its status and message.
-zc_status Enqueue(zc_comm* comm, zc_request** req, std::function<zc_status()> call) {
+// Queues the collective's work (collective_calls.h) on the communicator's
+// queue; *req completes with its status.
+zc_status Enqueue(zc_comm* comm, zc_request** req, std::function<zc::Status()> work) {
   auto* r = new zc_request();
-  comm->inflight.fetch_add(1, std::memory_order_acq_rel);
-  {
-    std::lock_guard<std::mutex> lock(comm->work_mu);
-    comm->work.push_back([comm, r, call = std::move(call)] {
-      zc_status s = call();
-      r->status = s == ZC_OK ? zc::Status::Ok() : zc::Status(s, LastError());
-      // Not in flight any more before anyone can see it done.
-      comm->inflight.fetch_sub(1, std::memory_order_acq_rel);
-      r->done.store(1, std::memory_order_release);
-    });
-  }
-  comm->work_cv.notify_one();
+  r->queue = comm->queue;
+  r->task = comm->queue->Submit(std::move(work));
   *req = r;
   return ZC_OK;
 }
@@ -72,14 +64,14 @@ zc_status zc_iallreduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_
   ZC_CHECK_REQ(comm, "iallreduce", req);
   ZC_TRY(CheckAllreduceArgs(comm, "iallreduce", sendbuf, recvbuf, count, dtype, op));
   if (count == 0) return Completed(req);
-  return Enqueue(comm, req, [=] { return zc_allreduce(comm, sendbuf, recvbuf, count, dtype, op); });
+  return Enqueue(comm, req, [=] { return Allreduce(comm, sendbuf, recvbuf, count, dtype, op); });
 }
 
 zc_status zc_ibroadcast(zc_comm* comm, void* buf, size_t count, zc_dtype dtype, int root, zc_request** req) {
   ZC_CHECK_REQ(comm, "ibroadcast", req);
   ZC_TRY(CheckBroadcastArgs(comm, "ibroadcast", buf, count, dtype, root));
   if (count == 0) return Completed(req);
-  return Enqueue(comm, req, [=] { return zc_broadcast(comm, buf, count, dtype, root); });
+  return Enqueue(comm, req, [=] { return Broadcast(comm, buf, count, dtype, root); });
 }
 
 zc_status zc_ireduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count, zc_dtype dtype,
@@ -87,7 +79,7 @@ zc_status zc_ireduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t c
   ZC_CHECK_REQ(comm, "ireduce", req);
   ZC_TRY(CheckReduceArgs(comm, "ireduce", sendbuf, recvbuf, count, dtype, op, root));
   if (count == 0) return Completed(req);
-  return Enqueue(comm, req, [=] { return zc_reduce(comm, sendbuf, recvbuf, count, dtype, op, root); });
+  return Enqueue(comm, req, [=] { return Reduce(comm, sendbuf, recvbuf, count, dtype, op, root); });
 }
 
 zc_status zc_iallgather(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t sendcount, zc_dtype dtype,
@@ -95,7 +87,7 @@ zc_status zc_iallgather(zc_comm* comm, const void* sendbuf, void* recvbuf, size_
   ZC_CHECK_REQ(comm, "iallgather", req);
   ZC_TRY(CheckPerRankArgs(comm, "iallgather", sendbuf, recvbuf, sendcount, dtype));
   if (sendcount == 0) return Completed(req);
-  return Enqueue(comm, req, [=] { return zc_allgather(comm, sendbuf, recvbuf, sendcount, dtype); });
+  return Enqueue(comm, req, [=] { return Allgather(comm, sendbuf, recvbuf, sendcount, dtype); });
 }
 
 zc_status zc_ireduce_scatter(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t recvcount,
@@ -103,8 +95,7 @@ zc_status zc_ireduce_scatter(zc_comm* comm, const void* sendbuf, void* recvbuf, 
   ZC_CHECK_REQ(comm, "ireduce_scatter", req);
   ZC_TRY(CheckReduceScatterArgs(comm, "ireduce_scatter", sendbuf, recvbuf, recvcount, dtype, op));
   if (recvcount == 0) return Completed(req);
-  return Enqueue(comm, req,
-                 [=] { return zc_reduce_scatter(comm, sendbuf, recvbuf, recvcount, dtype, op); });
+  return Enqueue(comm, req, [=] { return ReduceScatter(comm, sendbuf, recvbuf, recvcount, dtype, op); });
 }
 
 zc_status zc_ialltoall(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count, zc_dtype dtype,
@@ -112,12 +103,12 @@ zc_status zc_ialltoall(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t
   ZC_CHECK_REQ(comm, "ialltoall", req);
   ZC_TRY(CheckPerRankArgs(comm, "ialltoall", sendbuf, recvbuf, count, dtype));
   if (count == 0) return Completed(req);
-  return Enqueue(comm, req, [=] { return zc_alltoall(comm, sendbuf, recvbuf, count, dtype); });
+  return Enqueue(comm, req, [=] { return Alltoall(comm, sendbuf, recvbuf, count, dtype); });
 }
 
 zc_status zc_ibarrier(zc_comm* comm, zc_request** req) {
   ZC_CHECK_REQ(comm, "ibarrier", req);
-  return Enqueue(comm, req, [=] { return zc_barrier(comm); });
+  return Enqueue(comm, req, [=] { return Barrier(comm); });
 }
 
 zc_status zc_test(zc_request* req, int* done) {
@@ -126,6 +117,10 @@ zc_status zc_test(zc_request* req, int* done) {
     return ZC_ERR_INVALID_ARG;
   }
   if (req->p2p) return TestP2p(req, done);
+  if (req->task) {
+    *done = req->task->done.load(std::memory_order_acquire) ? 1 : 0;
+    return *done && !req->task->status.ok() ? Fail(req->task->status) : ZC_OK;
+  }
   *done = req->done.load(std::memory_order_acquire);
   if (*done && !req->status.ok()) return Fail(req->status);
   return ZC_OK;
@@ -137,10 +132,16 @@ zc_status zc_wait(zc_request* req) {
     return ZC_ERR_INVALID_ARG;
   }
   if (req->p2p) return WaitP2p(req);
-  // The operation has its own deadlines; this only sleeps until it ends.
-  zc::Backoff backoff;
-  while (!req->done.load(std::memory_order_acquire)) backoff.Pause();
   zc::Status st = req->status;
+  if (req->task) {
+    // Runs the queued collectives up to this one here if the worker has not
+    // started them; every collective has its own deadlines.
+    st = req->queue->Wait(req->task.get());
+  } else {
+    zc::Backoff backoff;  // a parameter-server request, completed by its thread
+    while (!req->done.load(std::memory_order_acquire)) backoff.Pause();
+    st = req->status;
+  }
   delete req;
   return st.ok() ? ZC_OK : Fail(st);
 }

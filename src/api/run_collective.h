@@ -2,8 +2,8 @@
 // in-flight check, the communicator's collective lock, the error context
 // ("rank R: OP #SEQ: ..."), the last algorithm, and handing the buffers to
 // the communicator's DevicePath (gpu/device_path.h), which stages device
-// memory in CUDA builds. Shared by every file of src/api that implements a
-// collective.
+// memory in CUDA builds. Used by collective_calls.cpp and the blocking
+// entry points.
 #pragma once
 
 #include <zcomm/zcomm.h>
@@ -23,27 +23,29 @@ namespace zc::api {
 void SetLastAlgorithm(const char* name);
 const char* LastAlgorithm();
 
-// OK, or st with "rank R: OP #SEQ" in front recorded as the last error.
-inline zc_status Done(const zc_comm* comm, const char* op, uint64_t seq, const Status& st) {
-  if (st.ok()) return ZC_OK;
-  Status ctx = st.with_context(Format("rank %d: %s #%llu", comm ? comm->rank : -1, op,
-                                      static_cast<unsigned long long>(seq)));
+// Runs a collective under the communicator's lock; its status with
+// "rank R: OP #SEQ" in front (logged at INFO when it failed).
+// fn(Collectives*) returns zc::Status. Runs on the caller's thread or on the
+// thread that runs the communicator's queued work (api/collective_queue.h).
+template <typename Fn>
+Status RunLocked(zc_comm* comm, const char* op, Fn&& fn) {
+  std::lock_guard<zc::SpinLock> lock(comm->coll_mu);
+  const uint64_t seq = ++comm->op_seq;
+  Status st = comm->coll ? fn(comm->coll.get()) : Error(ZC_ERR_INTERNAL, "collectives are not initialised");
+  if (comm->coll) SetLastAlgorithm(comm->coll->last_algorithm());
+  if (st.ok()) return st;
+  Status ctx = st.with_context(Format("rank %d: %s #%llu", comm->rank, op, static_cast<unsigned long long>(seq)));
   ZC_INFO(kColl, "%s", ctx.message().c_str());
-  return Fail(ctx);
+  return ctx;
 }
 
-// Runs a collective under the communicator's lock with the standard error
-// context. fn(Collectives*) returns zc::Status.
-template <typename Fn>
-zc_status RunCollective(zc_comm* comm, const char* op, Fn&& fn) {
+// A blocking entry point's work: refused while a nonblocking collective or a
+// started plan is in flight; the status recorded as the last error.
+template <typename Call>
+zc_status RunBlocking(zc_comm* comm, const char* op, Call&& call) {
   ZC_TRY(CheckNothingInFlight(comm, op));
-  std::lock_guard<zc::SpinLock> lock(comm->coll_mu);
-  uint64_t seq = ++comm->op_seq;
-  if (!comm->coll)
-    return Done(comm, op, seq, Error(ZC_ERR_INTERNAL, "collectives are not initialised"));
-  Status st = fn(comm->coll.get());
-  SetLastAlgorithm(comm->coll->last_algorithm());
-  return Done(comm, op, seq, st);
+  Status st = call();
+  return st.ok() ? ZC_OK : Fail(st);
 }
 
 // A buffer of one call, for Staged(): {ptr, bytes, in, out, name}.

@@ -1,15 +1,13 @@
 // The C ABI's vector collectives (zc_allgatherv, zc_alltoallv) and zc_gather,
-// zc_scatter: argument checks (api/checks.h), then the collective under the
-// communicator's lock with device buffers staged, as every collective of
-// zcomm_c.cpp. None of the four is in place: overlapping send and receive
-// buffers are ZC_ERR_INVALID_ARG.
+// zc_scatter: argument checks (api/checks.h), then the work of
+// collective_calls.h, as every collective of zcomm_c.cpp. None of the four
+// is in place: overlapping send and receive buffers are ZC_ERR_INVALID_ARG.
 #include <zcomm/zcomm.h>
 
 #include "api/checks.h"
+#include "api/collective_calls.h"
 #include "api/comm.h"
 #include "api/run_collective.h"
-#include "collectives/collectives.h"
-#include "collectives/dtype.h"
 
 using namespace zc::api;
 
@@ -23,13 +21,8 @@ zc_status zc_allgatherv(zc_comm* comm, const void* sendbuf, size_t sendcount, vo
                              dtype, &extent));
   // Every block empty (the same on every rank when the counts agree).
   if (extent == 0) return ZC_OK;
-  return RunCollective(comm, "allgatherv", [&](auto* c) {
-    const size_t es = zc::DtypeSize(dtype);
-    return Staged(comm, {Buf{sendbuf, sendcount * es, true, false, "sendbuf"},
-                   Buf{recvbuf, extent * es, false, true, "recvbuf"}},
-                  [&](void** h) {
-                    return c->Allgatherv(h[0], sendcount, h[1], recvcounts, displs, dtype);
-                  });
+  return RunBlocking(comm, "allgatherv", [&] {
+    return Allgatherv(comm, sendbuf, sendcount, recvbuf, recvcounts, displs, dtype, extent);
   });
 }
 
@@ -44,14 +37,9 @@ zc_status zc_alltoallv(zc_comm* comm, const void* sendbuf, const size_t* sendcou
   // are is not known here, and every pair exchanges one (maybe empty)
   // message per step. One rank alone has nothing to exchange.
   if (comm->size == 1 && send_extent == 0) return ZC_OK;
-  return RunCollective(comm, "alltoallv", [&](auto* c) {
-    const size_t es = zc::DtypeSize(dtype);
-    return Staged(comm, {Buf{sendbuf, send_extent * es, true, false, "sendbuf"},
-                   Buf{recvbuf, recv_extent * es, false, true, "recvbuf"}},
-                  [&](void** h) {
-                    return c->Alltoallv(h[0], sendcounts, sdispls, h[1], recvcounts, rdispls,
-                                        dtype);
-                  });
+  return RunBlocking(comm, "alltoallv", [&] {
+    return Alltoallv(comm, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, dtype, send_extent,
+                     recv_extent);
   });
 }
 
@@ -60,16 +48,7 @@ zc_status zc_gather(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t co
   ZC_CHECK_COMM(comm, "gather");
   ZC_TRY(CheckGatherArgs(comm, "gather", sendbuf, recvbuf, count, dtype, root));
   if (count == 0) return ZC_OK;
-  return RunCollective(comm, "gather", [&](auto* c) {
-    const size_t bytes = count * zc::DtypeSize(dtype);
-    const bool is_root = comm->rank == root;
-    return Staged(comm, {Buf{sendbuf, bytes, true, false, "sendbuf"},
-                   Buf{is_root ? recvbuf : nullptr, is_root ? bytes * comm->size : 0, false, true,
-                       "recvbuf"}},
-                  [&](void** h) {
-                    return c->Gather(h[0], is_root ? h[1] : nullptr, count, dtype, root);
-                  });
-  });
+  return RunBlocking(comm, "gather", [&] { return Gather(comm, sendbuf, recvbuf, count, dtype, root); });
 }
 
 zc_status zc_scatter(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
@@ -77,16 +56,7 @@ zc_status zc_scatter(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t c
   ZC_CHECK_COMM(comm, "scatter");
   ZC_TRY(CheckScatterArgs(comm, "scatter", sendbuf, recvbuf, count, dtype, root));
   if (count == 0) return ZC_OK;
-  return RunCollective(comm, "scatter", [&](auto* c) {
-    const size_t bytes = count * zc::DtypeSize(dtype);
-    const bool is_root = comm->rank == root;
-    return Staged(comm, {Buf{is_root ? sendbuf : nullptr, is_root ? bytes * comm->size : 0, true, false,
-                       "sendbuf"},
-                   Buf{recvbuf, bytes, false, true, "recvbuf"}},
-                  [&](void** h) {
-                    return c->Scatter(is_root ? h[0] : nullptr, h[1], count, dtype, root);
-                  });
-  });
+  return RunBlocking(comm, "scatter", [&] { return Scatter(comm, sendbuf, recvbuf, count, dtype, root); });
 }
 
 }  // extern "C"

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "api/checks.h"
+#include "api/collective_calls.h"
 #include "api/comm.h"
 #include "api/run_collective.h"
 #include "collectives/collectives.h"
@@ -83,23 +84,14 @@ zc_status zc_allreduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t
   ZC_CHECK_COMM(comm, "allreduce");
   ZC_TRY(CheckAllreduceArgs(comm, "allreduce", sendbuf, recvbuf, count, dtype, op));
   if (count == 0) return ZC_OK;
-  bool used_ipc = false;
-  zc_status s = RunCollective(comm, "allreduce", [&](auto* c) {
-    return comm->gpu->Allreduce(c, sendbuf, recvbuf, count, dtype, op, &used_ipc);
-  });
-  if (used_ipc) SetLastAlgorithm("cuda_ipc");
-  return s;
+  return RunBlocking(comm, "allreduce", [&] { return Allreduce(comm, sendbuf, recvbuf, count, dtype, op); });
 }
 
 zc_status zc_broadcast(zc_comm* comm, void* buf, size_t count, zc_dtype dtype, int root) {
   ZC_CHECK_COMM(comm, "broadcast");
   ZC_TRY(CheckBroadcastArgs(comm, "broadcast", buf, count, dtype, root));
   if (count == 0) return ZC_OK;
-  return RunCollective(comm, "broadcast", [&](auto* c) {
-    const bool is_root = comm->rank == root;
-    return Staged(comm, {Buf{buf, count * zc::DtypeSize(dtype), is_root, !is_root, "buf"}},
-                  [&](void** h) { return c->Broadcast(h[0], count, dtype, root); });
-  });
+  return RunBlocking(comm, "broadcast", [&] { return Broadcast(comm, buf, count, dtype, root); });
 }
 
 zc_status zc_reduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
@@ -107,15 +99,7 @@ zc_status zc_reduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t co
   ZC_CHECK_COMM(comm, "reduce");
   ZC_TRY(CheckReduceArgs(comm, "reduce", sendbuf, recvbuf, count, dtype, op, root));
   if (count == 0) return ZC_OK;
-  return RunCollective(comm, "reduce", [&](auto* c) {
-    const size_t bytes = count * zc::DtypeSize(dtype);
-    const bool is_root = comm->rank == root;
-    return Staged(comm, {Buf{sendbuf, bytes, true, false, "sendbuf"},
-                   Buf{is_root ? recvbuf : nullptr, is_root ? bytes : 0, false, true, "recvbuf"}},
-                  [&](void** h) {
-                    return c->Reduce(h[0], is_root ? h[1] : recvbuf, count, dtype, op, root);
-                  });
-  });
+  return RunBlocking(comm, "reduce", [&] { return Reduce(comm, sendbuf, recvbuf, count, dtype, op, root); });
 }
 
 zc_status zc_allgather(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t sendcount,
@@ -123,12 +107,7 @@ zc_status zc_allgather(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t
   ZC_CHECK_COMM(comm, "allgather");
   ZC_TRY(CheckPerRankArgs(comm, "allgather", sendbuf, recvbuf, sendcount, dtype));
   if (sendcount == 0) return ZC_OK;
-  return RunCollective(comm, "allgather", [&](auto* c) {
-    const size_t bytes = sendcount * zc::DtypeSize(dtype);
-    return Staged(comm, {Buf{sendbuf, bytes, true, false, "sendbuf"},
-                   Buf{recvbuf, bytes * comm->size, false, true, "recvbuf"}},
-                  [&](void** h) { return c->Allgather(h[0], h[1], sendcount, dtype); });
-  });
+  return RunBlocking(comm, "allgather", [&] { return Allgather(comm, sendbuf, recvbuf, sendcount, dtype); });
 }
 
 zc_status zc_reduce_scatter(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t recvcount,
@@ -136,12 +115,8 @@ zc_status zc_reduce_scatter(zc_comm* comm, const void* sendbuf, void* recvbuf, s
   ZC_CHECK_COMM(comm, "reduce_scatter");
   ZC_TRY(CheckReduceScatterArgs(comm, "reduce_scatter", sendbuf, recvbuf, recvcount, dtype, op));
   if (recvcount == 0) return ZC_OK;
-  return RunCollective(comm, "reduce_scatter", [&](auto* c) {
-    const size_t bytes = recvcount * zc::DtypeSize(dtype);
-    return Staged(comm, {Buf{sendbuf, bytes * comm->size, true, false, "sendbuf"},
-                   Buf{recvbuf, bytes, false, true, "recvbuf"}},
-                  [&](void** h) { return c->ReduceScatter(h[0], h[1], recvcount, dtype, op); });
-  });
+  return RunBlocking(comm, "reduce_scatter",
+                     [&] { return ReduceScatter(comm, sendbuf, recvbuf, recvcount, dtype, op); });
 }
 
 zc_status zc_alltoall(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
@@ -149,17 +124,12 @@ zc_status zc_alltoall(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t 
   ZC_CHECK_COMM(comm, "alltoall");
   ZC_TRY(CheckPerRankArgs(comm, "alltoall", sendbuf, recvbuf, count, dtype));
   if (count == 0) return ZC_OK;
-  return RunCollective(comm, "alltoall", [&](auto* c) {
-    const size_t bytes = count * zc::DtypeSize(dtype) * comm->size;
-    return Staged(comm, {Buf{sendbuf, bytes, true, false, "sendbuf"},
-                   Buf{recvbuf, bytes, false, true, "recvbuf"}},
-                  [&](void** h) { return c->Alltoall(h[0], h[1], count, dtype); });
-  });
+  return RunBlocking(comm, "alltoall", [&] { return Alltoall(comm, sendbuf, recvbuf, count, dtype); });
 }
 
 zc_status zc_barrier(zc_comm* comm) {
   ZC_CHECK_COMM(comm, "barrier");
-  return RunCollective(comm, "barrier", [&](auto* c) { return c->Barrier(); });
+  return RunBlocking(comm, "barrier", [&] { return Barrier(comm); });
 }
 
 }  // extern "C"

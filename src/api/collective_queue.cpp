@@ -1,0 +1,146 @@
+#include "api/collective_queue.h"
+
+#include <chrono>
+
+#include "common/deadline.h"
+
+namespace zc::api {
+namespace {
+inline void Relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// How long the worker and a waiter poll before they block: longer than a
+// small collective takes (a few microseconds), far shorter than a
+// scheduler's time slice, so a spinner never keeps a peer rank that shares
+// its core from running for long.
+constexpr auto kSpin = std::chrono::microseconds(50);
+}  // namespace
+
+template <typename Pred>
+bool CollectiveQueue::SpinFor(Pred pred) {
+  const auto until = Clock::now() + kSpin;
+  int n = 0;
+  while (!pred()) {
+    if ((++n & 63) == 0 && Clock::now() >= until) return false;
+    Relax();
+  }
+  return true;
+}
+
+CollectiveQueue::CollectiveQueue() : worker_([this] { WorkerLoop(); }) {}
+
+CollectiveQueue::~CollectiveQueue() { Stop(); }
+
+std::shared_ptr<CollectiveQueue::Task> CollectiveQueue::Submit(std::function<Status()> run) {
+  auto t = std::make_shared<Task>();
+  t->run = std::move(run);
+  pending_.fetch_add(1, std::memory_order_acq_rel);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(t);
+    queued_.store(static_cast<int>(queue_.size()), std::memory_order_release);
+  }
+  cv_.notify_all();
+  return t;
+}
+
+std::shared_ptr<CollectiveQueue::Task> CollectiveQueue::TakeHeadLocked() {
+  if (running_ || queue_.empty()) return nullptr;
+  auto t = std::move(queue_.front());
+  queue_.pop_front();
+  queued_.store(static_cast<int>(queue_.size()), std::memory_order_release);
+  running_ = true;
+  return t;
+}
+
+void CollectiveQueue::RunAndComplete(const std::shared_ptr<Task>& t) {
+  Status st = t->run();
+  t->run = nullptr;  // what it captured goes now
+  std::function<void(const Status&)> notify;
+  {
+    std::lock_guard<std::mutex> nlock(t->notify_mu);
+    t->status = st;
+    // Not pending any more before anyone can see it done.
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    t->done.store(true, std::memory_order_release);
+    notify = std::move(t->on_done);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    running_ = false;
+  }
+  cv_.notify_all();
+  if (notify) notify(st);
+}
+
+void CollectiveQueue::WorkerLoop() {
+  bool ran = false;
+  for (;;) {
+    // Right after a task, the next one often follows within microseconds
+    // (a bucket after a bucket): poll for it before sleeping.
+    if (ran) SpinFor([&] { return queued_.load(std::memory_order_acquire) > 0 || stop_flag_.load(std::memory_order_acquire); });
+    std::shared_ptr<Task> t;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      for (;;) {
+        t = TakeHeadLocked();
+        if (t || (stop_ && queue_.empty())) break;
+        cv_.wait(lock);
+      }
+    }
+    if (!t) return;
+    RunAndComplete(t);
+    ran = true;
+  }
+}
+
+Status CollectiveQueue::Wait(Task* task) {
+  if (!task->done.load(std::memory_order_acquire))
+    SpinFor([&] { return task->done.load(std::memory_order_acquire) || queued_.load(std::memory_order_acquire) > 0; });
+  while (!task->done.load(std::memory_order_acquire)) {
+    std::shared_ptr<Task> t;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (task->done.load(std::memory_order_acquire)) break;
+      t = TakeHeadLocked();
+      if (!t) {
+        // Another thread runs the task before ours (or ours): wait for it.
+        cv_.wait(lock, [&] { return task->done.load(std::memory_order_acquire) || (!running_ && !queue_.empty()); });
+        continue;
+      }
+    }
+    RunAndComplete(t);
+  }
+  std::lock_guard<std::mutex> nlock(task->notify_mu);
+  return task->status;
+}
+
+void CollectiveQueue::Notify(Task* task, std::function<void(const Status&)> fn) {
+  Status st;
+  {
+    std::lock_guard<std::mutex> nlock(task->notify_mu);
+    if (!task->done.load(std::memory_order_acquire)) {
+      task->on_done = std::move(fn);
+      return;
+    }
+    st = task->status;
+  }
+  fn(st);
+}
+
+void CollectiveQueue::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    stop_flag_.store(true, std::memory_order_release);
+  }
+  cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+}  // namespace zc::api

@@ -1,0 +1,81 @@
+// CollectiveQueue: a communicator's one progress path for collectives that
+// complete later (zc_i*, and through them every framework binding). Tasks
+// are internal calls returning Status; they run one at a time, in
+// submission order.
+//
+// Two kinds of thread run them:
+//  - the queue's own worker, so that work submitted and not waited for
+//    progresses in the background (DDP's bucket allreduces overlap the
+//    rest of backward);
+//  - a caller that waits: while its task is not done and the task at the
+//    head of the queue has not started, the waiter takes that task and runs
+//    it itself. A wait right after a submission (every blocking framework
+//    call) so runs the collective on the caller's thread, with no hop to
+//    the worker and back.
+// Neither thread sleeps at once: the worker and a waiter spin briefly
+// (they would otherwise pay a futex wake-up, tens of microseconds on a
+// loaded machine, on every small collective) before they block.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "common/status.h"
+
+namespace zc::api {
+
+class CollectiveQueue {
+ public:
+  // One submitted call. Done once `done` is set; `status` is final then.
+  struct Task {
+    std::function<Status()> run;
+    std::atomic<bool> done{false};
+    Status status;
+    // Called once, by the thread that completes the task, after done is
+    // set (zc_request_notify).
+    std::function<void(const Status&)> on_done;
+    std::mutex notify_mu;  // orders on_done's registration against completion
+  };
+
+  CollectiveQueue();
+  ~CollectiveQueue();  // Stop()
+  CollectiveQueue(const CollectiveQueue&) = delete;
+  CollectiveQueue& operator=(const CollectiveQueue&) = delete;
+
+  std::shared_ptr<Task> Submit(std::function<Status()> run);
+  // Waits until task is done (running queued tasks up to it on this
+  // thread); its status.
+  Status Wait(Task* task);
+  // Sets fn to be called at completion, or calls it now if done.
+  void Notify(Task* task, std::function<void(const Status&)> fn);
+  // Tasks submitted and not done.
+  int pending() const { return pending_.load(std::memory_order_acquire); }
+  // Runs what is queued, then stops the worker (zc_finalize).
+  void Stop();
+
+ private:
+  void WorkerLoop();
+  // Takes the head task if none runs; null otherwise. mu_ held.
+  std::shared_ptr<Task> TakeHeadLocked();
+  void RunAndComplete(const std::shared_ptr<Task>& t);
+  // Spins a little while pred() is false; true if it became true.
+  template <typename Pred>
+  static bool SpinFor(Pred pred);
+
+  std::mutex mu_;
+  std::condition_variable cv_;  // a task done, a task queued, stop
+  std::deque<std::shared_ptr<Task>> queue_;
+  bool running_ = false;  // a task is running (worker or a waiter)
+  bool stop_ = false;
+  std::atomic<bool> stop_flag_{false};  // stop_, read without the lock by the spinning worker
+  std::atomic<int> pending_{0};
+  std::atomic<int> queued_{0};  // queue_.size(), read without the lock by spinners
+  std::thread worker_;
+};
+
+}  // namespace zc::api
