@@ -263,9 +263,6 @@ def _allreduce_submit(tensor, output, name, op, prescale_factor, postscale_facto
     zc_op = _ZC_OPS[op]
     post = None
     if not tensor.dtype.is_floating_point:
-        if prescale_factor != 1.0 or postscale_factor != 1.0:
-            raise ValueError("zcomm.torch: %s '%s': prescale/postscale factors need a floating "
-                             "dtype, got %s" % (what, name, tensor.dtype))
         if op == Average:
             zc_op = _eng.SUM
             n = _eng.size()
