@@ -76,6 +76,8 @@ struct OpProd {
     }
   }
 };
+// Floating min/max propagate NaN (b != b is "b is NaN"; a NaN a is kept
+// because no comparison with it is true). Equal operands give a.
 template <class T>
 struct OpMin {
   static T Apply(T a, T b) {
