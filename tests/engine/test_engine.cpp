@@ -16,6 +16,8 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "collectives/coll_check.h"
@@ -1013,39 +1015,44 @@ TEST(ScaledCopy, KnownAnswers) {
 }
 
 // Requests carry the dtype and op on the wire: every dtype survives the
-// trip; a peer's value past the last dtype or op is refused, naming it.
+// trip; a peer's value past the last dtype or op is refused, naming it. (The
+// bad values are written into the bytes: a zc_dtype/zc_op variable must not
+// hold them.)
 TEST(RequestWire, DtypesTravelUnknownOnesAreRefused) {
   using zc::engine::Request;
-  for (int d = 0; d <= zc::kNumDtypes; ++d) {
+  auto wire_of = [](zc_dtype d) {
     Request r;
     r.name = "t";
-    r.dtype = static_cast<zc_dtype>(d);
+    r.dtype = d;
     r.op = ZC_MAX;
     r.shape = {3};
     std::string wire;
     zc::engine::AppendRequest(r, &wire);
+    return std::make_pair(r, wire);
+  };
+  for (int d = 0; d < zc::kNumDtypes; ++d) {
+    auto [r, wire] = wire_of(static_cast<zc_dtype>(d));
     Request back;
     size_t pos = 0;
     zc::Status st = zc::engine::ParseRequest(wire, &pos, &back);
-    if (d < zc::kNumDtypes) {
-      ASSERT_TRUE(st.ok()) << d << ": " << st.message();
-      EXPECT_TRUE(zc::engine::SameRequest(r, back)) << d;
-    } else {
-      EXPECT_FALSE(st.ok());
-      EXPECT_NE(st.message().find("dtype 13"), std::string::npos) << st.message();
-      EXPECT_NE(st.message().find("'t'"), std::string::npos) << st.message();
-    }
+    ASSERT_TRUE(st.ok()) << d << ": " << st.message();
+    EXPECT_TRUE(zc::engine::SameRequest(r, back)) << d;
   }
-  Request r;
-  r.name = "u";
-  r.op = static_cast<zc_op>(8);
-  std::string wire;
-  zc::engine::AppendRequest(r, &wire);
-  Request back;
-  size_t pos = 0;
-  zc::Status st = zc::engine::ParseRequest(wire, &pos, &back);
-  EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("no such op"), std::string::npos) << st.message();
+  // name length (4), name "t" (1), type (1), then dtype (4) and op (4).
+  const size_t at_dtype = 4 + 1 + 1, at_op = at_dtype + 4;
+  for (auto [at, value, what] : {std::tuple<size_t, int32_t, const char*>{at_dtype, zc::kNumDtypes, "dtype 13"},
+                                 {at_dtype, -1, "dtype -1"},
+                                 {at_op, 8, "no such op"},
+                                 {at_op, -2, "no such op"}}) {
+    std::string wire = wire_of(ZC_BOOL).second;
+    memcpy(&wire[at], &value, 4);
+    Request back;
+    size_t pos = 0;
+    zc::Status st = zc::engine::ParseRequest(wire, &pos, &back);
+    EXPECT_FALSE(st.ok()) << what;
+    EXPECT_NE(st.message().find(what), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("'t'"), std::string::npos) << st.message();
+  }
 }
 
 // ---- timeline: valid Chrome-trace JSON with the phases ----
