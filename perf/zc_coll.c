@@ -58,7 +58,7 @@ typedef struct {
   size_t minb, maxb, stepbytes;
   long factor;
   int coll[6], ncoll;
-  int dtype[10], ndtype;
+  int dtype[BU_NDTYPES], ndtype;
   int op[5], nop;
   int root, all_roots;
   int iters, warmup, min_iters, reps, check, average;
@@ -83,11 +83,13 @@ static void usage(FILE* f) {
 "  -f, --stepfactor F   multiply the size by F (>= 2) from row to row\n"
 "                       (default 2)\n"
 "  -i, --stepbytes B    add B bytes from row to row instead of -f\n"
-"  -d, --datatype T     int8 uint8 int32 uint32 int64 uint64 float16 bfloat16\n"
-"                       float32 (default) float64, or all; aliases char uchar\n"
-"                       int uint half fp16 bf16 float fp32 double fp64\n"
+"  -d, --datatype T     int8 uint8 int16 uint16 int32 uint32 int64 uint64 bool\n"
+"                       float16 bfloat16 float32 (default) float64, or all;\n"
+"                       aliases char uchar short ushort int uint half fp16\n"
+"                       bf16 float fp32 double fp64\n"
 "  -o, --op OP          sum (default) prod min max avg, or all; avg needs a\n"
-"                       floating type (skipped for integers under all)\n"
+"                       floating type (skipped for integers and bool under\n"
+"                       all); bool's sum and max are or, prod and min are and\n"
 "  -r, --root R         root of broadcast and reduce (default 0), or all\n"
 "  -n, --iters N        timed iterations per repetition (default 20; above\n"
 "                       1 MiB fewer, in proportion to the size)\n"
@@ -197,9 +199,9 @@ static void parse_args(int argc, char** argv, opts* o) {
       if (v && !strcmp(v, "all")) o->all_roots = 1, i++;
       else o->root = (int)bu_arg_int(PROG, a, v, 0, 1 << 30), i++;
     } else if (IS("-d", "--datatype")) {
-      o->ndtype = parse_list(a, bu_arg_str(PROG, a, v), bu_dtype_from_name, 10,
-                             o->dtype, "int8 uint8 int32 uint32 int64 uint64 "
-                             "float16 bfloat16 float32 float64, or all"), i++;
+      o->ndtype = parse_list(a, bu_arg_str(PROG, a, v), bu_dtype_from_name, BU_NDTYPES,
+                             o->dtype, "int8 uint8 int16 uint16 int32 uint32 int64 "
+                             "uint64 bool float16 bfloat16 float32 float64, or all"), i++;
     } else if (IS("-o", "--op")) {
       o->nop = parse_list(a, bu_arg_str(PROG, a, v), bu_op_from_name, 5, o->op,
                           "sum prod min max avg, or all"), i++;

@@ -44,7 +44,19 @@ typedef enum {
   ZC_ERR_INTERNAL
 } zc_status;
 
-/* float16 and bfloat16 are stored as 16-bit words. */
+/* float16 and bfloat16 are stored as 16-bit words.
+ *
+ * ZC_INT16 and ZC_UINT16 are 16-bit integers; like the other integer types
+ * their sums and products wrap around (two's complement).
+ *
+ * ZC_BOOL is one byte per element: 0 is false, any other byte value is true.
+ * Its reductions are logical, as torch.distributed's: ZC_SUM and ZC_MAX are
+ * "or", ZC_PROD and ZC_MIN are "and"; ZC_BAND, ZC_BOR and ZC_BXOR are "and",
+ * "or" and "xor" of the truth values. A reduction (allreduce, reduce,
+ * reduce-scatter, their nonblocking variants and plans, with any number of
+ * ranks, a single rank included) writes only 0 or 1. Operations that only
+ * move data (broadcast, allgather, alltoall, gather, scatter, send/recv)
+ * copy the bytes as they are. */
 typedef enum {
   ZC_INT8,
   ZC_UINT8,
@@ -55,13 +67,16 @@ typedef enum {
   ZC_FLOAT16,
   ZC_BFLOAT16,
   ZC_FLOAT32,
-  ZC_FLOAT64
+  ZC_FLOAT64,
+  ZC_INT16,  /* = 10 */
+  ZC_UINT16, /* = 11 */
+  ZC_BOOL    /* = 12 */
 } zc_dtype;
 
-/* ZC_AVG is a sum scaled once at the end; on integer types it is
- * ZC_ERR_INVALID_ARG. ZC_BAND, ZC_BOR and ZC_BXOR (bitwise and, or, xor) are
- * for integer types only; on float16, bfloat16, float32 and float64 they are
- * ZC_ERR_INVALID_ARG. */
+/* ZC_AVG is a sum scaled once at the end; on integer types (int8 to uint64,
+ * int16, uint16) and on bool it is ZC_ERR_INVALID_ARG. ZC_BAND, ZC_BOR and
+ * ZC_BXOR (bitwise and, or, xor) are for integer types and bool only; on
+ * float16, bfloat16, float32 and float64 they are ZC_ERR_INVALID_ARG. */
 typedef enum { ZC_SUM, ZC_PROD, ZC_MIN, ZC_MAX, ZC_AVG, ZC_BAND, ZC_BOR, ZC_BXOR } zc_op;
 
 /* ---- lifetime ------------------------------------------------------------ */

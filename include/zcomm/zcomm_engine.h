@@ -74,7 +74,13 @@ zc_status zc_engine_error(zc_engine* engine, zc_status* error);
  * scalar (one element). */
 
 /* output = postscale * reduce_over_ranks(prescale * input). output may be
- * input (in place). Scale factors other than 1 on integer dtypes:
+ * input (in place). Scaling follows Horovod's numerics: float32 is
+ * multiplied by (float)factor in float32, float64 in double; float16 and
+ * bfloat16 are widened to float32, multiplied by (float)factor and rounded
+ * back (nearest even); integer dtypes (int8 to uint64, int16, uint16) are
+ * scaled in double and converted back truncating toward zero, saturating at
+ * the type's bounds. Scale factors are accepted on every dtype but bool:
+ * factors other than 1 on ZC_BOOL, or factors that are not finite, are
  * ZC_ERR_INVALID_ARG. op ZC_AVG divides by the number of ranks (joined
  * ranks included, as Horovod). */
 zc_status zc_engine_allreduce(zc_engine* engine, const char* name, const void* input,
@@ -100,7 +106,8 @@ zc_status zc_engine_alltoall(zc_engine* engine, const char* name, const void* in
                              zc_engine_handle** handle);
 /* Reduces input over ranks and leaves rank r the r-th part along the first
  * dimension: shape[0] / size rows, the first shape[0] % size ranks one row
- * more (as Horovod). The output is the engine's: zc_engine_output. */
+ * more (as Horovod). The output is the engine's: zc_engine_output. Scale
+ * factors as for zc_engine_allreduce. */
 zc_status zc_engine_reducescatter(zc_engine* engine, const char* name, const void* input,
                                   int ndims, const int64_t* shape, zc_dtype dtype, zc_op op,
                                   double prescale, double postscale, zc_engine_handle** handle);

@@ -251,15 +251,16 @@ BU_INLINE double bu_busbw_factor(int coll, int n) {
 
 typedef enum {
   BU_INT8 = 0, BU_UINT8, BU_INT32, BU_UINT32, BU_INT64, BU_UINT64,
-  BU_FLOAT16, BU_BFLOAT16, BU_FLOAT32, BU_FLOAT64
+  BU_FLOAT16, BU_BFLOAT16, BU_FLOAT32, BU_FLOAT64, BU_INT16, BU_UINT16, BU_BOOL,
+  BU_NDTYPES
 } bu_dtype;
 
 typedef enum { BU_SUM = 0, BU_PROD, BU_MIN, BU_MAX, BU_AVG } bu_op;
 
 static const char* const bu_dtype_names[] = {
     "int8", "uint8", "int32", "uint32", "int64", "uint64",
-    "float16", "bfloat16", "float32", "float64"};
-static const size_t bu_dtype_sizes[] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+    "float16", "bfloat16", "float32", "float64", "int16", "uint16", "bool"};
+static const size_t bu_dtype_sizes[] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8, 2, 2, 1};
 static const char* const bu_op_names[] = {"sum", "prod", "min", "max", "avg"};
 
 BU_INLINE int bu_dtype_from_name(const char* s) {
@@ -267,10 +268,11 @@ BU_INLINE int bu_dtype_from_name(const char* s) {
       {"char", "int8"},     {"uchar", "uint8"},   {"int", "int32"},
       {"uint", "uint32"},   {"half", "float16"},  {"fp16", "float16"},
       {"bf16", "bfloat16"}, {"float", "float32"}, {"fp32", "float32"},
-      {"double", "float64"}, {"fp64", "float64"}};
+      {"double", "float64"}, {"fp64", "float64"}, {"short", "int16"},
+      {"ushort", "uint16"}};
   for (size_t a = 0; a < sizeof(aliases) / sizeof(aliases[0]); a++)
     if (strcmp(s, aliases[a][0]) == 0) s = aliases[a][1];
-  for (int i = 0; i < 10; i++)
+  for (int i = 0; i < BU_NDTYPES; i++)
     if (strcmp(s, bu_dtype_names[i]) == 0) return i;
   return -1;
 }
@@ -355,6 +357,9 @@ BU_INLINE void bu_store(void* buf, size_t i, int dt, double v) {
   switch (dt) {
     case BU_INT8: ((int8_t*)buf)[i] = (int8_t)v; break;
     case BU_UINT8: ((uint8_t*)buf)[i] = (uint8_t)v; break;
+    case BU_INT16: ((int16_t*)buf)[i] = (int16_t)v; break;
+    case BU_UINT16: ((uint16_t*)buf)[i] = (uint16_t)v; break;
+    case BU_BOOL: ((uint8_t*)buf)[i] = v != 0; break;
     case BU_INT32: ((int32_t*)buf)[i] = (int32_t)v; break;
     case BU_UINT32: ((uint32_t*)buf)[i] = (uint32_t)v; break;
     case BU_INT64: ((int64_t*)buf)[i] = (int64_t)v; break;
@@ -369,7 +374,10 @@ BU_INLINE void bu_store(void* buf, size_t i, int dt, double v) {
 BU_INLINE double bu_load(const void* buf, size_t i, int dt) {
   switch (dt) {
     case BU_INT8: return ((const int8_t*)buf)[i];
-    case BU_UINT8: return ((const uint8_t*)buf)[i];
+    case BU_UINT8:
+    case BU_BOOL: return ((const uint8_t*)buf)[i];
+    case BU_INT16: return ((const int16_t*)buf)[i];
+    case BU_UINT16: return ((const uint16_t*)buf)[i];
     case BU_INT32: return ((const int32_t*)buf)[i];
     case BU_UINT32: return ((const uint32_t*)buf)[i];
     case BU_INT64: return (double)((const int64_t*)buf)[i];
@@ -410,6 +418,8 @@ BU_INLINE double bu_expected(int n, size_t i, int op) {
 }
 
 BU_INLINE int bu_close(double got, double want, int dt) {
+  /* bool: logical reductions write exactly 0 or 1 (the inputs are true). */
+  if (dt == BU_BOOL) return got == (want != 0 ? 1.0 : 0.0);
   double tol = 0;
   if (dt == BU_FLOAT16 || dt == BU_BFLOAT16) tol = 1e-2;
   else if (dt == BU_FLOAT32) tol = 1e-5;

@@ -203,7 +203,8 @@ int GpuBench(bool quick) {
   struct Case { zc_dtype d; zc_op op; };
   const Case cases[] = {{ZC_FLOAT32, ZC_SUM}, {ZC_FLOAT16, ZC_SUM},
                         {ZC_BFLOAT16, ZC_SUM}, {ZC_FLOAT64, ZC_MAX},
-                        {ZC_INT8, ZC_SUM}, {ZC_INT64, ZC_PROD}};
+                        {ZC_INT8, ZC_SUM}, {ZC_INT64, ZC_PROD},
+                        {ZC_INT16, ZC_SUM}, {ZC_BOOL, ZC_MAX}};
   int failures = 0;
   for (size_t bytes = 1u << 20; bytes <= max_bytes; bytes *= 4) {
     const int iters = bytes >= (64u << 20) ? 20 : 100;

@@ -5,7 +5,7 @@
  *          mpi_allreduce [-b 4] [-e 256M] [-f 2] [-d float32] [-o sum]
  *          [-n 20] [-w 5] [--min-iters 3] [-c 1] [--inplace] [--json FILE]
  *
- * float16/bfloat16 have no MPI type and are refused. Open MPI picks its own
+ * float16, bfloat16 and bool have no MPI type here and are refused. Open MPI picks its own
  * algorithm (tuned component); set OMPI_MCA_coll_tuned_* to force one. */
 #include <mpi.h>
 #include <stdio.h>
@@ -18,6 +18,8 @@ static MPI_Datatype mpi_type(int dt) {
   switch (dt) {
     case BU_INT8: return MPI_INT8_T;
     case BU_UINT8: return MPI_UINT8_T;
+    case BU_INT16: return MPI_INT16_T;
+    case BU_UINT16: return MPI_UINT16_T;
     case BU_INT32: return MPI_INT32_T;
     case BU_UINT32: return MPI_UINT32_T;
     case BU_INT64: return MPI_INT64_T;

@@ -15,9 +15,10 @@ class Communicator:
     Make one with :func:`zcomm.init` (from zcrun's environment, PMIx, or a
     job of one), :meth:`from_unique_id`, :meth:`split` or :meth:`dup`.
 
-    Buffers are numpy arrays of int8, uint8, int32, uint32, int64, uint64,
-    float16, float32 or float64; bfloat16 as a uint16 array with
-    ``dtype="bfloat16"``. Arrays that are not C-contiguous (or not aligned,
+    Buffers are numpy arrays of int8, uint8, int16, uint16, int32, uint32,
+    int64, uint64, bool, float16, float32 or float64; bfloat16 as a uint16
+    array with ``dtype="bfloat16"``. Reductions of bool arrays are logical
+    (sum and max: or; prod and min: and; band, bor, bxor) and give 0 or 1. Arrays that are not C-contiguous (or not aligned,
     or not in native byte order) work too: they are copied in and out.
     Blocking calls release the GIL. Every failure raises
     :class:`zcomm.Error` naming the rank, the operation and the cause; no

@@ -9,7 +9,8 @@ from .errors import DtypeError, Status, invalid
 
 
 class Op(enum.IntEnum):
-    """zc_op. AVG is for floating types; BAND, BOR and BXOR for integers."""
+    """zc_op. AVG is for floating types; BAND, BOR and BXOR for integers and
+    bool."""
 
     SUM = 0
     PROD = 1
@@ -22,7 +23,9 @@ class Op(enum.IntEnum):
 
 
 class Dtype(enum.IntEnum):
-    """zc_dtype. float16 and bfloat16 travel as 16-bit words."""
+    """zc_dtype. float16 and bfloat16 travel as 16-bit words. BOOL is one
+    byte (numpy's bool_); its reductions are logical (sum and max: or; prod
+    and min: and) and write 0 or 1."""
 
     INT8 = 0
     UINT8 = 1
@@ -34,17 +37,23 @@ class Dtype(enum.IntEnum):
     BFLOAT16 = 7
     FLOAT32 = 8
     FLOAT64 = 9
+    INT16 = 10
+    UINT16 = 11
+    BOOL = 12
 
 
 # numpy (kind, itemsize) -> zc_dtype; bfloat16 has no numpy type of its own.
 _BY_KIND = {
     ("i", 1): Dtype.INT8, ("u", 1): Dtype.UINT8,
+    ("i", 2): Dtype.INT16, ("u", 2): Dtype.UINT16,
+    ("b", 1): Dtype.BOOL,
     ("i", 4): Dtype.INT32, ("u", 4): Dtype.UINT32,
     ("i", 8): Dtype.INT64, ("u", 8): Dtype.UINT64,
     ("f", 2): Dtype.FLOAT16, ("f", 4): Dtype.FLOAT32, ("f", 8): Dtype.FLOAT64,
 }
-SUPPORTED = ("int8, uint8, int32, uint32, int64, uint64, float16, float32, "
-             "float64, and bfloat16 as a uint16 array with dtype='bfloat16'")
+SUPPORTED = ("int8, uint8, int16, uint16, int32, uint32, int64, uint64, bool, "
+             "float16, float32, float64, and bfloat16 as a uint16 array with "
+             "dtype='bfloat16'")
 
 
 def parse_op(op, rank, name):

@@ -38,7 +38,8 @@ class Role(enum.IntEnum):
 _NUMPY = {Dtype.INT8: np.int8, Dtype.UINT8: np.uint8, Dtype.INT32: np.int32,
           Dtype.UINT32: np.uint32, Dtype.INT64: np.int64, Dtype.UINT64: np.uint64,
           Dtype.FLOAT16: np.float16, Dtype.BFLOAT16: np.uint16, Dtype.FLOAT32: np.float32,
-          Dtype.FLOAT64: np.float64}
+          Dtype.FLOAT64: np.float64, Dtype.INT16: np.int16, Dtype.UINT16: np.uint16,
+          Dtype.BOOL: np.bool_}
 
 
 def _role(role, rank):

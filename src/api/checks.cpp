@@ -51,9 +51,9 @@ zc_status CheckType(const zc_comm* comm, const char* op, zc_dtype dtype) {
 zc_status CheckOp(const zc_comm* comm, const char* op, zc_dtype dtype, zc_op rop) {
   if (rop < ZC_SUM || rop > ZC_BXOR) return BadArg(comm, op, "unknown op %d", static_cast<int>(rop));
   if (rop == ZC_AVG && !IsFloating(dtype))
-    return BadArg(comm, op, "avg needs a floating dtype (got dtype %d)", static_cast<int>(dtype));
+    return BadArg(comm, op, "avg needs a floating dtype, not %s", DtypeName(dtype));
   if (IsBitwise(rop) && IsFloating(dtype))
-    return BadArg(comm, op, "bitwise op %s is for integer dtypes only, not %s", OpName(rop),
+    return BadArg(comm, op, "bitwise op %s is for integer dtypes and bool only, not %s", OpName(rop),
                   DtypeName(dtype));
   return ZC_OK;
 }

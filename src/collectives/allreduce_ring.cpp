@@ -121,7 +121,7 @@ Status RingReduceScatter(OpCtx& c, const std::vector<int>& ring, int me, const v
   const char* in = static_cast<const char*>(send);
   char* out = static_cast<char*>(recv);
   if (n < 2) {
-    if (in != out) memmove(out, in, count * es);
+    ReduceOne(dtype, out, in, count);  // bool: 0 or 1
     return Status::Ok();
   }
   const int right = ring[(me + 1) % n], left = ring[(me + n - 1) % n];

@@ -186,7 +186,7 @@ Status Collectives::AllreduceAlgo(coll::OpCtx& c, Algo algo, const void* send, v
                                   size_t count, zc_dtype dtype, zc_op op) {
   switch (algo) {
     case Algo::kLocal:
-      if (send != recv) memmove(recv, send, count * DtypeSize(dtype));
+      ReduceOne(dtype, recv, send, count);  // bool: 0 or 1, as with more ranks
       return Status::Ok();  // avg over one rank: nothing to divide
     case Algo::kShm:
       return shm_->Allreduce(c.sig(), send, recv, count, dtype, op);
@@ -251,7 +251,7 @@ Status Collectives::Reduce(const void* send, void* recv, size_t count, zc_dtype 
           coll::AlgoName(algo));
   return Run(Kind::kReduce, count, dtype, op, root, algo, [&](coll::OpCtx& c) -> Status {
     if (algo == Algo::kLocal) {
-      if (send != recv) memmove(recv, send, count * DtypeSize(dtype));
+      ReduceOne(dtype, recv, send, count);
       return Status::Ok();
     }
     return coll::ReduceTree(c, send, recv, count, dtype, op, root, chain, &scratch_);
@@ -280,7 +280,7 @@ Status Collectives::ReduceScatter(const void* send, void* recv, size_t recvcount
           coll::AlgoName(algo));
   return Run(Kind::kReduceScatter, recvcount, dtype, op, -1, algo, [&](coll::OpCtx& c) -> Status {
     if (algo == Algo::kLocal) {
-      if (send != recv) memmove(recv, send, recvcount * DtypeSize(dtype));
+      ReduceOne(dtype, recv, send, recvcount);
       return Status::Ok();
     }
     ZC_RETURN_IF_ERROR(c.Ensure(coll::RingPeers(rank_, size_)));

@@ -14,6 +14,9 @@ const char* DtypeName(zc_dtype d) {
     case ZC_BFLOAT16: return "bfloat16";
     case ZC_FLOAT32: return "float32";
     case ZC_FLOAT64: return "float64";
+    case ZC_INT16: return "int16";
+    case ZC_UINT16: return "uint16";
+    case ZC_BOOL: return "bool";
   }
   return "unknown";
 }
@@ -37,6 +40,8 @@ bool IsFloating(zc_dtype d) {
          d == ZC_FLOAT64;
 }
 
+bool IsInteger(zc_dtype d) { return IsValidDtype(d) && !IsFloating(d) && d != ZC_BOOL; }
+
 Status CheckDtypeOp(zc_dtype d, zc_op op) {
   if (!IsValidDtype(d)) {
     return Error(ZC_ERR_INVALID_ARG, "unknown dtype %d (op %s)",
@@ -48,12 +53,13 @@ Status CheckDtypeOp(zc_dtype d, zc_op op) {
   }
   if (op == ZC_AVG && !IsFloating(d)) {
     return Error(ZC_ERR_INVALID_ARG,
-                 "op avg is not defined for integer dtype %s", DtypeName(d));
+                 "op avg is not defined for %s dtype %s (floating dtypes only)",
+                 d == ZC_BOOL ? "the" : "integer", DtypeName(d));
   }
   if (IsBitwise(op) && IsFloating(d)) {
     return Error(ZC_ERR_INVALID_ARG,
-                 "op %s is defined for integer dtypes only, not %s", OpName(op),
-                 DtypeName(d));
+                 "op %s is defined for integer dtypes and bool only, not %s",
+                 OpName(op), DtypeName(d));
   }
   return Status::Ok();
 }

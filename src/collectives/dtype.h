@@ -21,7 +21,9 @@
 
 namespace zc {
 
-constexpr int kNumDtypes = ZC_FLOAT64 + 1;
+// The last zc_dtype; wire formats that carry a dtype refuse larger values.
+constexpr zc_dtype kLastDtype = ZC_BOOL;
+constexpr int kNumDtypes = kLastDtype + 1;
 constexpr int kNumOps = ZC_BXOR + 1;
 
 inline bool IsValidDtype(zc_dtype d) {
@@ -36,7 +38,10 @@ inline size_t DtypeSize(zc_dtype d) {
   switch (d) {
     case ZC_INT8:
     case ZC_UINT8:
+    case ZC_BOOL:
       return 1;
+    case ZC_INT16:
+    case ZC_UINT16:
     case ZC_FLOAT16:
     case ZC_BFLOAT16:
       return 2;
@@ -54,11 +59,13 @@ inline size_t DtypeSize(zc_dtype d) {
 const char* DtypeName(zc_dtype d);  // "float32"; "unknown" otherwise
 const char* OpName(zc_op op);       // "sum"; "unknown" otherwise
 bool IsFloating(zc_dtype d);        // float16, bfloat16, float32, float64
-// band, bor, bxor: integer dtypes only.
+// int8 .. uint64, int16, uint16 (not bool, not floating).
+bool IsInteger(zc_dtype d);
+// band, bor, bxor: integer dtypes and bool only.
 inline bool IsBitwise(zc_op op) { return op == ZC_BAND || op == ZC_BOR || op == ZC_BXOR; }
 
 // OK, or ZC_ERR_INVALID_ARG for an unknown dtype or op, AVG on an integer
-// type, or a bitwise op on a floating type; the message names both.
+// type or bool, or a bitwise op on a floating type; the message names both.
 Status CheckDtypeOp(zc_dtype d, zc_op op);
 
 namespace detail {

@@ -37,6 +37,7 @@ struct Unaligned;
   };
 ZC_DEFINE_UNALIGNED(int8_t)
 ZC_DEFINE_UNALIGNED(uint8_t)
+ZC_DEFINE_UNALIGNED(int16_t)
 ZC_DEFINE_UNALIGNED(int32_t)
 ZC_DEFINE_UNALIGNED(uint32_t)
 ZC_DEFINE_UNALIGNED(int64_t)
@@ -47,15 +48,18 @@ ZC_DEFINE_UNALIGNED(double)
 #undef ZC_DEFINE_UNALIGNED
 
 // ---- ops ------------------------------------------------------------------
-// Integer sum and product are computed in the unsigned type: wrap-around
-// with no undefined behaviour. The operands of uint8 promote to int, where
-// 255 * 255 cannot overflow.
+// Integer sum and product are computed in an unsigned type at least as wide
+// as unsigned int: wrap-around with no undefined behaviour. (8- and 16-bit
+// operands would otherwise promote to int, where 65535 * 65535 overflows.)
+template <class T>
+using WideUnsigned =
+    std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
 template <class T>
 struct OpSum {
   static T Apply(T a, T b) {
     if constexpr (std::is_integral_v<T>) {
-      using U = std::make_unsigned_t<T>;
-      return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+      using U = WideUnsigned<T>;
+      return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
     } else {
       return a + b;
     }
@@ -65,8 +69,8 @@ template <class T>
 struct OpProd {
   static T Apply(T a, T b) {
     if constexpr (std::is_integral_v<T>) {
-      using U = std::make_unsigned_t<T>;
-      return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
+      using U = WideUnsigned<T>;
+      return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
     } else {
       return a * b;
     }
@@ -109,6 +113,23 @@ struct OpBor {
 template <class T>
 struct OpBxor {
   static T Apply(T a, T b) { return static_cast<T>(a ^ b); }
+};
+
+// Bool (one byte, 0 false, anything else true): logical ops on the truth
+// values, always writing 0 or 1. Branch-free byte arithmetic, so the loops
+// vectorize like the uint8 ones (compare with zero, combine, mask to bit 0).
+struct OpLogicalOr {
+  static uint8_t Apply(uint8_t a, uint8_t b) { return static_cast<uint8_t>((a | b) != 0); }
+};
+struct OpLogicalAnd {
+  static uint8_t Apply(uint8_t a, uint8_t b) {
+    return static_cast<uint8_t>((a != 0) & (b != 0));
+  }
+};
+struct OpLogicalXor {
+  static uint8_t Apply(uint8_t a, uint8_t b) {
+    return static_cast<uint8_t>((a != 0) ^ (b != 0));
+  }
 };
 
 // ---- elementwise loops ----------------------------------------------------
@@ -189,6 +210,18 @@ void ReduceNNative(void* dst, const void* const* srcs, int n, size_t count) {
       Loop3<T, Op>(d + off, acc, last + off, m);
     }
   }
+}
+
+// Bool: as the uint8 loops with the logical ops, and a single input is
+// normalized too (every reduction writes 0 or 1, one rank included).
+template <class Op>
+void ReduceNBool(void* dst, const void* const* srcs, int n, size_t count) {
+  if (n <= 0 || count == 0) return;
+  if (n == 1) {
+    Binary<uint8_t, OpLogicalOr>(dst, srcs[0], srcs[0], count);
+    return;
+  }
+  ReduceNNative<uint8_t, Op>(dst, srcs, n, count);
 }
 
 template <class T>
@@ -313,6 +346,27 @@ constexpr void FillNative(Table& t, zc_dtype d) {
   }
 }
 
+constexpr void FillBool(Table& t) {
+  const zc_dtype d = ZC_BOOL;
+  t.binary[d][ZC_SUM] = &Binary<uint8_t, OpLogicalOr>;
+  t.binary[d][ZC_MAX] = &Binary<uint8_t, OpLogicalOr>;
+  t.binary[d][ZC_BOR] = &Binary<uint8_t, OpLogicalOr>;
+  t.binary[d][ZC_PROD] = &Binary<uint8_t, OpLogicalAnd>;
+  t.binary[d][ZC_MIN] = &Binary<uint8_t, OpLogicalAnd>;
+  t.binary[d][ZC_BAND] = &Binary<uint8_t, OpLogicalAnd>;
+  t.binary[d][ZC_BXOR] = &Binary<uint8_t, OpLogicalXor>;
+  t.binary[d][ZC_AVG] = &Binary<uint8_t, OpLogicalOr>;  // as SUM; CheckDtypeOp refuses it
+  t.reduce_n[d][ZC_SUM] = &ReduceNBool<OpLogicalOr>;
+  t.reduce_n[d][ZC_MAX] = &ReduceNBool<OpLogicalOr>;
+  t.reduce_n[d][ZC_BOR] = &ReduceNBool<OpLogicalOr>;
+  t.reduce_n[d][ZC_PROD] = &ReduceNBool<OpLogicalAnd>;
+  t.reduce_n[d][ZC_MIN] = &ReduceNBool<OpLogicalAnd>;
+  t.reduce_n[d][ZC_BAND] = &ReduceNBool<OpLogicalAnd>;
+  t.reduce_n[d][ZC_BXOR] = &ReduceNBool<OpLogicalXor>;
+  t.reduce_n[d][ZC_AVG] = &ReduceNBool<OpLogicalOr>;
+  t.scale_div[d] = nullptr;
+}
+
 template <class Cvt>
 constexpr void Fill16(Table& t, zc_dtype d) {
   t.binary[d][ZC_SUM] = &Binary16<Cvt, OpSum<float>>;
@@ -340,6 +394,9 @@ constexpr Table MakeTable() {
   Fill16<Bf16Cvt>(t, ZC_BFLOAT16);
   FillNative<float>(t, ZC_FLOAT32);
   FillNative<double>(t, ZC_FLOAT64);
+  FillNative<int16_t>(t, ZC_INT16);
+  FillNative<uint16_t>(t, ZC_UINT16);
+  FillBool(t);
   t.half_to_float = &HalfToFloatBulk;
   t.float_to_half = &FloatToHalfBulk;
   t.bf16_to_float = &Bf16ToFloatBulk;

@@ -78,6 +78,15 @@ void ReduceN(zc_dtype d, zc_op op, void* dst, const void* const* srcs, int n,
   Tbl().reduce_n[d][op](dst, srcs, n, count);
 }
 
+void ReduceOne(zc_dtype d, void* dst, const void* src, size_t count) {
+  if (count == 0 || !IsValidDtype(d)) return;
+  if (d == ZC_BOOL) {
+    Tbl().binary[d][ZC_BOR](dst, src, src, count);
+  } else if (dst != src) {
+    std::memmove(dst, src, count * DtypeSize(d));
+  }
+}
+
 void ScaleDiv(zc_dtype d, void* buf, size_t count, double divisor) {
   if (count == 0 || !IsValidDtype(d)) return;
   const Table::ScaleFn fn = Tbl().scale_div[d];

@@ -7,6 +7,10 @@
 //  - Pointers need no alignment. count 0 does nothing (pointers may be null).
 //  - Integer SUM and PROD wrap like two's complement; MIN and MAX compare as
 //    the signed or unsigned type.
+//  - Bool (one byte; 0 is false, any other value true) is logical: SUM, MAX
+//    and BOR are "or", PROD, MIN and BAND "and", BXOR "xor". Every output
+//    byte is 0 or 1, whatever the input bytes, a single input (ReduceN with
+//    n = 1, ReduceOne) included.
 //  - Floating MIN and MAX propagate NaN, like torch.minimum/maximum: the
 //    result is NaN where either input is NaN. min(-0, +0) returns the first
 //    operand.
@@ -41,6 +45,9 @@ void Reduce2(zc_dtype d, zc_op op, void* dst, const void* a, const void* b,
 // in float and round once at the end. dst may equal any srcs[i]. n >= 1.
 void ReduceN(zc_dtype d, zc_op op, void* dst, const void* const* srcs, int n,
              size_t count);
+// The reduction of a single input (a job of one rank): a copy, except that
+// bool bytes become 0 or 1. dst may equal src (in place).
+void ReduceOne(zc_dtype d, void* dst, const void* src, size_t count);
 // buf[i] = buf[i] / divisor. The quotient is computed in float where the
 // divisor is exactly a float, else in double, and rounded to the element
 // type: correctly rounded for float32/float64, and for fp16/bf16 with

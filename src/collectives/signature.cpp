@@ -49,7 +49,7 @@ const char* MemPathName(MemPath m) {
 
 bool Signature::Unpack(const uint64_t* aux, Signature* out) {
   const uint64_t dtype = (aux[0] >> 8) & 0xff, op = (aux[0] >> 16) & 0xff, mem = aux[0] >> 57;
-  if (dtype > ZC_FLOAT64 || op > ZC_BXOR || mem > static_cast<uint64_t>(MemPath::kCudaIpc))
+  if (dtype > static_cast<uint64_t>(kLastDtype) || op > ZC_BXOR || mem > static_cast<uint64_t>(MemPath::kCudaIpc))
     return false;
   Signature s;
   s.kind = static_cast<Kind>(aux[0] & 0xff);

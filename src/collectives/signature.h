@@ -90,7 +90,8 @@ struct Signature {
   void Pack(uint64_t* aux, uint64_t tag, int sender) const {
     aux[0] = static_cast<uint64_t>(kind) | (static_cast<uint64_t>(dtype) & 0xff) << 8 |
              (static_cast<uint64_t>(op) & 0xff) << 16 | static_cast<uint64_t>(algo) << 24 |
-             (static_cast<uint64_t>(static_cast<uint32_t>(root + 1)) & 0x1ffffff) << 32 |
+             // root + 1 in unsigned: no signed overflow whatever root holds
+             (static_cast<uint64_t>(static_cast<uint32_t>(root) + 1u) & 0x1ffffff) << 32 |
              static_cast<uint64_t>(mem) << 57;
     aux[1] = count;
     aux[2] = seq;

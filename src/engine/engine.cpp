@@ -85,8 +85,9 @@ Status Engine::Submit(const std::shared_ptr<Op>& op) {
       return bad(st.message());
     if (!std::isfinite(r.prescale) || !std::isfinite(r.postscale))
       return bad(Format("scale factors must be finite (prescale %g, postscale %g)", r.prescale, r.postscale));
-    if (!IsFloating(r.dtype) && (r.prescale != 1.0 || r.postscale != 1.0))
-      return bad(Format("scale factors on %s: only floating dtypes can be scaled", DtypeName(r.dtype)));
+    if (r.dtype == ZC_BOOL && (r.prescale != 1.0 || r.postscale != 1.0))
+      return bad(Format("scale factors on bool (prescale %g, postscale %g): bool cannot be scaled",
+                        r.prescale, r.postscale));
     if (r.type == OpType::kBroadcast && (r.root < 0 || r.root >= size_))
       return bad(Format("root %d is out of range [0, %d)", r.root, size_));
     if (r.type == OpType::kAlltoall) {

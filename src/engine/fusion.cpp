@@ -1,15 +1,52 @@
 #include "engine/fusion.h"
 
+#include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <limits>
+#include <type_traits>
 
 #include "collectives/dtype.h"
 #include "p2p/group.h"
 
 namespace zc::engine {
 
+namespace {
+
+// Integer scaling as Horovod (torch's (factor * t.double()).to(type)): the
+// product in double, truncated toward zero; beyond the type's range it
+// saturates at the nearest bound (C++ leaves that conversion undefined).
+template <class T>
+void ScaleInteger(const void* src, void* dst, size_t count, double factor) {
+  static_assert(std::is_integral_v<T>);
+  // 2^digits is one past the maximum; -2^digits is the signed minimum. Both
+  // are exact in double.
+  const double hi = std::ldexp(1.0, std::numeric_limits<T>::digits);
+  const double lo = std::is_signed_v<T> ? -hi : 0.0;
+  const auto* s = static_cast<const T*>(src);
+  auto* d = static_cast<T*>(dst);
+  for (size_t i = 0; i < count; ++i) {
+    const double v = std::trunc(static_cast<double>(s[i]) * factor);
+    d[i] = v >= hi   ? std::numeric_limits<T>::max()
+           : v <= lo ? std::numeric_limits<T>::min()
+                     : static_cast<T>(v);
+  }
+}
+
+// float16/bfloat16: widen to float, multiply by (float)factor in float,
+// round back to nearest even.
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+void Scale16(const void* src, void* dst, size_t count, float factor) {
+  const auto* s = static_cast<const uint16_t*>(src);
+  auto* d = static_cast<uint16_t*>(dst);
+  for (size_t i = 0; i < count; ++i) d[i] = FromFloat(ToFloat(s[i]) * factor);
+}
+
+}  // namespace
+
 void ScaledCopy(zc_dtype dtype, const void* src, void* dst, size_t count, double factor) {
-  if (factor == 1.0 || !IsFloating(dtype)) {
-    if (src != dst) memmove(dst, src, count * DtypeSize(dtype));
+  if (factor == 1.0 || dtype == ZC_BOOL || !IsValidDtype(dtype)) {
+    if (src != dst && IsValidDtype(dtype)) memmove(dst, src, count * DtypeSize(dtype));
     return;
   }
   switch (dtype) {
@@ -20,26 +57,28 @@ void ScaledCopy(zc_dtype dtype, const void* src, void* dst, size_t count, double
       break;
     }
     case ZC_FLOAT32: {
+      // In float32 by the factor rounded to float, as Horovod (t * (float)f).
+      const float f = static_cast<float>(factor);
       auto* s = static_cast<const float*>(src);
       auto* d = static_cast<float*>(dst);
-      for (size_t i = 0; i < count; ++i) d[i] = static_cast<float>(s[i] * factor);
+      for (size_t i = 0; i < count; ++i) d[i] = s[i] * f;
       break;
     }
-    case ZC_FLOAT16: {
-      auto* s = static_cast<const uint16_t*>(src);
-      auto* d = static_cast<uint16_t*>(dst);
-      for (size_t i = 0; i < count; ++i) d[i] = FloatToHalf(static_cast<float>(HalfToFloat(s[i]) * factor));
+    case ZC_FLOAT16:
+      Scale16<HalfToFloat, FloatToHalf>(src, dst, count, static_cast<float>(factor));
       break;
-    }
-    case ZC_BFLOAT16: {
-      auto* s = static_cast<const uint16_t*>(src);
-      auto* d = static_cast<uint16_t*>(dst);
-      for (size_t i = 0; i < count; ++i)
-        d[i] = FloatToBFloat16(static_cast<float>(BFloat16ToFloat(s[i]) * factor));
+    case ZC_BFLOAT16:
+      Scale16<BFloat16ToFloat, FloatToBFloat16>(src, dst, count, static_cast<float>(factor));
       break;
-    }
-    default:
-      break;
+    case ZC_INT8: ScaleInteger<int8_t>(src, dst, count, factor); break;
+    case ZC_UINT8: ScaleInteger<uint8_t>(src, dst, count, factor); break;
+    case ZC_INT16: ScaleInteger<int16_t>(src, dst, count, factor); break;
+    case ZC_UINT16: ScaleInteger<uint16_t>(src, dst, count, factor); break;
+    case ZC_INT32: ScaleInteger<int32_t>(src, dst, count, factor); break;
+    case ZC_UINT32: ScaleInteger<uint32_t>(src, dst, count, factor); break;
+    case ZC_INT64: ScaleInteger<int64_t>(src, dst, count, factor); break;
+    case ZC_UINT64: ScaleInteger<uint64_t>(src, dst, count, factor); break;
+    case ZC_BOOL: break;  // never scaled (Submit refuses factors on bool)
   }
 }
 

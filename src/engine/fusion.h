@@ -22,8 +22,12 @@ class Group;
 
 namespace zc::engine {
 
-// dst[i] = src[i] * factor for count elements (floating dtypes; factor 1 or
-// an integer dtype: a plain copy). src == dst: in place.
+// dst[i] = src[i] * factor for count elements, with Horovod's numerics:
+// float32 multiplies by (float)factor in float32, float64 in double;
+// float16 and bfloat16 widen to float32, multiply by (float)factor and round
+// back (nearest even); integer dtypes multiply in double and truncate toward
+// zero, saturating at the type's bounds. Factor 1 (and bool, which is never
+// scaled): a plain copy. src == dst: in place; other overlaps are not allowed.
 void ScaledCopy(zc_dtype dtype, const void* src, void* dst, size_t count, double factor);
 
 class FusionBuffer {

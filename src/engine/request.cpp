@@ -111,6 +111,11 @@ Status ParseRequest(const std::string& in, size_t* pos, Request* r) {
        Get(in, pos, &r->postscale) && Get(in, pos, &r->waited_ms) && GetVec(in, pos, &r->shape) &&
        GetVec(in, pos, &r->splits);
   if (!ok) return Error(ZC_ERR_INTERNAL, "malformed request in the engine's negotiation");
+  // A peer's dtype and op index tables and size buffers: refuse values that
+  // no zc_dtype or zc_op has.
+  if (dtype < 0 || dtype >= kNumDtypes || op < 0 || op >= kNumOps)
+    return Error(ZC_ERR_INTERNAL, "request '%s' in the engine's negotiation names dtype %d, op %d: no such %s",
+                 r->name.c_str(), dtype, op, dtype < 0 || dtype >= kNumDtypes ? "dtype" : "op");
   r->type = static_cast<OpType>(type);
   r->dtype = static_cast<zc_dtype>(dtype);
   r->op = static_cast<zc_op>(op);

@@ -23,9 +23,11 @@ namespace {
 constexpr int kThreads = 512;
 constexpr int kMaxDevices = 128;
 
-// Tags for the 16-bit floating types (stored as uint16_t words).
+// Tags for the 16-bit floating types (stored as uint16_t words) and bool
+// (one byte, 0 false, anything else true).
 struct F16 {};
 struct BF16 {};
+struct Bool {};
 
 template <class T>
 struct Elem {
@@ -53,6 +55,26 @@ struct Elem<BF16> {
   }
 };
 
+template <>
+struct Elem<Bool> {
+  using S = uint8_t;
+  using C = uint8_t;
+  __device__ static C Load(S v) { return v; }
+  __device__ static S Store(C v) { return v; }
+};
+
+// Integer sum and product in an unsigned type at least as wide as unsigned
+// int (8- and 16-bit operands would promote to int, where 65535 * 65535
+// overflows).
+template <class C>
+using WideUnsigned =
+    std::conditional_t<(sizeof(C) < sizeof(unsigned)), unsigned, std::make_unsigned_t<C>>;
+
+// Bool is logical and writes 0 or 1: SUM and MAX are "or", PROD and MIN
+// "and" (the bitwise ops have no GPU kernel, as for the other types).
+__device__ inline uint8_t LogicalOr(uint8_t a, uint8_t b) { return (a | b) != 0; }
+__device__ inline uint8_t LogicalAnd(uint8_t a, uint8_t b) { return (a != 0) & (b != 0); }
+
 // Each op maps two stored elements to one. SUM/PROD compute in C and round
 // once; MIN/MAX select one of the stored inputs, so they are exact and keep
 // NaN payloads.
@@ -61,9 +83,11 @@ struct OpSum {
   __device__ static typename Elem<T>::S Apply(typename Elem<T>::S a,
                                               typename Elem<T>::S b) {
     using C = typename Elem<T>::C;
-    if constexpr (std::is_integral_v<C>) {
-      using U = std::make_unsigned_t<C>;
-      return static_cast<C>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+    if constexpr (std::is_same_v<T, Bool>) {
+      return LogicalOr(a, b);
+    } else if constexpr (std::is_integral_v<C>) {
+      using U = WideUnsigned<C>;
+      return static_cast<C>(static_cast<U>(a) + static_cast<U>(b));
     } else {
       return Elem<T>::Store(Elem<T>::Load(a) + Elem<T>::Load(b));
     }
@@ -74,9 +98,11 @@ struct OpProd {
   __device__ static typename Elem<T>::S Apply(typename Elem<T>::S a,
                                               typename Elem<T>::S b) {
     using C = typename Elem<T>::C;
-    if constexpr (std::is_integral_v<C>) {
-      using U = std::make_unsigned_t<C>;
-      return static_cast<C>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
+    if constexpr (std::is_same_v<T, Bool>) {
+      return LogicalAnd(a, b);
+    } else if constexpr (std::is_integral_v<C>) {
+      using U = WideUnsigned<C>;
+      return static_cast<C>(static_cast<U>(a) * static_cast<U>(b));
     } else {
       return Elem<T>::Store(Elem<T>::Load(a) * Elem<T>::Load(b));
     }
@@ -86,16 +112,24 @@ struct OpMin {
   template <class T>
   __device__ static typename Elem<T>::S Apply(typename Elem<T>::S a,
                                               typename Elem<T>::S b) {
-    const auto x = Elem<T>::Load(a), y = Elem<T>::Load(b);
-    return ((y < x) | (y != y)) ? b : a;  // y != y: y is NaN
+    if constexpr (std::is_same_v<T, Bool>) {
+      return LogicalAnd(a, b);
+    } else {
+      const auto x = Elem<T>::Load(a), y = Elem<T>::Load(b);
+      return ((y < x) | (y != y)) ? b : a;  // y != y: y is NaN
+    }
   }
 };
 struct OpMax {
   template <class T>
   __device__ static typename Elem<T>::S Apply(typename Elem<T>::S a,
                                               typename Elem<T>::S b) {
-    const auto x = Elem<T>::Load(a), y = Elem<T>::Load(b);
-    return ((y > x) | (y != y)) ? b : a;
+    if constexpr (std::is_same_v<T, Bool>) {
+      return LogicalOr(a, b);
+    } else {
+      const auto x = Elem<T>::Load(a), y = Elem<T>::Load(b);
+      return ((y > x) | (y != y)) ? b : a;
+    }
   }
 };
 
@@ -302,6 +336,9 @@ Status ReduceInto(void* c, const void* a, const void* b, size_t count,
     case ZC_BFLOAT16: e = LaunchOp<BF16>(op, c, a, b, count, s); break;
     case ZC_FLOAT32: e = LaunchOp<float>(op, c, a, b, count, s); break;
     case ZC_FLOAT64: e = LaunchOp<double>(op, c, a, b, count, s); break;
+    case ZC_INT16: e = LaunchOp<int16_t>(op, c, a, b, count, s); break;
+    case ZC_UINT16: e = LaunchOp<uint16_t>(op, c, a, b, count, s); break;
+    case ZC_BOOL: e = LaunchOp<Bool>(op, c, a, b, count, s); break;
   }
   if (e == cudaSuccess) return Status::Ok();
   return CudaStatus(e, "GPU reduce launch",

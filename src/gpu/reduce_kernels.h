@@ -6,9 +6,12 @@
 //
 // Semantics, the same as the CPU kernels in src/collectives:
 //  - every zc_dtype x zc_op; AVG reduces as SUM and the caller divides once
-//    at the end with ScaleDiv (AVG on an integer type: ZC_ERR_INVALID_ARG);
+//    at the end with ScaleDiv (AVG on an integer type or bool:
+//    ZC_ERR_INVALID_ARG);
 //  - integer SUM and PROD wrap (two's complement); MIN/MAX compare as the
 //    signed or unsigned type;
+//  - bool is logical and writes 0 or 1 (any nonzero input byte is true):
+//    SUM and MAX are "or", PROD and MIN "and";
 //  - floating MIN/MAX propagate NaN (result is NaN where either input is);
 //    equal operands give the first;
 //  - float16/bfloat16 are 16-bit words computed in float and rounded once

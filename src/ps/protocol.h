@@ -20,6 +20,7 @@
 
 #include <zcomm/zcomm.h>
 
+#include "collectives/dtype.h"
 #include "p2p/control_tag.h"
 
 namespace zc::ps {
@@ -65,7 +66,7 @@ struct Declaration {
 };
 inline bool ParseDeclaration(const std::string& msg, Declaration* out) {
   size_t pos = 0;
-  if (!Unpack(msg, &pos, &out->head) || out->head.dtype > ZC_FLOAT64) return false;
+  if (!Unpack(msg, &pos, &out->head) || out->head.dtype > static_cast<uint32_t>(kLastDtype)) return false;
   size_t half = (msg.size() - pos) / 2;
   out->reply_slots = msg.substr(pos, half);
   out->push_credits = msg.substr(pos + half);

@@ -84,7 +84,8 @@ int main(int argc, char** argv) {
   std::printf("%-8s %-9s %-5s %10.2f %10.2f\n", "-", "memcpy", "copy",
               bytes / t_copy / 1e9, 2 * bytes / t_copy / 1e9);
 
-  const zc_dtype dtypes[] = {ZC_FLOAT32, ZC_FLOAT16, ZC_BFLOAT16, ZC_FLOAT64, ZC_INT32};
+  const zc_dtype dtypes[] = {ZC_FLOAT32, ZC_FLOAT16, ZC_BFLOAT16, ZC_FLOAT64, ZC_INT32,
+                             ZC_UINT8,   ZC_INT16,   ZC_UINT16,   ZC_BOOL};
   for (zc::KernelIsa isa : {zc::KernelIsa::kGeneric, zc::KernelIsa::kAvx2}) {
     if (!zc::SetKernelIsa(isa)) continue;
     for (zc_dtype d : dtypes) {

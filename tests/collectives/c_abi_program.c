@@ -1,7 +1,8 @@
 /* An outside program written only against include/zcomm/zcomm.h: checks
  * allreduce (every op, several sizes, in and out of place), broadcast,
  * reduce, allgather, reduce_scatter, alltoall, barrier and iallreduce with
- * exact integer values. Exits non-zero on the first wrong value.
+ * exact integer values, and the int16, uint16 and bool dtypes. Exits
+ * non-zero on the first wrong value.
  * Run: zcrun -np N ./c_abi_program */
 #include <stdint.h>
 #include <stdio.h>
@@ -130,6 +131,40 @@ int main(void) {
       int64_t want = 0;
       for (int r = 0; r < n; ++r) want += val(r, i);
       EXPECT_EQ("iallreduce", b[i], want);
+    }
+  }
+  /* int16, uint16 and bool from C: their enum values and sizes, an int16
+   * sum that wraps, a uint16 max, bool's logical or/and written as 0/1. */
+  {
+    EXPECT_EQ("ZC_INT16", ZC_INT16, 10);
+    EXPECT_EQ("ZC_UINT16", ZC_UINT16, 11);
+    EXPECT_EQ("ZC_BOOL", ZC_BOOL, 12);
+    EXPECT_EQ("size int16", zc_dtype_size(ZC_INT16), 2);
+    EXPECT_EQ("size uint16", zc_dtype_size(ZC_UINT16), 2);
+    EXPECT_EQ("size bool", zc_dtype_size(ZC_BOOL), 1);
+    int16_t s16[3] = {32767, (int16_t)(-rank), (int16_t)(rank * 100)};
+    CHECK_OK(zc_allreduce(comm, s16, s16, 3, ZC_INT16, ZC_SUM));
+    EXPECT_EQ("int16 sum wraps", s16[0], (int16_t)(uint16_t)(32767u * (unsigned)n));
+    EXPECT_EQ("int16 sum", s16[1], -(n * (n - 1) / 2));
+    uint16_t u16[2] = {(uint16_t)(65535 - rank), (uint16_t)rank};
+    CHECK_OK(zc_allreduce(comm, u16, u16, 2, ZC_UINT16, ZC_MAX));
+    EXPECT_EQ("uint16 max", u16[0], 65535);
+    EXPECT_EQ("uint16 max", u16[1], n - 1);
+    /* true as 2 and 0x80 on some ranks: the results are still 0 or 1 */
+    uint8_t flags[3] = {(uint8_t)(rank == 0 ? 2 : 0), 0x80, 0}, any[3], all[3];
+    CHECK_OK(zc_allreduce(comm, flags, any, 3, ZC_BOOL, ZC_SUM));
+    CHECK_OK(zc_allreduce(comm, flags, all, 3, ZC_BOOL, ZC_PROD));
+    EXPECT_EQ("bool or", any[0], 1);
+    EXPECT_EQ("bool or", any[1], 1);
+    EXPECT_EQ("bool or", any[2], 0);
+    EXPECT_EQ("bool and", all[0], n == 1 ? 1 : 0);
+    EXPECT_EQ("bool and", all[1], 1);
+    EXPECT_EQ("bool and", all[2], 0);
+    st = zc_allreduce(comm, flags, any, 3, ZC_BOOL, ZC_AVG);
+    EXPECT_EQ("bool avg refused", st, ZC_ERR_INVALID_ARG);
+    if (!strstr(zc_last_error(comm), "bool")) {
+      fprintf(stderr, "rank %d: bool avg message: %s\n", rank, zc_last_error(comm));
+      return 1;
     }
   }
   free(a);

@@ -20,7 +20,9 @@ namespace zc::test {
 inline bool IsFloatType(zc_dtype d) {
   return d == ZC_FLOAT16 || d == ZC_BFLOAT16 || d == ZC_FLOAT32 || d == ZC_FLOAT64;
 }
-inline bool IsSignedInt(zc_dtype d) { return d == ZC_INT8 || d == ZC_INT32 || d == ZC_INT64; }
+inline bool IsSignedInt(zc_dtype d) {
+  return d == ZC_INT8 || d == ZC_INT16 || d == ZC_INT32 || d == ZC_INT64;
+}
 
 // Raw element access.
 inline double GetF(zc_dtype d, const void* p, size_t i) {
@@ -47,7 +49,9 @@ inline uint64_t GetI(zc_dtype d, const void* p, size_t i) {
   const char* c = static_cast<const char*>(p);
   switch (d) {
     case ZC_INT8: return static_cast<uint64_t>(static_cast<int64_t>(reinterpret_cast<const int8_t*>(c)[i]));
-    case ZC_UINT8: return reinterpret_cast<const uint8_t*>(c)[i];
+    case ZC_UINT8: case ZC_BOOL: return reinterpret_cast<const uint8_t*>(c)[i];
+    case ZC_INT16: { int16_t v; memcpy(&v, c + 2 * i, 2); return static_cast<uint64_t>(static_cast<int64_t>(v)); }
+    case ZC_UINT16: { uint16_t v; memcpy(&v, c + 2 * i, 2); return v; }
     case ZC_INT32: { int32_t v; memcpy(&v, c + 4 * i, 4); return static_cast<uint64_t>(static_cast<int64_t>(v)); }
     case ZC_UINT32: { uint32_t v; memcpy(&v, c + 4 * i, 4); return v; }
     case ZC_INT64: case ZC_UINT64: { uint64_t v; memcpy(&v, c + 8 * i, 8); return v; }
@@ -63,7 +67,9 @@ inline void SetI(zc_dtype d, void* p, size_t i, uint64_t v) {
 inline uint64_t Wrap(zc_dtype d, uint64_t v) {
   switch (d) {
     case ZC_INT8: return static_cast<uint64_t>(static_cast<int64_t>(static_cast<int8_t>(v)));
-    case ZC_UINT8: return static_cast<uint8_t>(v);
+    case ZC_UINT8: case ZC_BOOL: return static_cast<uint8_t>(v);
+    case ZC_INT16: return static_cast<uint64_t>(static_cast<int64_t>(static_cast<int16_t>(v)));
+    case ZC_UINT16: return static_cast<uint16_t>(v);
     case ZC_INT32: return static_cast<uint64_t>(static_cast<int64_t>(static_cast<int32_t>(v)));
     case ZC_UINT32: return static_cast<uint32_t>(v);
     default: return v;
@@ -85,6 +91,24 @@ inline uint64_t IntInput(zc_op op, int r, size_t i, int it) {
   }
   return static_cast<uint64_t>(static_cast<int64_t>(h % 61) - 30);
 }
+// Bool element i of rank r's input: mostly false for the "or" ops (sum, max,
+// bor) and mostly true for the "and" ops (prod, min, band), so that results
+// are neither all 0 nor all 1 on 1-5 ranks; half and half for bxor. True is
+// not always 1: 2, 0x80, 0xff and 0x10 appear too (any nonzero byte is true).
+inline uint8_t BoolInput(zc_op op, int r, size_t i, int it) {
+  uint64_t h = (static_cast<uint64_t>(r) * 131 + i * 7 + static_cast<uint64_t>(it) * 13 + 3) *
+               0x9e3779b97f4a7c15ull;
+  h ^= h >> 29;
+  const unsigned pick = static_cast<unsigned>(h % 4);
+  bool truth;
+  if (op == ZC_SUM || op == ZC_MAX || op == ZC_BOR) truth = pick == 0;
+  else if (op == ZC_BXOR) truth = pick < 2;
+  else truth = pick != 0;
+  static const uint8_t kTrue[] = {1, 1, 2, 0x80, 0xff, 0x10, 1, 3};
+  return truth ? kTrue[(h >> 8) % 8] : 0;
+}
+inline bool IsOrOp(zc_op op) { return op == ZC_SUM || op == ZC_MAX || op == ZC_BOR; }
+
 inline double FloatInput(zc_op op, int r, size_t i, int it) {
   uint64_t h = static_cast<uint64_t>(r) * 31 + i * 17 + static_cast<uint64_t>(it) * 5;
   double v = 1.0 + static_cast<double>(h % 97) / 97.0;  // [1, 2)
@@ -95,6 +119,8 @@ inline double FloatInput(zc_op op, int r, size_t i, int it) {
 inline void FillInput(zc_dtype d, zc_op op, void* p, size_t count, int r, int it) {
   if (IsFloatType(d)) {
     for (size_t i = 0; i < count; ++i) SetF(d, p, i, FloatInput(op, r, i, it));
+  } else if (d == ZC_BOOL) {
+    for (size_t i = 0; i < count; ++i) static_cast<uint8_t*>(p)[i] = BoolInput(op, r, i, it);
   } else {
     for (size_t i = 0; i < count; ++i) SetI(d, p, i, IntInput(op, r, i, it));
   }
@@ -139,6 +165,24 @@ inline std::string CheckReduced(zc_dtype d, zc_op op, const void* out, size_t i,
     }
     return "";
   }
+  if (d == ZC_BOOL) {
+    // Logical: or (sum, max, bor), xor (bxor), and (prod, min, band); the
+    // output byte is exactly 0 or 1, whatever true bytes the inputs held.
+    bool want = BoolInput(op, 0, src_index, it) != 0;
+    for (int r = 1; r < n; ++r) {
+      const bool v = BoolInput(op, r, src_index, it) != 0;
+      if (IsOrOp(op)) want = want || v;
+      else if (op == ZC_BXOR) want = want != v;
+      else want = want && v;
+    }
+    const unsigned got = static_cast<const uint8_t*>(out)[i];
+    if (got != (want ? 1u : 0u)) {
+      snprintf(msg, sizeof msg, "bool %s element %zu: got byte %u want %u", OpName(op), i, got,
+               want ? 1u : 0u);
+      return msg;
+    }
+    return "";
+  }
   uint64_t want = 0;
   for (int r = 0; r < n; ++r) {
     uint64_t v = Wrap(d, IntInput(op, r, src_index, it));
@@ -166,9 +210,14 @@ inline std::vector<zc_op> OpsFor(zc_dtype d) {
 }
 
 constexpr zc_op kBitwiseOps[] = {ZC_BAND, ZC_BOR, ZC_BXOR};
-constexpr zc_dtype kIntDtypes[] = {ZC_INT8, ZC_UINT8, ZC_INT32, ZC_UINT32, ZC_INT64, ZC_UINT64};
+// The dtypes the bitwise ops take: the integer types and bool.
+constexpr zc_dtype kIntDtypes[] = {ZC_INT8,  ZC_UINT8, ZC_INT16,  ZC_UINT16, ZC_INT32,
+                                   ZC_UINT32, ZC_INT64, ZC_UINT64, ZC_BOOL};
 
-constexpr zc_dtype kAllDtypes[] = {ZC_INT8,    ZC_UINT8,    ZC_INT32,   ZC_UINT32, ZC_INT64,
-                                   ZC_UINT64,  ZC_FLOAT16,  ZC_BFLOAT16, ZC_FLOAT32, ZC_FLOAT64};
+constexpr zc_dtype kAllDtypes[] = {ZC_INT8,    ZC_UINT8,   ZC_INT32,  ZC_UINT32, ZC_INT64,
+                                   ZC_UINT64,  ZC_FLOAT16, ZC_BFLOAT16, ZC_FLOAT32, ZC_FLOAT64,
+                                   ZC_INT16,   ZC_UINT16,  ZC_BOOL};
+// The dtypes appended after float64 (int16, uint16, bool).
+constexpr zc_dtype kNewDtypes[] = {ZC_INT16, ZC_UINT16, ZC_BOOL};
 
 }  // namespace zc::test

@@ -102,7 +102,7 @@ TEST_P(AllreduceMatrix, EveryDtypeOpCount) {
   if (strcmp(p.transport, "tcp") == 0) {
     // tcp on one host is slow: fewer combinations, same code paths.
     counts = {1, 3, 13, 1024, 65537};
-    dtypes = {ZC_INT8, ZC_UINT32, ZC_INT64, ZC_FLOAT16, ZC_BFLOAT16, ZC_FLOAT32};
+    dtypes = {ZC_INT8, ZC_UINT32, ZC_INT64, ZC_FLOAT16, ZC_BFLOAT16, ZC_FLOAT32, ZC_INT16, ZC_BOOL};
     big = p.ranks <= 3 ? big : 0;
   }
   auto res = RunRanks(p.ranks, [&](int rank) { return AllreduceMatrixBody(rank, counts, dtypes, expect, big); },
@@ -266,6 +266,221 @@ INSTANTIATE_TEST_SUITE_P(Ops, Bitwise,
                                            MatrixCase{"hd", "tcp", 3}),
                          CaseName);
 
+// ---- the appended dtypes (int16, uint16, bool) through every collective ----
+
+// Every op (bitwise included) of int16, uint16 and bool through allreduce
+// (the algorithm ZC_ALGO forces), iallreduce, reduce and ireduce to a
+// rotating root, reduce-scatter and ireduce-scatter, persistent plans, in
+// place and out of place, counts 0, 1, primes and around chunk sizes, on
+// unaligned buffers reused by every call; broadcast, allgather, alltoall,
+// gather and scatter (and their nonblocking forms) move bool's bytes as
+// they are; bool's logical results on hand-picked bytes; avg refused.
+int NewDtypesBody(int rank, const char* expect_algo) {
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  const int n = zc_size(comm);
+  const size_t counts[] = {0, 1, 2, 3, 7, 13, 61, 1021, 65537};
+  const size_t maxc = 65537;
+  std::vector<char> A(maxc * 2 * n + 64), B(maxc * 2 * n + 64), C(maxc * 2 * n + 64);
+  char* sa = A.data() + 1;
+  char* sb = B.data() + 3;
+  char* sc = C.data() + 5;
+  const zc_op ops[] = {ZC_SUM, ZC_PROD, ZC_MIN, ZC_MAX, ZC_BAND, ZC_BOR, ZC_BXOR};
+  int it = 0;
+  auto check = [&](zc_dtype d, zc_op op, const char* what, const void* out, size_t count, size_t first,
+                   int iter) -> int {
+    for (size_t i = 0; i < count; ++i) {
+      std::string err = CheckReduced(d, op, out, i, first + i, n, iter);
+      CHILD_CHECK(err.empty(), "rank %d %s count %zu: %s", rank, what, count, err.c_str());
+    }
+    return 0;
+  };
+  for (zc_dtype d : kNewDtypes) {
+    const size_t es = DtypeSize(d);
+    for (zc_op op : ops) {
+      for (size_t count : counts) {
+        ++it;
+        const bool inplace = it % 2 == 1;
+        // allreduce
+        FillInput(d, op, sa, count, rank, it);
+        char* out = inplace ? sa : sb;
+        if (!inplace) memset(sb, 0x7f, count * es);
+        CHILD_OK(zc_allreduce(comm, sa, out, count, d, op));
+        if (expect_algo && n > 1 && count > 0)
+          CHILD_CHECK(strcmp(zc_last_algorithm(comm), expect_algo) == 0, "algorithm %s, expected %s",
+                      zc_last_algorithm(comm), expect_algo);
+        if (check(d, op, inplace ? "allreduce in place" : "allreduce", out, count, 0, it)) return 1;
+        // iallreduce, the other placement
+        FillInput(d, op, sa, count, rank, it);
+        out = inplace ? sb : sa;
+        zc_request* req = nullptr;
+        CHILD_OK(zc_iallreduce(comm, sa, out, count, d, op, &req));
+        CHILD_OK(zc_wait(req));
+        if (check(d, op, "iallreduce", out, count, 0, it)) return 1;
+        // reduce and ireduce to a rotating root (in place at the root on odd calls)
+        const int root = it % n;
+        FillInput(d, op, sa, count, rank, it);
+        out = rank == root ? (inplace ? sa : sb) : nullptr;
+        CHILD_OK(zc_reduce(comm, sa, out, count, d, op, root));
+        if (rank == root && check(d, op, "reduce", out, count, 0, it)) return 1;
+        FillInput(d, op, sa, count, rank, it);
+        CHILD_OK(zc_ireduce(comm, sa, rank == root ? sc : nullptr, count, d, op, root, &req));
+        CHILD_OK(zc_wait(req));
+        if (rank == root && check(d, op, "ireduce", sc, count, 0, it)) return 1;
+        if (count > 1021) continue;
+        // reduce-scatter: out of place, in place (recv at the start of
+        // send), and nonblocking
+        FillInput(d, op, sa, count * n, rank, it);
+        CHILD_OK(zc_reduce_scatter(comm, sa, sb, count, d, op));
+        if (check(d, op, "reduce_scatter", sb, count, rank * count, it)) return 1;
+        CHILD_OK(zc_reduce_scatter(comm, sa, sa, count, d, op));
+        if (check(d, op, "reduce_scatter in place", sa, count, rank * count, it)) return 1;
+        FillInput(d, op, sa, count * n, rank, it);
+        CHILD_OK(zc_ireduce_scatter(comm, sa, sc, count, d, op, &req));
+        CHILD_OK(zc_wait(req));
+        if (check(d, op, "ireduce_scatter", sc, count, rank * count, it)) return 1;
+      }
+      // A persistent plan, started three times with new data, in place and not.
+      for (size_t count : {size_t{1}, size_t{1021}}) {
+        zc_plan* plan = nullptr;
+        CHILD_OK(zc_allreduce_plan_init(comm, count, d, op, &plan));
+        for (int k = 0; k < 3; ++k) {
+          ++it;
+          FillInput(d, op, sa, count, rank, it);
+          char* out = k == 1 ? sa : sb;
+          CHILD_OK(zc_plan_start(plan, sa, out));
+          CHILD_OK(zc_plan_wait(plan));
+          if (check(d, op, "plan", out, count, 0, it)) return 1;
+        }
+        CHILD_OK(zc_plan_free(plan));
+      }
+    }
+    // Data movement: bytes as they are (bool's 2, 0x80, 0xff stay).
+    for (size_t count : {size_t{1}, size_t{13}, size_t{1021}, size_t{65537}}) {
+      ++it;
+      for (int root = 0; root < n; ++root) {
+        if (rank == root) FillInput(d, ZC_BXOR, sa, count, root, it);
+        else memset(sa, 0x5a, count * es);
+        zc_request* req = nullptr;
+        if (root % 2) {
+          CHILD_OK(zc_ibroadcast(comm, sa, count, d, root, &req));
+          CHILD_OK(zc_wait(req));
+        } else {
+          CHILD_OK(zc_broadcast(comm, sa, count, d, root));
+        }
+        FillInput(d, ZC_BXOR, sb, count, root, it);
+        CHILD_CHECK(memcmp(sa, sb, count * es) == 0, "broadcast %s count %zu root %d: bytes differ",
+                    DtypeName(d), count, root);
+      }
+      if (count > 1021) continue;
+      FillInput(d, ZC_BXOR, sa, count, rank, it);
+      CHILD_OK(zc_allgather(comm, sa, sb, count, d));
+      zc_request* req = nullptr;
+      CHILD_OK(zc_iallgather(comm, sa, sc, count, d, &req));
+      CHILD_OK(zc_wait(req));
+      for (int r = 0; r < n; ++r) {
+        FillInput(d, ZC_BXOR, sa, count, r, it);
+        CHILD_CHECK(memcmp(sb + r * count * es, sa, count * es) == 0 &&
+                        memcmp(sc + r * count * es, sa, count * es) == 0,
+                    "allgather %s count %zu: block of rank %d differs", DtypeName(d), count, r);
+      }
+      for (int q = 0; q < n; ++q) FillInput(d, ZC_BXOR, sa + q * count * es, count, rank * n + q, it);
+      CHILD_OK(zc_alltoall(comm, sa, sb, count, d));
+      CHILD_OK(zc_ialltoall(comm, sa, sc, count, d, &req));
+      CHILD_OK(zc_wait(req));
+      std::vector<char> ref(count * es);
+      for (int q = 0; q < n; ++q) {
+        FillInput(d, ZC_BXOR, ref.data(), count, q * n + rank, it);
+        CHILD_CHECK(memcmp(sb + q * count * es, ref.data(), count * es) == 0 &&
+                        memcmp(sc + q * count * es, ref.data(), count * es) == 0,
+                    "alltoall %s count %zu: block from %d differs", DtypeName(d), count, q);
+      }
+      const int root = it % n;
+      FillInput(d, ZC_BXOR, sa, count, rank, it);
+      CHILD_OK(zc_gather(comm, sa, rank == root ? sb : nullptr, count, d, root));
+      if (rank == root)
+        for (int r = 0; r < n; ++r) {
+          FillInput(d, ZC_BXOR, ref.data(), count, r, it);
+          CHILD_CHECK(memcmp(sb + r * count * es, ref.data(), count * es) == 0,
+                      "gather %s count %zu: block of %d differs", DtypeName(d), count, r);
+        }
+      if (rank == root)
+        for (int r = 0; r < n; ++r) FillInput(d, ZC_BXOR, sa + r * count * es, count, r + 7, it);
+      CHILD_OK(zc_scatter(comm, rank == root ? sa : nullptr, sb, count, d, root));
+      FillInput(d, ZC_BXOR, ref.data(), count, rank + 7, it);
+      CHILD_CHECK(memcmp(sb, ref.data(), count * es) == 0, "scatter %s count %zu differs", DtypeName(d), count);
+    }
+    // avg is refused on the calling rank, naming the rank, the call, avg
+    // and the dtype; the communicator goes on.
+    auto refused = [&](const char* call, zc_status st) -> int {
+      const std::string err = zc_last_error(comm);
+      CHILD_CHECK(st == ZC_ERR_INVALID_ARG && err.find("rank " + std::to_string(rank)) != std::string::npos &&
+                      err.find(call) != std::string::npos && err.find("avg") != std::string::npos &&
+                      err.find(std::string("not ") + DtypeName(d)) != std::string::npos,
+                  "%s avg on %s: %s: %s", call, DtypeName(d), zc_status_string(st), err.c_str());
+      return 0;
+    };
+    zc_request* req = nullptr;
+    zc_plan* plan = nullptr;
+    if (refused("allreduce", zc_allreduce(comm, sa, sb, 4, d, ZC_AVG))) return 1;
+    if (refused("reduce", zc_reduce(comm, sa, sb, 4, d, ZC_AVG, 0))) return 1;
+    if (refused("reduce_scatter", zc_reduce_scatter(comm, sa, sb, 4, d, ZC_AVG))) return 1;
+    if (refused("iallreduce", zc_iallreduce(comm, sa, sb, 4, d, ZC_AVG, &req))) return 1;
+    if (refused("ireduce_scatter", zc_ireduce_scatter(comm, sa, sb, 4, d, ZC_AVG, &req))) return 1;
+    if (refused("allreduce_plan_init", zc_allreduce_plan_init(comm, 4, d, ZC_AVG, &plan))) return 1;
+    CHILD_CHECK(!req && !plan, "a refused call returned a request or plan");
+  }
+  // Bool on hand-picked bytes. Element k holds pair[k][0] on even ranks and
+  // pair[k][1] on odd ones: true as 2, 0x80, 0xff, where byte arithmetic
+  // would give 0 (0x80 * 2, 0xff + 1) or 2 (max(2, 1)).
+  const uint8_t pair[][2] = {{0xff, 1}, {2, 0x80}, {0, 2}, {2, 2}, {0, 0}, {1, 0xfe}, {0x80, 0}, {1, 1}};
+  const size_t np = sizeof pair / sizeof pair[0];
+  for (zc_op op : ops) {
+    uint8_t in[np], outb[np];
+    for (size_t k = 0; k < np; ++k) in[k] = pair[k][rank % 2];
+    CHILD_OK(zc_allreduce(comm, in, outb, np, ZC_BOOL, op));
+    for (size_t k = 0; k < np; ++k) {
+      const bool e = pair[k][0] != 0, o = pair[k][1] != 0;
+      const int odd = n / 2, even = n - odd;  // ranks holding each value
+      bool want;
+      if (op == ZC_SUM || op == ZC_MAX || op == ZC_BOR) want = e || (odd > 0 && o);
+      else if (op == ZC_BXOR) want = ((even % 2) & e) != ((odd % 2) & o);
+      else want = e && (odd == 0 || o);
+      CHILD_CHECK(outb[k] == (want ? 1 : 0), "bool %s of bytes 0x%x/0x%x over %d ranks: got byte %u, want %d",
+                  zc::OpName(op), pair[k][0], pair[k][1], n, outb[k], want ? 1 : 0);
+    }
+    // In place too.
+    CHILD_OK(zc_allreduce(comm, in, in, np, ZC_BOOL, op));
+    CHILD_CHECK(memcmp(in, outb, np) == 0, "bool %s in place differs", zc::OpName(op));
+  }
+  CHILD_OK(zc_barrier(comm));  // still usable after the refusals
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+
+class NewDtypes : public ::testing::TestWithParam<MatrixCase> {};
+
+TEST_P(NewDtypes, EveryOpEveryCollective) {
+  const MatrixCase& p = GetParam();
+  const char* expect = strcmp(p.algo, "auto") == 0 ? nullptr : p.algo;
+  auto res = RunRanks(p.ranks, [&](int rank) { return NewDtypesBody(rank, expect); },
+                      BaseEnv(p.transport, p.algo), 240);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
+}
+
+std::vector<MatrixCase> NewDtypesShmCases() {
+  std::vector<MatrixCase> v = {{"auto", "shm", 1}};
+  for (const char* algo : {"ring", "hd", "shm"})
+    for (int n = 2; n <= 5; ++n) v.push_back({algo, "shm", n});
+  return v;
+}
+INSTANTIATE_TEST_SUITE_P(Shm, NewDtypes, ::testing::ValuesIn(NewDtypesShmCases()), CaseName);
+INSTANTIATE_TEST_SUITE_P(Tcp, NewDtypes,
+                         ::testing::Values(MatrixCase{"auto", "tcp", 1}, MatrixCase{"ring", "tcp", 2},
+                                           MatrixCase{"ring", "tcp", 3}, MatrixCase{"hd", "tcp", 3},
+                                           MatrixCase{"hd", "tcp", 4}, MatrixCase{"auto", "tcp", 5}),
+                         CaseName);
+
 // ---- the other collectives ----
 
 int OtherCollectivesBody(int rank) {
@@ -273,7 +488,7 @@ int OtherCollectivesBody(int rank) {
   CHILD_OK(zc_init(&comm));
   const int n = zc_size(comm);
   const std::vector<size_t> counts = {1, 2, 3, 7, 13, 1024, 65537, 300007};
-  const zc_dtype dtypes[] = {ZC_INT8, ZC_INT32, ZC_FLOAT16, ZC_FLOAT32, ZC_UINT64};
+  const zc_dtype dtypes[] = {ZC_INT8, ZC_INT32, ZC_FLOAT16, ZC_FLOAT32, ZC_UINT64, ZC_UINT16, ZC_BOOL};
   size_t maxc = 300007;
   std::vector<char> a(maxc * 8 * n + 64), b(maxc * 8 * n + 64);
   char* sa = a.data() + 1;

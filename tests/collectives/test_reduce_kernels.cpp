@@ -165,7 +165,7 @@ uint64_t FromDouble(zc_dtype d, double v) {
 }
 
 bool IsSigned(zc_dtype d) {
-  return d == ZC_INT8 || d == ZC_INT32 || d == ZC_INT64;
+  return d == ZC_INT8 || d == ZC_INT16 || d == ZC_INT32 || d == ZC_INT64;
 }
 
 int64_t SignExtend(uint64_t bits, size_t size) {
@@ -215,6 +215,18 @@ uint64_t RefIntOp(zc_dtype d, zc_op op, uint64_t a, uint64_t b) {
 uint64_t RefReduce(zc_dtype d, zc_op op, const std::vector<const uint8_t*>& in,
                    size_t i) {
   const size_t size = DtypeSize(d);
+  if (d == ZC_BOOL) {
+    // Logical on truth values (any nonzero byte is true); the result is 0
+    // or 1, for a single input too.
+    bool acc = in[0][i] != 0;
+    for (size_t k = 1; k < in.size(); ++k) {
+      const bool v = in[k][i] != 0;
+      if (op == ZC_SUM || op == ZC_MAX || op == ZC_BOR || op == ZC_AVG) acc = acc || v;
+      else if (op == ZC_BXOR) acc = acc != v;
+      else acc = acc && v;
+    }
+    return acc ? 1 : 0;
+  }
   if (IsFloating(d)) {
     double acc = ToDouble(d, LoadBits(in[0] + i * size, size));
     for (size_t k = 1; k < in.size(); ++k) {
@@ -314,6 +326,10 @@ void FillInput(zc_dtype d, zc_op op, Values mode, uint8_t* p, size_t count,
         }
       }
       // fp16/bf16 random: raw 16-bit patterns (all values, specials too).
+    } else if (d == ZC_BOOL) {
+      // false a third of the time; true as 1 or as any other nonzero byte.
+      const uint64_t r = rng() % 6;
+      bits = r < 2 ? 0 : r < 4 ? 1 : ((bits & 0xff) | 2);
     }
     std::memcpy(p + i * size, &bits, size);
   }
@@ -376,7 +392,8 @@ class IsaRestorer {
 
 const zc_dtype kDtypes[] = {ZC_INT8,    ZC_UINT8,    ZC_INT32,   ZC_UINT32,
                             ZC_INT64,   ZC_UINT64,   ZC_FLOAT16, ZC_BFLOAT16,
-                            ZC_FLOAT32, ZC_FLOAT64};
+                            ZC_FLOAT32, ZC_FLOAT64,  ZC_INT16,   ZC_UINT16,
+                            ZC_BOOL};
 const zc_op kOps[] = {ZC_SUM, ZC_PROD, ZC_MIN, ZC_MAX, ZC_AVG, ZC_BAND, ZC_BOR, ZC_BXOR};
 const size_t kCounts[] = {0, 1, 2, 3, 7, 13, 1024, 65537};
 
@@ -531,7 +548,8 @@ INSTANTIATE_TEST_SUITE_P(AllDtypesOps, ReduceSweep,
 // CheckDtypeOp and ignored (nothing written) by the kernels.
 TEST(ReduceKernels, BitwiseOpsOnIntegers) {
   IsaRestorer restore;
-  const zc_dtype ints[] = {ZC_INT8, ZC_UINT8, ZC_INT32, ZC_UINT32, ZC_INT64, ZC_UINT64};
+  const zc_dtype ints[] = {ZC_INT8,  ZC_UINT8, ZC_INT16, ZC_UINT16,
+                           ZC_INT32, ZC_UINT32, ZC_INT64, ZC_UINT64};
   for (KernelIsa isa : SupportedIsas()) {
     SetKernelIsa(isa);
     for (zc_dtype d : ints) {
@@ -606,7 +624,96 @@ TEST(ReduceKernels, IntegerSumAndProdWrap) {
     uint64_t u64[1] = {~0ull}, v64[1] = {1};
     ReduceInto(ZC_UINT64, ZC_MAX, u64, v64, 1);
     EXPECT_EQ(u64[0], ~0ull);
+    // 16-bit: sums and products wrap (65535 * 65535 must not overflow int
+    // on the way: UBSan checks it); min/max compare signed or unsigned.
+    int16_t a16[4] = {32767, -32768, 300, -7}, b16[4] = {1, -1, 300, 5};
+    int16_t s16[4], p16[4], m16[4];
+    Reduce2(ZC_INT16, ZC_SUM, s16, a16, b16, 4);
+    Reduce2(ZC_INT16, ZC_PROD, p16, a16, b16, 4);
+    Reduce2(ZC_INT16, ZC_MIN, m16, a16, b16, 4);
+    EXPECT_EQ(s16[0], -32768);
+    EXPECT_EQ(s16[1], 32767);
+    EXPECT_EQ(s16[2], 600);
+    EXPECT_EQ(p16[1], -32768);  // -32768 * -1 wraps to itself
+    EXPECT_EQ(p16[2], static_cast<int16_t>(90000 - 131072));
+    EXPECT_EQ(p16[3], -35);
+    EXPECT_EQ(m16[3], -7);
+    uint16_t u16[3] = {65535, 65535, 0}, v16[3] = {65535, 1, 65535};
+    uint16_t ps[3], ss[3], mx[3];
+    Reduce2(ZC_UINT16, ZC_PROD, ps, u16, v16, 3);
+    Reduce2(ZC_UINT16, ZC_SUM, ss, u16, v16, 3);
+    Reduce2(ZC_UINT16, ZC_MAX, mx, u16, v16, 3);
+    EXPECT_EQ(ps[0], 1);  // 65535^2 mod 65536
+    EXPECT_EQ(ss[1], 0);
+    EXPECT_EQ(mx[2], 65535);
+    const void* srcs16[3] = {u16, v16, u16};
+    ReduceN(ZC_UINT16, ZC_PROD, ps, srcs16, 3, 3);
+    EXPECT_EQ(ps[0], 65535);  // (-1)^3
   }
+}
+
+// Bool is logical on truth values (any nonzero byte is true) and writes
+// only 0 or 1: every pair of byte values through every op and entry point,
+// single inputs (ReduceN n = 1, ReduceOne) included, every ISA.
+TEST(ReduceKernels, BoolIsLogicalAndWritesZeroOrOne) {
+  IsaRestorer restore;
+  std::vector<uint8_t> a(256 * 256 + 5), b(a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] = static_cast<uint8_t>(i / 256);
+    b[i] = static_cast<uint8_t>(i % 256);
+  }
+  for (KernelIsa isa : SupportedIsas()) {
+    SetKernelIsa(isa);
+    SCOPED_TRACE(KernelIsaName(isa));
+    for (zc_op op : {ZC_SUM, ZC_PROD, ZC_MIN, ZC_MAX, ZC_BAND, ZC_BOR, ZC_BXOR}) {
+      ASSERT_TRUE(CheckDtypeOp(ZC_BOOL, op).ok()) << OpName(op);
+      std::vector<uint8_t> out2(a.size()), outn(a.size()), into(a);
+      Reduce2(ZC_BOOL, op, out2.data(), a.data(), b.data(), a.size());
+      ReduceInto(ZC_BOOL, op, into.data(), b.data(), a.size());
+      const void* srcs[3] = {a.data(), b.data(), a.data()};
+      ReduceN(ZC_BOOL, op, outn.data(), srcs, 3, a.size());
+      for (size_t i = 0; i < a.size(); ++i) {
+        const bool x = a[i] != 0, y = b[i] != 0;
+        bool want, want3;
+        if (op == ZC_SUM || op == ZC_MAX || op == ZC_BOR) {
+          want = x || y;
+          want3 = want;
+        } else if (op == ZC_BXOR) {
+          want = x != y;
+          want3 = y;  // x ^ y ^ x
+        } else {
+          want = x && y;
+          want3 = want;
+        }
+        ASSERT_EQ(out2[i], want ? 1 : 0) << OpName(op) << " " << int(a[i]) << ", " << int(b[i]);
+        ASSERT_EQ(into[i], want ? 1 : 0) << OpName(op) << " into " << int(a[i]) << ", " << int(b[i]);
+        ASSERT_EQ(outn[i], want3 ? 1 : 0) << OpName(op) << " n=3 " << int(a[i]) << ", " << int(b[i]);
+      }
+      // One input (a job of one rank): the truth value as 0 or 1, out of
+      // place and in place.
+      const void* one[1] = {b.data()};
+      std::vector<uint8_t> o1(b.size(), 0x77), inplace(b);
+      ReduceN(ZC_BOOL, op, o1.data(), one, 1, b.size());
+      const void* self[1] = {inplace.data()};
+      ReduceN(ZC_BOOL, op, inplace.data(), self, 1, inplace.size());
+      for (size_t i = 0; i < b.size(); ++i) {
+        ASSERT_EQ(o1[i], b[i] != 0 ? 1 : 0) << OpName(op) << " n=1 byte " << int(b[i]);
+        ASSERT_EQ(inplace[i], b[i] != 0 ? 1 : 0) << OpName(op) << " n=1 in place byte " << int(b[i]);
+      }
+    }
+    std::vector<uint8_t> c(b.size(), 0x55);
+    ReduceOne(ZC_BOOL, c.data(), b.data(), b.size());
+    for (size_t i = 0; i < b.size(); ++i) ASSERT_EQ(c[i], b[i] != 0 ? 1 : 0) << "ReduceOne byte " << int(b[i]);
+    ReduceOne(ZC_BOOL, a.data(), a.data(), 300);  // in place
+    for (size_t i = 0; i < 300; ++i) ASSERT_EQ(a[i], (i / 256) != 0 ? 1 : 0);
+    for (size_t i = 0; i < 300; ++i) a[i] = static_cast<uint8_t>(i / 256);
+    // Other dtypes: ReduceOne copies the bytes.
+    int16_t x16[3] = {-5, 2, 0x7f00}, y16[3] = {};
+    ReduceOne(ZC_INT16, y16, x16, 3);
+    EXPECT_EQ(std::memcmp(x16, y16, sizeof x16), 0);
+  }
+  EXPECT_EQ(CheckDtypeOp(ZC_BOOL, ZC_AVG).code(), ZC_ERR_INVALID_ARG);
+  EXPECT_NE(CheckDtypeOp(ZC_BOOL, ZC_AVG).message().find("bool"), std::string::npos);
 }
 
 template <class T>
@@ -913,16 +1020,25 @@ TEST(ReduceKernelsConvert, HalfSpecialValues) {
 // ---- dtype helpers -----------------------------------------------------------------
 
 TEST(ReduceKernelsDtype, SizesAndNames) {
-  const size_t sizes[] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+  const size_t sizes[] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8, 2, 2, 1};
   const char* names[] = {"int8",   "uint8",   "int32",    "uint32",  "int64",
-                         "uint64", "float16", "bfloat16", "float32", "float64"};
+                         "uint64", "float16", "bfloat16", "float32", "float64",
+                         "int16",  "uint16",  "bool"};
+  ASSERT_EQ(kNumDtypes, 13);
+  // The appended values keep the numbers of the C ABI.
+  EXPECT_EQ(static_cast<int>(ZC_INT16), 10);
+  EXPECT_EQ(static_cast<int>(ZC_UINT16), 11);
+  EXPECT_EQ(static_cast<int>(ZC_BOOL), 12);
   for (int i = 0; i < kNumDtypes; ++i) {
     const zc_dtype d = static_cast<zc_dtype>(i);
     EXPECT_EQ(DtypeSize(d), sizes[i]);
+    EXPECT_EQ(zc_dtype_size(d), sizes[i]);
     EXPECT_STREQ(DtypeName(d), names[i]);
-    EXPECT_EQ(IsFloating(d), i >= ZC_FLOAT16);
+    EXPECT_EQ(IsFloating(d), i >= ZC_FLOAT16 && i <= ZC_FLOAT64);
+    EXPECT_EQ(IsInteger(d), !IsFloating(d) && d != ZC_BOOL);
   }
-  EXPECT_EQ(DtypeSize(static_cast<zc_dtype>(10)), 0u);
+  EXPECT_EQ(DtypeSize(static_cast<zc_dtype>(13)), 0u);
+  EXPECT_EQ(zc_dtype_size(static_cast<zc_dtype>(13)), 0u);
   EXPECT_EQ(DtypeSize(static_cast<zc_dtype>(-1)), 0u);
   EXPECT_STREQ(DtypeName(static_cast<zc_dtype>(99)), "unknown");
   EXPECT_FALSE(IsFloating(static_cast<zc_dtype>(99)));

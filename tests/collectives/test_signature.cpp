@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "collectives/dtype.h"
 #include "collectives/signature.h"
 
 namespace zc::coll {
@@ -40,6 +41,29 @@ TEST(SignatureWire, RoundTripsEveryFieldAtItsLimits) {
       EXPECT_EQ(aux[4], 9u);
     }
   }
+}
+
+// Every dtype up to the last (bool) travels; one past it is refused, and a
+// dtype mismatch names both dtypes.
+TEST(SignatureWire, EveryDtypeAndNoOtherTravels) {
+  for (int d = 0; d <= kNumDtypes; ++d) {
+    Signature s = Make(-1, MemPath::kHost);
+    s.dtype = static_cast<zc_dtype>(d);
+    uint64_t aux[kSigWords];
+    s.Pack(aux, 0, 0);
+    Signature back;
+    EXPECT_EQ(Signature::Unpack(aux, &back), d < kNumDtypes) << d;
+    if (d < kNumDtypes) EXPECT_EQ(back.dtype, s.dtype);
+  }
+  Signature mine = Make(-1, MemPath::kHost), theirs = Make(-1, MemPath::kHost);
+  mine.dtype = ZC_INT16;
+  theirs.dtype = ZC_BOOL;
+  uint64_t aux[kSigWords];
+  theirs.Pack(aux, 0, 1);
+  Status st = CheckSignature(mine, 0, 0, aux, 1);
+  EXPECT_EQ(st.code(), ZC_ERR_MISMATCH);
+  EXPECT_NE(st.message().find("bool"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("int16"), std::string::npos) << st.message();
 }
 
 TEST(SignatureWire, ForeignMemoryPathIsRefused) {

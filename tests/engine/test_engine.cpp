@@ -13,11 +13,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "collectives/coll_check.h"
+#include "engine/fusion.h"
+#include "engine/request.h"
 #include "harness/multiproc.h"
 #include "harness/shared_counter.h"
 
@@ -437,7 +442,8 @@ int BadArgsBody(int /*rank*/) {
   int64_t shape[] = {4};
   zc_engine_handle* h = nullptr;
   CHILD_CHECK(zc_engine_allreduce(eng, nullptr, x, x, 1, shape, ZC_INT32, ZC_SUM, 1, 1, &h) == ZC_ERR_INVALID_ARG, "NULL name");
-  CHILD_CHECK(zc_engine_allreduce(eng, "x", x, x, 1, shape, ZC_INT32, ZC_SUM, 2.0, 1, &h) == ZC_ERR_INVALID_ARG, "int scale");
+  CHILD_CHECK(zc_engine_allreduce(eng, "x", x, x, 1, shape, ZC_INT32, ZC_SUM, NAN, 1, &h) == ZC_ERR_INVALID_ARG,
+              "NaN scale");
   CHILD_CHECK(strstr(zc_last_error(comm), "'x'") != nullptr, "message: %s", zc_last_error(comm));
   CHILD_CHECK(zc_engine_allreduce(eng, "x", x, x, 1, shape, ZC_INT32, ZC_AVG, 1, 1, &h) == ZC_ERR_INVALID_ARG, "int avg");
   CHILD_CHECK(zc_engine_broadcast(eng, "x", x, 1, shape, ZC_INT32, 99, &h) == ZC_ERR_INVALID_ARG, "root");
@@ -669,6 +675,461 @@ int JoinNeedsRankBody(int rank) {
 TEST_P(Join, OtherOperationsFailAndGoOn) {
   auto res = RunRanks(GetParam().ranks, JoinNeedsRankBody, MakeEnv(GetParam().transport), 120);
   EXPECT_TRUE(AllOk(res)) << Describe(res);
+}
+
+// ---- scale factors: Horovod's numerics, bit for bit ----
+//
+// Horovod scales float32 by (float)factor in float32, float64 in double,
+// float16/bfloat16 through float32 (by (float)factor, rounded back), and
+// integers in double truncated toward zero (torch's
+// (factor * t.double()).to(int)). The references below are written out
+// here in that arithmetic; the data makes every sum exact, so results do
+// not depend on the order in which ranks are added:
+//  - with a prescale, element i is nonzero on one rank only (i % n);
+//  - without one, values are small integers on every rank.
+// Integer data is small integers throughout (integer sums are exact).
+
+bool ScaleIsInt(zc_dtype d) { return d == ZC_INT32 || d == ZC_INT16 || d == ZC_INT8 || d == ZC_UINT8; }
+
+// Element i of rank r's input as bits (float16/bfloat16 words, float32/64
+// and integer bit patterns) in a uint64_t. `tensor` varies the data.
+uint64_t ScaleInput(zc_dtype d, bool one_owner, int r, int n, size_t i, int tensor) {
+  const int64_t small = static_cast<int64_t>((r * 7 + i * 3 + tensor * 5) % 41) - 20;
+  if (ScaleIsInt(d)) {
+    int64_t v = d == ZC_UINT8 ? small + 20 : small * (d == ZC_INT8 ? 1 : 37);
+    return static_cast<uint64_t>(v);
+  }
+  double v = static_cast<double>(small);
+  uint16_t h16 = 0;
+  bool raw16 = false;
+  if (one_owner) {
+    if (r != static_cast<int>((i + tensor) % n)) return 0;  // +0 in every format
+    // -300..300 for float32 (where x * (float)(1/3) often differs from the
+    // double product rounded to float); for the 16-bit types bit patterns
+    // from denormals up, where float32 and double products round apart.
+    v = static_cast<double>(static_cast<int64_t>((i * 37 + tensor * 11) % 601) - 300);
+    if (d == ZC_FLOAT16 || d == ZC_BFLOAT16) {
+      const size_t low = d == ZC_FLOAT16 ? 0x40 + i : 0x3c00 + 3 * i;  // float16: denormals
+      h16 = static_cast<uint16_t>(i < 700 ? low : (i * 40503u) % 0x7b00u);
+      if (i % 3 == 1) h16 |= 0x8000;
+      raw16 = true;
+    }
+  }
+  switch (d) {
+    case ZC_FLOAT32: {
+      float f = static_cast<float>(v);
+      uint32_t b;
+      memcpy(&b, &f, 4);
+      return b;
+    }
+    case ZC_FLOAT64: {
+      uint64_t b;
+      memcpy(&b, &v, 8);
+      return b;
+    }
+    case ZC_FLOAT16: return raw16 ? h16 : zc::FloatToHalf(static_cast<float>(v));
+    case ZC_BFLOAT16: return raw16 ? h16 : zc::FloatToBFloat16(static_cast<float>(v));
+    default: return 0;
+  }
+}
+
+// Horovod's scaling of one element (bits in, bits out).
+uint64_t ScaleRef(zc_dtype d, uint64_t x, double f) {
+  switch (d) {
+    case ZC_FLOAT32: {
+      float v;
+      uint32_t b = static_cast<uint32_t>(x);
+      memcpy(&v, &b, 4);
+      v = v * static_cast<float>(f);
+      memcpy(&b, &v, 4);
+      return b;
+    }
+    case ZC_FLOAT64: {
+      double v;
+      memcpy(&v, &x, 8);
+      v *= f;
+      memcpy(&x, &v, 8);
+      return x;
+    }
+    case ZC_FLOAT16:
+      return zc::FloatToHalf(zc::HalfToFloat(static_cast<uint16_t>(x)) * static_cast<float>(f));
+    case ZC_BFLOAT16:
+      return zc::FloatToBFloat16(zc::BFloat16ToFloat(static_cast<uint16_t>(x)) * static_cast<float>(f));
+    default: {  // integers: in double, truncated toward zero, saturated at the type's bounds
+      const double v = std::trunc(static_cast<double>(static_cast<int64_t>(x)) * f);
+      const int bits = 8 * static_cast<int>(DtypeSize(d));
+      const double lo = d == ZC_UINT8 ? 0.0 : -std::ldexp(1.0, bits - 1);
+      const double hi = d == ZC_UINT8 ? std::ldexp(1.0, bits) - 1 : std::ldexp(1.0, bits - 1) - 1;
+      return static_cast<uint64_t>(static_cast<int64_t>(std::min(hi, std::max(lo, v))));
+    }
+  }
+}
+
+// The same product the other way (double product rounded once to the type;
+// floor for integers): the data must make the two differ somewhere, or the
+// test could not tell them apart.
+uint64_t ScaleOtherWay(zc_dtype d, uint64_t x, double f) {
+  switch (d) {
+    case ZC_FLOAT32: {
+      float v;
+      uint32_t b = static_cast<uint32_t>(x);
+      memcpy(&v, &b, 4);
+      v = static_cast<float>(static_cast<double>(v) * f);
+      memcpy(&b, &v, 4);
+      return b;
+    }
+    case ZC_FLOAT16:
+      return zc::FloatToHalf(static_cast<float>(static_cast<double>(zc::HalfToFloat(static_cast<uint16_t>(x))) * f));
+    case ZC_BFLOAT16:
+      return zc::FloatToBFloat16(
+          static_cast<float>(static_cast<double>(zc::BFloat16ToFloat(static_cast<uint16_t>(x))) * f));
+    case ZC_FLOAT64: return ScaleRef(d, x, f);
+    default:
+      return static_cast<uint64_t>(static_cast<int64_t>(std::floor(static_cast<double>(static_cast<int64_t>(x)) * f)));
+  }
+}
+
+// Exact sums (see above) in the type's own arithmetic.
+uint64_t AddRef(zc_dtype d, uint64_t a, uint64_t b) {
+  switch (d) {
+    case ZC_FLOAT32: {
+      float x, y;
+      uint32_t ua = static_cast<uint32_t>(a), ub = static_cast<uint32_t>(b);
+      memcpy(&x, &ua, 4);
+      memcpy(&y, &ub, 4);
+      x += y;
+      memcpy(&ua, &x, 4);
+      return ua;
+    }
+    case ZC_FLOAT64: {
+      double x, y;
+      memcpy(&x, &a, 8);
+      memcpy(&y, &b, 8);
+      x += y;
+      memcpy(&a, &x, 8);
+      return a;
+    }
+    case ZC_FLOAT16:
+      return zc::FloatToHalf(zc::HalfToFloat(static_cast<uint16_t>(a)) + zc::HalfToFloat(static_cast<uint16_t>(b)));
+    case ZC_BFLOAT16:
+      return zc::FloatToBFloat16(zc::BFloat16ToFloat(static_cast<uint16_t>(a)) +
+                                 zc::BFloat16ToFloat(static_cast<uint16_t>(b)));
+    default: return a + b;
+  }
+}
+
+uint64_t LoadBits(zc_dtype d, const void* p, size_t i) {
+  const size_t es = DtypeSize(d);
+  uint64_t v = 0;
+  memcpy(&v, static_cast<const char*>(p) + i * es, es);
+  if (ScaleIsInt(d) && d != ZC_UINT8 && (v >> (8 * es - 1)) & 1) v |= ~0ull << (8 * es);  // sign-extend
+  return v;
+}
+void StoreBits(zc_dtype d, void* p, size_t i, uint64_t v) {
+  memcpy(static_cast<char*>(p) + i * DtypeSize(d), &v, DtypeSize(d));
+}
+
+struct ScaleMode {
+  const char* name;
+  double pre, post;
+};
+
+// Factors per dtype: where float32 and double products round apart
+// (1/3, 0.1, 0.3), and 0.5 / 1/3 for integers (truncation of negative
+// halves and thirds toward zero).
+std::vector<ScaleMode> ModesFor(zc_dtype d) {
+  if (ScaleIsInt(d)) return {{"pre", 0.5, 1.0}, {"post", 1.0, 1.0 / 3}, {"both", -0.5, 1.0 / 3}};
+  if (d == ZC_FLOAT16 || d == ZC_BFLOAT16) return {{"pre", 0.3, 1.0}, {"post", 1.0, 0.3}, {"both", 0.3, 1.0 / 3}};
+  return {{"pre", 1.0 / 3, 1.0}, {"post", 1.0, 0.1}, {"both", 1.0 / 3, 0.1}};
+}
+
+const zc_dtype kScaleDtypes[] = {ZC_FLOAT32, ZC_FLOAT16, ZC_INT32, ZC_BFLOAT16, ZC_FLOAT64, ZC_INT16, ZC_INT8, ZC_UINT8};
+
+// Every dtype x mode: 4 allreduces (fused when fusion is on: same dtype, op
+// and factors, submitted together), and reducescatters of an even and an
+// uneven first dimension. Prints "FUSED <sets>".
+int ScaleBody(int rank) {
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  const int n = zc_size(comm);
+  zc_engine* eng = nullptr;
+  CHILD_OK(zc_engine_create(comm, &eng));
+  struct T {
+    std::string name;
+    zc_dtype d;
+    ScaleMode m;
+    bool rs;
+    int tensor;
+    std::vector<int64_t> shape;
+    size_t count;
+    std::vector<char> in, out;
+    zc_engine_handle* h = nullptr;
+  };
+  std::vector<T> ts;
+  int tensor = 0;
+  for (zc_dtype d : kScaleDtypes)
+    for (const ScaleMode& m : ModesFor(d)) {
+      for (size_t count : {size_t{1}, size_t{7}, size_t{64}, size_t{1501}}) {
+        T t{std::string("ar.") + DtypeName(d) + "." + m.name + "." + std::to_string(count), d, m, false, ++tensor,
+            {static_cast<int64_t>(count)}, count, {}, {}};
+        ts.push_back(std::move(t));
+      }
+      for (int64_t rows : {2 * n, 2 * n + 1}) {
+        T t{std::string("rs.") + DtypeName(d) + "." + m.name + "." + std::to_string(rows), d, m, true, ++tensor,
+            {rows, 37}, static_cast<size_t>(rows) * 37, {}, {}};
+        ts.push_back(std::move(t));
+      }
+    }
+  size_t discriminating = 0;
+  for (T& t : ts) {
+    t.in.resize(t.count * DtypeSize(t.d));
+    t.out.assign(t.count * DtypeSize(t.d), 0x5a);
+    const bool one_owner = t.m.pre != 1.0;
+    for (size_t i = 0; i < t.count; ++i) StoreBits(t.d, t.in.data(), i, ScaleInput(t.d, one_owner, rank, n, i, t.tensor));
+    if (t.rs) {
+      CHILD_OK(zc_engine_reducescatter(eng, t.name.c_str(), t.in.data(), 2, t.shape.data(), t.d, ZC_SUM, t.m.pre,
+                                       t.m.post, &t.h));
+    } else {
+      CHILD_OK(zc_engine_allreduce(eng, t.name.c_str(), t.in.data(), t.out.data(), 1, t.shape.data(), t.d, ZC_SUM,
+                                   t.m.pre, t.m.post, &t.h));
+    }
+  }
+  for (T& t : ts) {
+    WAIT_OK(t.h);
+    const void* got = t.out.data();
+    size_t first = 0, len = t.count;
+    if (t.rs) {
+      int nd;
+      int64_t shape[ZC_ENGINE_MAX_DIMS];
+      CHILD_OK(zc_engine_output(t.h, &got, &nd, shape));
+      const int64_t rows = t.shape[0];
+      const int64_t mine = rows / n + (rank < rows % n ? 1 : 0);
+      CHILD_CHECK(nd == 2 && shape[0] == mine && shape[1] == 37, "%s: output shape [%lld, %lld]", t.name.c_str(),
+                  (long long)shape[0], (long long)shape[1]);
+      first = static_cast<size_t>(rank * (rows / n) + std::min<int64_t>(rank, rows % n)) * 37;
+      len = static_cast<size_t>(mine) * 37;
+    }
+    const bool one_owner = t.m.pre != 1.0;
+    for (size_t j = 0; j < len; ++j) {
+      const size_t i = first + j;
+      uint64_t sum = 0;
+      for (int r = 0; r < n; ++r) {
+        const uint64_t x = ScaleInput(t.d, one_owner, r, n, i, t.tensor);
+        const uint64_t y = t.m.pre != 1.0 ? ScaleRef(t.d, x, t.m.pre) : x;
+        sum = r == 0 ? y : AddRef(t.d, sum, y);
+        if (t.m.pre != 1.0 && y != ScaleOtherWay(t.d, x, t.m.pre)) ++discriminating;
+      }
+      uint64_t want = t.m.post != 1.0 ? ScaleRef(t.d, sum, t.m.post) : sum;
+      if (t.m.post != 1.0 && want != ScaleOtherWay(t.d, sum, t.m.post)) ++discriminating;
+      if (ScaleIsInt(t.d)) want = LoadBits(t.d, &want, 0);  // wrapped to the type, sign-extended
+      const uint64_t g = LoadBits(t.d, got, j);
+      CHILD_CHECK(g == want, "rank %d %s (prescale %.17g, postscale %.17g) element %zu: got bits 0x%llx, want 0x%llx",
+                  rank, t.name.c_str(), t.m.pre, t.m.post, i, (unsigned long long)g, (unsigned long long)want);
+    }
+    zc_engine_handle_free(t.h);
+  }
+  CHILD_CHECK(discriminating > 0, "no element where Horovod's rounding differs from the alternative");
+  zc_engine_stats st;
+  if (StatsAfter(comm, eng, ts.size(), &st)) return 1;  // published after the handles
+  printf("FUSED %llu of %zu tensors, %zu elements where the rounding matters\n", (unsigned long long)st.fused_sets,
+         ts.size(), discriminating);
+  CHILD_OK(zc_engine_destroy(eng));
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+
+struct ScaleCase {
+  const char* transport;
+  int ranks;
+  bool fused;
+};
+class Scale : public ::testing::TestWithParam<ScaleCase> {};
+TEST_P(Scale, HorovodNumericsBitExact) {
+  const ScaleCase c = GetParam();
+  Env extra;
+  if (!c.fused) extra.push_back({"ZC_FUSION_THRESHOLD", "0"});
+  auto res = RunRanks(c.ranks, ScaleBody, MakeEnv(c.transport, extra), 180);
+  ASSERT_TRUE(AllOk(res)) << Describe(res);
+  for (auto& r : res) {
+    const std::string line = Grab(r.output, "FUSED ");
+    ASSERT_FALSE(line.empty()) << Describe(res);
+    // Fusion on: some allreduces went through the fusion buffer; off: none.
+    if (c.fused) EXPECT_EQ(line.find("FUSED 0 "), std::string::npos) << line;
+    else EXPECT_NE(line.find("FUSED 0 "), std::string::npos) << line;
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Engine, Scale,
+                         ::testing::Values(ScaleCase{"shm", 1, true}, ScaleCase{"shm", 2, true},
+                                           ScaleCase{"shm", 3, true}, ScaleCase{"shm", 3, false},
+                                           ScaleCase{"tcp", 2, true}, ScaleCase{"tcp", 2, false}),
+                         [](const ::testing::TestParamInfo<ScaleCase>& i) {
+                           return std::string(i.param.transport) + "_" + std::to_string(i.param.ranks) +
+                                  (i.param.fused ? "_fused" : "_unfused");
+                         });
+
+// Bool takes no scale factors; integer dtypes do (ZC_ERR_INVALID_ARG names
+// the tensor and the cause).
+int ScaleRefusedBody(int /*rank*/) {
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  zc_engine* eng = nullptr;
+  CHILD_OK(zc_engine_create(comm, &eng));
+  uint8_t b[4] = {1, 0, 2, 0};
+  int64_t shape[] = {4};
+  zc_engine_handle* h = nullptr;
+  for (auto [pre, post] : {std::pair<double, double>{2.0, 1.0}, {1.0, 0.5}}) {
+    zc_status s = zc_engine_allreduce(eng, "flags", b, b, 1, shape, ZC_BOOL, ZC_MAX, pre, post, &h);
+    CHILD_CHECK(s == ZC_ERR_INVALID_ARG && strstr(zc_last_error(comm), "'flags'") &&
+                    strstr(zc_last_error(comm), "bool cannot be scaled"),
+                "bool allreduce scaled: %s: %s", zc_status_string(s), zc_last_error(comm));
+    s = zc_engine_reducescatter(eng, "flags", b, 1, shape, ZC_BOOL, ZC_SUM, pre, post, &h);
+    CHILD_CHECK(s == ZC_ERR_INVALID_ARG && strstr(zc_last_error(comm), "bool cannot be scaled"),
+                "bool reducescatter scaled: %s: %s", zc_status_string(s), zc_last_error(comm));
+  }
+  // AVG on the appended integer types and bool is refused as on the others.
+  for (zc_dtype d : {ZC_INT16, ZC_UINT16, ZC_BOOL}) {
+    zc_status s = zc_engine_allreduce(eng, "avg", b, b, 1, shape, d, ZC_AVG, 1, 1, &h);
+    CHILD_CHECK(s == ZC_ERR_INVALID_ARG && strstr(zc_last_error(comm), DtypeName(d)) &&
+                    strstr(zc_last_error(comm), "avg"),
+                "%s avg: %s: %s", DtypeName(d), zc_status_string(s), zc_last_error(comm));
+  }
+  // Unscaled bool goes through, as a logical or.
+  CHILD_OK(zc_engine_allreduce(eng, "flags", b, b, 1, shape, ZC_BOOL, ZC_MAX, 1, 1, &h));
+  WAIT_OK(h);
+  zc_engine_handle_free(h);
+  CHILD_CHECK(b[0] == 1 && b[1] == 0 && b[2] == 1 && b[3] == 0, "bool max: %u %u %u %u", b[0], b[1], b[2], b[3]);
+  CHILD_OK(zc_engine_destroy(eng));
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+TEST(ScaleRefused, BoolAndAvg) {
+  auto res = RunRanks(2, ScaleRefusedBody, MakeEnv("shm"), 60);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
+}
+
+// The scaling itself, on known answers (computed with numpy and torch:
+// float16/bfloat16/float32 as t.float() * float32(f), integers as
+// (f * t.double()).to(int)), in place and out of place; saturation at the
+// integer bounds; bool and factor 1 copy the bytes.
+TEST(ScaledCopy, KnownAnswers) {
+  using zc::engine::ScaledCopy;
+  {
+    const float in[] = {-299.0f, 3.0f};
+    float out[2];
+    ScaledCopy(ZC_FLOAT32, in, out, 2, 1.0 / 3);
+    uint32_t b;
+    memcpy(&b, &out[0], 4);
+    EXPECT_EQ(b, 0xc2c75556u);  // the double product rounded to float is 0xc2c75555
+    EXPECT_EQ(out[1], 3.0f * static_cast<float>(1.0 / 3));
+  }
+  {
+    uint16_t h[] = {0x005f, 0x3c00, 0xc500};
+    ScaledCopy(ZC_FLOAT16, h, h, 1, 0.3);  // in place, one element
+    EXPECT_EQ(h[0], 0x001d);              // the double product rounded twice gives 0x001c
+    ScaledCopy(ZC_FLOAT16, h + 1, h + 1, 1, 1.0 / 3);
+    ScaledCopy(ZC_FLOAT16, h + 2, h + 2, 1, 0.1);
+    EXPECT_EQ(h[1], 0x3555);
+    EXPECT_EQ(h[2], 0xb800);
+    uint16_t bf[] = {0x3fc0, 0x4049}, bo[2];
+    ScaledCopy(ZC_BFLOAT16, bf, bo, 1, 1.0 / 3);
+    ScaledCopy(ZC_BFLOAT16, bf + 1, bo + 1, 1, 0.1);
+    EXPECT_EQ(bo[0], 0x3f00);
+    EXPECT_EQ(bo[1], 0x3ea1);
+  }
+  {
+    const int32_t in[] = {-7, -5, 5, 7, INT32_MAX, INT32_MIN, -1};
+    int32_t out[7];
+    ScaledCopy(ZC_INT32, in, out, 7, 0.5);
+    const int32_t want[] = {-3, -2, 2, 3, 1073741823, -1073741824, 0};
+    for (int i = 0; i < 7; ++i) EXPECT_EQ(out[i], want[i]) << i;
+    ScaledCopy(ZC_INT32, in, out, 7, -3.0);
+    const int32_t sat[] = {21, 15, -15, -21, INT32_MIN, INT32_MAX, 3};
+    for (int i = 0; i < 7; ++i) EXPECT_EQ(out[i], sat[i]) << i;
+  }
+  {
+    int64_t v[] = {INT64_MAX, INT64_MIN, -9};
+    ScaledCopy(ZC_INT64, v, v, 3, 2.0);
+    EXPECT_EQ(v[0], INT64_MAX);
+    EXPECT_EQ(v[1], INT64_MIN);
+    EXPECT_EQ(v[2], -18);
+    uint64_t u[] = {UINT64_MAX, 7};
+    ScaledCopy(ZC_UINT64, u, u, 2, 0.5);
+    EXPECT_EQ(u[0], 1ull << 63);  // UINT64_MAX is 2^64 in double
+    EXPECT_EQ(u[1], 3u);
+  }
+  {
+    int16_t a[] = {-32768, 32767, -301};
+    ScaledCopy(ZC_INT16, a, a, 3, 1.0 / 3);
+    EXPECT_EQ(a[0], -10922);
+    EXPECT_EQ(a[1], 10922);
+    EXPECT_EQ(a[2], -100);
+    uint16_t b[] = {65535, 100};
+    ScaledCopy(ZC_UINT16, b, b, 2, 1.5);
+    EXPECT_EQ(b[0], 65535);
+    EXPECT_EQ(b[1], 150);
+    int8_t c[] = {-128, 100, -3};
+    ScaledCopy(ZC_INT8, c, c, 3, 1.3);
+    EXPECT_EQ(c[0], -128);
+    EXPECT_EQ(c[1], 127);
+    EXPECT_EQ(c[2], -3);
+    uint8_t d[] = {200, 10, 7};
+    ScaledCopy(ZC_UINT8, d, d, 2, -1.0);
+    EXPECT_EQ(d[0], 0);
+    EXPECT_EQ(d[1], 0);
+    ScaledCopy(ZC_UINT8, d + 2, d + 2, 1, 37.0);
+    EXPECT_EQ(d[2], 255);
+  }
+  {
+    const uint8_t in[] = {0, 1, 2, 0xff};
+    uint8_t out[4];
+    ScaledCopy(ZC_BOOL, in, out, 4, 3.0);  // never scaled: the bytes as they are
+    EXPECT_EQ(memcmp(in, out, 4), 0);
+    const uint32_t nan = 0x7fc12345u;
+    uint32_t o = 0;
+    ScaledCopy(ZC_FLOAT32, &nan, &o, 1, 1.0);
+    EXPECT_EQ(o, nan);
+  }
+}
+
+// Requests carry the dtype and op on the wire: every dtype survives the
+// trip; a peer's value past the last dtype or op is refused, naming it. (The
+// bad values are written into the bytes: a zc_dtype/zc_op variable must not
+// hold them.)
+TEST(RequestWire, DtypesTravelUnknownOnesAreRefused) {
+  using zc::engine::Request;
+  auto wire_of = [](zc_dtype d) {
+    Request r;
+    r.name = "t";
+    r.dtype = d;
+    r.op = ZC_MAX;
+    r.shape = {3};
+    std::string wire;
+    zc::engine::AppendRequest(r, &wire);
+    return std::make_pair(r, wire);
+  };
+  for (int d = 0; d < zc::kNumDtypes; ++d) {
+    auto [r, wire] = wire_of(static_cast<zc_dtype>(d));
+    Request back;
+    size_t pos = 0;
+    zc::Status st = zc::engine::ParseRequest(wire, &pos, &back);
+    ASSERT_TRUE(st.ok()) << d << ": " << st.message();
+    EXPECT_TRUE(zc::engine::SameRequest(r, back)) << d;
+  }
+  // name length (4), name "t" (1), type (1), then dtype (4) and op (4).
+  const size_t at_dtype = 4 + 1 + 1, at_op = at_dtype + 4;
+  for (auto [at, value, what] : {std::tuple<size_t, int32_t, const char*>{at_dtype, zc::kNumDtypes, "dtype 13"},
+                                 {at_dtype, -1, "dtype -1"},
+                                 {at_op, 8, "no such op"},
+                                 {at_op, -2, "no such op"}}) {
+    std::string wire = wire_of(ZC_BOOL).second;
+    memcpy(&wire[at], &value, 4);
+    Request back;
+    size_t pos = 0;
+    zc::Status st = zc::engine::ParseRequest(wire, &pos, &back);
+    EXPECT_FALSE(st.ok()) << what;
+    EXPECT_NE(st.message().find(what), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("'t'"), std::string::npos) << st.message();
+  }
 }
 
 // ---- timeline: valid Chrome-trace JSON with the phases ----

@@ -6,6 +6,7 @@
 // size; and the mismatch message that names both calls.
 #include <zcomm/zcomm.h>
 
+#include "collectives/dtype.h"
 #include "collectives/signature.h"
 #include "fuzz_input.h"
 
@@ -16,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Our own call: valid values, as the API has checked them.
   Signature mine;
   mine.kind = static_cast<Kind>(in.Get<uint8_t>() % kNumKinds);
-  mine.dtype = static_cast<zc_dtype>(in.Get<uint8_t>() % (ZC_FLOAT64 + 1));
+  mine.dtype = static_cast<zc_dtype>(in.Get<uint8_t>() % zc::kNumDtypes);
   mine.op = static_cast<zc_op>(in.Get<uint8_t>() % (ZC_BXOR + 1));
   mine.algo = static_cast<Algo>(in.Get<uint8_t>() % (static_cast<int>(Algo::kHier) + 1));
   mine.root = in.Get<int32_t>();

@@ -340,6 +340,31 @@ void CollSeeds() {
     memcpy(&other[8], &count2, 8);
     Put("coll_check", "mismatch-" + std::to_string(i++), other);
   }
+  // Allreduces of the 16-bit integer and bool dtypes, and a signature whose
+  // dtype is one past the last (refused as corrupt).
+  for (int d : {static_cast<int>(ZC_INT16), static_cast<int>(ZC_UINT16), static_cast<int>(ZC_BOOL),
+                kNumDtypes}) {
+    Signature s;
+    s.kind = Kind::kAllreduce;
+    s.dtype = static_cast<zc_dtype>(d);
+    s.op = ZC_BOR;
+    s.algo = Algo::kHd;
+    s.root = -1;
+    s.count = 77;
+    s.seq = 9;
+    const uint64_t tag = MessageTag(1, 0), bytes = 77;
+    uint64_t aux[7] = {};
+    s.Pack(aux, tag, /*sender=*/0);
+    const int mine = d < kNumDtypes ? d : static_cast<int>(ZC_BOOL);
+    std::string in = std::string{static_cast<char>(Kind::kAllreduce), static_cast<char>(mine),
+                                 static_cast<char>(ZC_BOR), static_cast<char>(Algo::kHd)} +
+                     Raw<int32_t>(s.root) + Raw(s.count) + Raw(s.seq) + Raw<int32_t>(1) +
+                     Raw<int32_t>(0) + Raw(tag) + Raw(bytes) + std::string(1, 0) + Raw<int32_t>(0) +
+                     Raw<uint64_t>(0);
+    for (uint64_t w : aux) in += Raw(w);
+    in += Raw(bytes);
+    Put("coll_check", std::string("dtype-") + (d < kNumDtypes ? DtypeName(s.dtype) : "past-last"), in);
+  }
 }
 
 // ---- parameter server: declarations and answers, as worker/server send -----
@@ -349,6 +374,13 @@ void PsSeeds() {
   DeclareHead h{0, 42, 1000, static_cast<uint32_t>(ZC_FLOAT32), 1};
   Put("ps_protocol", "declare", std::string(1, 0) + Pack(h) + descs[0] + descs[0]);
   Put("ps_protocol", "declare-no-chunks", std::string(1, 0) + Pack(h));
+  for (int d : {static_cast<int>(ZC_INT16), static_cast<int>(ZC_UINT16), static_cast<int>(ZC_BOOL),
+                kNumDtypes}) {
+    DeclareHead hd{1, 43, 999, static_cast<uint32_t>(d), 0};
+    Put("ps_protocol",
+        std::string("declare-") + (d < kNumDtypes ? DtypeName(static_cast<zc_dtype>(d)) : "dtype-past-last"),
+        std::string(1, 0) + Pack(hd) + descs[0] + descs[0]);
+  }
   AckHead ok{ZC_OK, 0};
   Put("ps_protocol", "answer-ok", std::string(1, 1) + Pack(ok) + descs[0] + descs[0]);
   std::string text = "workers disagree on declaration #0";

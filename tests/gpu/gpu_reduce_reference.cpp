@@ -21,6 +21,7 @@ float FromBits(uint32_t u) {
 
 struct Half { uint16_t v; };
 struct Bf16 { uint16_t v; };
+struct Bool { uint8_t v; };  // one byte: 0 false, anything else true
 
 template <class T> struct Cvt {
   using C = T;
@@ -44,22 +45,49 @@ template <> struct Cvt<Bf16> {
   static bool IsNan(Bf16 v) { return (v.v & 0x7f80) == 0x7f80 && (v.v & 0x7f) != 0; }
 };
 
+template <> struct Cvt<Bool> {
+  using C = bool;
+  static C Load(Bool v) { return v.v != 0; }
+  static Bool Store(C v) { return Bool{static_cast<uint8_t>(v ? 1 : 0)}; }
+  static bool IsNan(Bool) { return false; }
+};
+
+// Bool is logical and writes 0 or 1: sum and max are "or", prod and min
+// "and".
+Bool ApplyBool(Bool a, Bool b, zc_op op) {
+  const bool x = a.v != 0, y = b.v != 0;
+  switch (op) {
+    case ZC_SUM:
+    case ZC_AVG:
+    case ZC_MAX:
+    case ZC_BOR: return Cvt<Bool>::Store(x || y);
+    case ZC_PROD:
+    case ZC_MIN:
+    case ZC_BAND: return Cvt<Bool>::Store(x && y);
+    case ZC_BXOR: return Cvt<Bool>::Store(x != y);
+  }
+  return a;
+}
+
+// Numbers: integer sums and products wrap, computed in an unsigned type at
+// least as wide as unsigned int (16-bit operands would promote to int,
+// where 65535 * 65535 overflows).
 template <class T>
-T Apply(T a, T b, zc_op op) {
+T ApplyNumber(T a, T b, zc_op op) {
   using C = typename Cvt<T>::C;
   const C x = Cvt<T>::Load(a), y = Cvt<T>::Load(b);
   switch (op) {
     case ZC_SUM:
     case ZC_AVG:
       if constexpr (std::is_integral_v<C>) {
-        using U = std::make_unsigned_t<C>;
+        using U = std::conditional_t<(sizeof(C) < sizeof(unsigned)), unsigned, std::make_unsigned_t<C>>;
         return static_cast<T>(static_cast<U>(static_cast<U>(x) + static_cast<U>(y)));
       } else {
         return Cvt<T>::Store(x + y);
       }
     case ZC_PROD:
       if constexpr (std::is_integral_v<C>) {
-        using U = std::make_unsigned_t<C>;
+        using U = std::conditional_t<(sizeof(C) < sizeof(unsigned)), unsigned, std::make_unsigned_t<C>>;
         return static_cast<T>(static_cast<U>(static_cast<U>(x) * static_cast<U>(y)));
       } else {
         return Cvt<T>::Store(x * y);
@@ -76,6 +104,12 @@ T Apply(T a, T b, zc_op op) {
       break;  // no GPU kernel: the reference is never asked for them
   }
   return a;
+}
+
+template <class T>
+T Apply(T a, T b, zc_op op) {
+  if constexpr (std::is_same_v<T, Bool>) return ApplyBool(a, b, op);
+  else return ApplyNumber(a, b, op);
 }
 
 template <class T>
@@ -121,7 +155,11 @@ void Fill(void* buf, size_t n, uint64_t seed, bool specials) {
   for (size_t i = 0; i < n; ++i) {
     T v;
     const uint64_t r = Next(&s);
-    if constexpr (std::is_integral_v<T>) {
+    if constexpr (std::is_same_v<T, Bool>) {
+      // false a third of the time; true as 1 or as another nonzero byte
+      const uint64_t k = r % 6;
+      v = Bool{static_cast<uint8_t>(k < 2 ? 0 : k < 4 ? 1 : ((r >> 8) & 0xff) | 2)};
+    } else if constexpr (std::is_integral_v<T>) {
       v = static_cast<T>(r);
     } else {
       using C = typename Cvt<T>::C;
@@ -170,6 +208,9 @@ void Dispatch(zc_dtype d, Args... args) {
     case ZC_BFLOAT16: F<Bf16>::Run(args...); break;
     case ZC_FLOAT32: F<float>::Run(args...); break;
     case ZC_FLOAT64: F<double>::Run(args...); break;
+    case ZC_INT16: F<int16_t>::Run(args...); break;
+    case ZC_UINT16: F<uint16_t>::Run(args...); break;
+    case ZC_BOOL: F<Bool>::Run(args...); break;
   }
 }
 
@@ -180,7 +221,7 @@ template <class T> struct ReduceF {
 };
 template <class T> struct ScaleF {
   static void Run(void* a, size_t n, double divisor) {
-    if constexpr (std::is_integral_v<T>) return;  // not defined
+    if constexpr (std::is_integral_v<T> || std::is_same_v<T, Bool>) return;  // not defined
     else Scale<T>(a, n, divisor);
   }
 };
@@ -242,8 +283,8 @@ uint16_t RefFloatToBf16(float f) {
 
 size_t RefDtypeSize(zc_dtype d) {
   switch (d) {
-    case ZC_INT8: case ZC_UINT8: return 1;
-    case ZC_FLOAT16: case ZC_BFLOAT16: return 2;
+    case ZC_INT8: case ZC_UINT8: case ZC_BOOL: return 1;
+    case ZC_INT16: case ZC_UINT16: case ZC_FLOAT16: case ZC_BFLOAT16: return 2;
     case ZC_INT32: case ZC_UINT32: case ZC_FLOAT32: return 4;
     case ZC_INT64: case ZC_UINT64: case ZC_FLOAT64: return 8;
   }

@@ -16,7 +16,8 @@ uint16_t RefFloatToBf16(float f);  // round to nearest even
 
 size_t RefDtypeSize(zc_dtype d);
 
-// c[i] = op(a[i], b[i]); AVG reduces as SUM.
+// c[i] = op(a[i], b[i]); AVG reduces as SUM. bool is logical (sum and max:
+// or; prod and min: and) and writes 0 or 1.
 void RefReduce(void* c, const void* a, const void* b, size_t n, zc_dtype d,
                zc_op op);
 // a[i] /= divisor, rounded once (as documented in gpu/reduce_kernels.h).

@@ -199,7 +199,7 @@ int OthersBody(int rank) {
   };
   std::vector<char> h(cap), ref(cap);
   int it = 0;
-  for (zc_dtype d : {ZC_INT8, ZC_UINT32, ZC_FLOAT16, ZC_FLOAT32, ZC_FLOAT64}) {
+  for (zc_dtype d : {ZC_INT8, ZC_UINT32, ZC_FLOAT16, ZC_FLOAT32, ZC_FLOAT64, ZC_INT16, ZC_BOOL}) {
     const size_t es = DtypeSize(d);
     for (size_t count : {size_t{1}, size_t{7}, maxc}) {
       ++it;

@@ -21,7 +21,8 @@ using namespace zc::gpu::testing;
 
 const zc_dtype kAllDtypes[] = {ZC_INT8,    ZC_UINT8,    ZC_INT32,  ZC_UINT32,
                                ZC_INT64,   ZC_UINT64,   ZC_FLOAT16,
-                               ZC_BFLOAT16, ZC_FLOAT32, ZC_FLOAT64};
+                               ZC_BFLOAT16, ZC_FLOAT32, ZC_FLOAT64,
+                               ZC_INT16,   ZC_UINT16,   ZC_BOOL};
 const zc_op kAllOps[] = {ZC_SUM, ZC_PROD, ZC_MIN, ZC_MAX, ZC_AVG};
 
 bool IsFloating(zc_dtype d) {
@@ -47,6 +48,19 @@ TEST(GpuReduceArgs, Validation) {
   EXPECT_NE(st.message().find("not aligned"), std::string::npos) << st.message();
   EXPECT_TRUE(CheckReduceArgs("t", nullptr, nullptr, nullptr, 0, ZC_FLOAT32, ZC_SUM).ok());
   EXPECT_TRUE(CheckReduceArgs("t", buf, buf, buf, 4, ZC_FLOAT16, ZC_AVG).ok());
+  for (zc_dtype d : {ZC_INT16, ZC_UINT16, ZC_BOOL}) {
+    st = CheckReduceArgs("GPU reduce", buf, buf, buf, 4, d, ZC_AVG);
+    EXPECT_EQ(st.code(), ZC_ERR_INVALID_ARG) << GpuDtypeName(d);
+    EXPECT_NE(st.message().find(GpuDtypeName(d)), std::string::npos) << st.message();
+    EXPECT_TRUE(CheckReduceArgs("t", buf, buf, buf, 4, d, ZC_MAX).ok()) << GpuDtypeName(d);
+    EXPECT_EQ(CheckScaleArgs(buf, 4, d, 2.0).code(), ZC_ERR_INVALID_ARG) << GpuDtypeName(d);
+  }
+  // 16-bit elements must be 2-byte aligned.
+  st = CheckReduceArgs("GPU reduce", buf, odd, buf, 1, ZC_INT16, ZC_SUM);
+  EXPECT_TRUE(st.ok()) << st.message();  // odd is 2 bytes past buf
+  st = CheckReduceArgs("GPU reduce", buf, reinterpret_cast<const char*>(buf) + 1, buf, 1, ZC_UINT16,
+                       ZC_SUM);
+  EXPECT_EQ(st.code(), ZC_ERR_INVALID_ARG);
   // No GPU kernel for the bitwise ops: the C API stages such buffers
   // through host memory; a direct call says so.
   for (zc_op op : {ZC_BAND, ZC_BOR, ZC_BXOR}) {
@@ -119,6 +133,33 @@ TEST(GpuReduceReference, Semantics) {
   uint16_t h[1] = {RefFloatToHalf(3.0f)};
   RefScaleDiv(h, 1, ZC_FLOAT16, 2.0);
   EXPECT_EQ(RefHalfToFloat(h[0]), 1.5f);
+  // 16-bit integers wrap (65535 * 65535 with no int overflow on the way).
+  int16_t s16[2] = {32767, -300}, t16[2] = {1, 300}, r16[2];
+  RefReduce(r16, s16, t16, 2, ZC_INT16, ZC_SUM);
+  EXPECT_EQ(r16[0], -32768);
+  RefReduce(r16, s16, t16, 2, ZC_INT16, ZC_PROD);
+  EXPECT_EQ(r16[1], static_cast<int16_t>(-90000 + 131072));
+  RefReduce(r16, s16, t16, 2, ZC_INT16, ZC_MIN);
+  EXPECT_EQ(r16[1], -300);
+  uint16_t u16[1] = {65535}, v16[1] = {65535}, w16[1];
+  RefReduce(w16, u16, v16, 1, ZC_UINT16, ZC_PROD);
+  EXPECT_EQ(w16[0], 1);
+  RefReduce(w16, u16, v16, 1, ZC_UINT16, ZC_SUM);
+  EXPECT_EQ(w16[0], 65534);
+  // bool: logical on truth values, 0 or 1 out, from any true byte.
+  const uint8_t p[4] = {0, 2, 0x80, 0xff}, q[4] = {0, 0x80, 0, 1};
+  uint8_t r[4];
+  RefReduce(r, p, q, 4, ZC_BOOL, ZC_SUM);
+  EXPECT_EQ(std::vector<uint8_t>(r, r + 4), (std::vector<uint8_t>{0, 1, 1, 1}));
+  RefReduce(r, p, q, 4, ZC_BOOL, ZC_PROD);
+  EXPECT_EQ(std::vector<uint8_t>(r, r + 4), (std::vector<uint8_t>{0, 1, 0, 1}));
+  RefReduce(r, p, q, 4, ZC_BOOL, ZC_MAX);
+  EXPECT_EQ(std::vector<uint8_t>(r, r + 4), (std::vector<uint8_t>{0, 1, 1, 1}));
+  RefReduce(r, p, q, 4, ZC_BOOL, ZC_MIN);
+  EXPECT_EQ(std::vector<uint8_t>(r, r + 4), (std::vector<uint8_t>{0, 1, 0, 1}));
+  EXPECT_EQ(RefDtypeSize(ZC_BOOL), 1u);
+  EXPECT_EQ(RefDtypeSize(ZC_INT16), 2u);
+  EXPECT_EQ(RefDtypeSize(ZC_UINT16), 2u);
 }
 
 // ---- needs a CUDA device ----------------------------------------------------

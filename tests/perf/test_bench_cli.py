@@ -16,7 +16,7 @@ import tempfile
 ZCRUN, COLL, P2P = sys.argv[1:4]
 ENV = dict(os.environ, ZC_SOCKET_IFNAME="lo", ZC_TIMEOUT="60")
 DTYPES = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16",
-          "bfloat16", "float32", "float64"]
+          "bfloat16", "float32", "float64", "int16", "uint16", "bool"]
 OPS = ["sum", "prod", "min", "max", "avg"]
 failures = []
 

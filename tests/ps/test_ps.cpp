@@ -24,7 +24,8 @@ using zc::DtypeName;
 using zc::DtypeSize;
 
 const zc_dtype kDtypes[] = {ZC_INT8,    ZC_UINT8,    ZC_INT32,   ZC_UINT32,  ZC_INT64,
-                            ZC_UINT64, ZC_FLOAT16, ZC_BFLOAT16, ZC_FLOAT32, ZC_FLOAT64};
+                            ZC_UINT64, ZC_FLOAT16, ZC_BFLOAT16, ZC_FLOAT32, ZC_FLOAT64,
+                            ZC_INT16,  ZC_UINT16,  ZC_BOOL};
 
 Env PsEnv(const char* transport, const char* partition = "256") {
   Env env = {{"ZC_TRANSPORT", transport}, {"ZC_TIMEOUT", "60"}, {"ZC_PS_PARTITION", partition}};
@@ -38,8 +39,14 @@ int64_t Grad(int w, uint64_t r, size_t i, uint64_t k) {
   return static_cast<int64_t>((w * 7 + i * 3 + r * 5 + k) % 11) + (w == 1 ? -3 : 1);
 }
 
+// Bool pushes: true (as the bytes 0x40, 0x44, 0x48, never 1) where the
+// push's Grad is a multiple of 4, about one element in five, so that the
+// servers' sum (a logical or over the workers) is neither all 0 nor all 1.
+uint8_t BoolOf(int64_t grad) { return grad % 4 == 0 ? static_cast<uint8_t>(0x40 + grad) : 0; }
+
 void SetValue(zc_dtype d, void* p, size_t i, int64_t v) {
   if (IsFloatType(d)) SetF(d, p, i, static_cast<double>(v));
+  else if (d == ZC_BOOL) static_cast<uint8_t*>(p)[i] = BoolOf(v);
   else SetI(d, p, i, static_cast<uint64_t>(v));
 }
 bool SameValue(zc_dtype d, const void* p, size_t i, int64_t v) {
@@ -113,7 +120,11 @@ int SumsBody(int rank, const SumsCase& p, const std::vector<zc_dtype>& dtypes,
       }
       for (size_t i = 0; i < k.n; ++i) {
         int64_t want = 0;
-        for (int v = 0; v < W; ++v) want += Grad(v, r, i, k.key);
+        for (int v = 0; v < W; ++v) {
+          // bool: the or of the pushes' truth values, written as 0 or 1.
+          if (k.d == ZC_BOOL) want |= BoolOf(Grad(v, r, i, k.key)) != 0;
+          else want += Grad(v, r, i, k.key);
+        }
         CHILD_CHECK(SameValue(k.d, ob, i, want), "rank %d round %d key %llu %s count %zu element %zu: "
                     "got %g, want %lld", rank, r, (unsigned long long)k.key, DtypeName(k.d), k.n, i,
                     IsFloatType(k.d) ? GetF(k.d, ob, i) : (double)(int64_t)GetI(k.d, ob, i), (long long)want);
@@ -134,7 +145,8 @@ TEST_P(Sums, EveryDtypeAndSize) {
   std::vector<zc_dtype> dtypes(std::begin(kDtypes), std::end(kDtypes));
   // 1 element, primes, exactly one chunk (256 bytes), and several chunks.
   std::vector<size_t> counts = {1, 7, 64, 257, 3001};
-  if (tcp) dtypes = {ZC_INT8, ZC_UINT32, ZC_FLOAT16, ZC_BFLOAT16, ZC_FLOAT32, ZC_FLOAT64};
+  if (tcp) dtypes = {ZC_INT8, ZC_UINT32, ZC_FLOAT16, ZC_BFLOAT16, ZC_FLOAT32, ZC_FLOAT64,
+                     ZC_INT16, ZC_UINT16, ZC_BOOL};
   auto res = RunRanks(p.ranks, [&](int rank) { return SumsBody(rank, p, dtypes, counts, 3); },
                       PsEnv(p.transport), 240);
   EXPECT_TRUE(AllOk(res)) << Describe(res);
@@ -329,6 +341,9 @@ int BadInputBody(int rank) {
   CHILD_OK(zc_ps_create(comm, rank == 2 ? ZC_PS_SERVER : ZC_PS_WORKER, &sgd, &ps));
   if (rank == 2) return ServeAndFree(comm, ps);
   EXPECT_FAIL(zc_ps_declare(ps, 1, 10, ZC_INT32, nullptr), ZC_ERR_INVALID_ARG, "floating");
+  EXPECT_FAIL(zc_ps_declare(ps, 2, 10, ZC_INT16, nullptr), ZC_ERR_INVALID_ARG, "not int16");
+  EXPECT_FAIL(zc_ps_declare(ps, 3, 10, ZC_UINT16, nullptr), ZC_ERR_INVALID_ARG, "not uint16");
+  EXPECT_FAIL(zc_ps_declare(ps, 4, 10, ZC_BOOL, nullptr), ZC_ERR_INVALID_ARG, "not bool");
   CHILD_OK(zc_ps_free(ps));
   CHILD_OK(zc_finalize(comm));
   return 0;

@@ -20,6 +20,12 @@ def main():
            zcomm.Status.INTERNAL == 9, "Status mirrors zc_status")
     c.true(zcomm.Op.BXOR == 7 and zcomm.Dtype.BFLOAT16 == 7 and zcomm.Dtype.FLOAT64 == 9,
            "Op and Dtype mirror zcomm.h")
+    c.true((zcomm.Dtype.INT16, zcomm.Dtype.UINT16, zcomm.Dtype.BOOL) == (10, 11, 12),
+           "the appended dtypes keep zcomm.h's numbers")
+    for name, t, dt in zctest.DTYPES:
+        size = np.dtype(t).itemsize
+        c.true(zcomm._zcomm.dtype_size(int(zcomm.Dtype[name.upper()])) == size,
+               f"dtype_size({name}) == {size}")
     e = zcomm.Error(3, "rank 1: x: late")
     c.true(e.status is zcomm.Status.TIMEOUT and e.message == "rank 1: x: late", "Error fields")
     e2 = pickle.loads(pickle.dumps(e))
@@ -43,6 +49,22 @@ def main():
             c.true(comm.allgatherv(x.ravel(), [12]).shape == (12,), "allgatherv shape")
             c.true(comm.alltoallv(x.ravel(), [12], [12]).shape == (12,), "alltoallv shape")
             c.true(comm.allreduce(np.zeros(0, np.float16)).size == 0, "size 0")
+            # One rank: int16/uint16 come back as they are; bool as 0 or 1
+            # even from other true bytes (2, 0x80, 0xff), in place and not.
+            for t in (np.int16, np.uint16):
+                v = np.array([-3, 7, 300, 0], t)
+                c.true(comm.allreduce(v.copy(), op="prod").tolist() == v.tolist(), f"{t} of one")
+            raw = np.array([0, 1, 2, 0x80, 0xff, 0], np.uint8)
+            for op in ("sum", "prod", "min", "max", "band", "bor", "bxor"):
+                out = np.full(6, 7, np.uint8)
+                comm.allreduce(raw.view(np.bool_), out.view(np.bool_), op=op)
+                c.true(out.tolist() == [0, 1, 1, 1, 1, 0], f"bool {op} of one: {out.tolist()}")
+                inplace = raw.copy()
+                comm.reduce(inplace.view(np.bool_), out=inplace.view(np.bool_), op=op)
+                c.true(inplace.tolist() == [0, 1, 1, 1, 1, 0], f"bool reduce {op} of one")
+            moved = raw.copy()
+            comm.broadcast(moved.view(np.bool_))
+            c.true(moved.tolist() == raw.tolist(), "broadcast moves bool bytes as they are")
             c.true(comm.split(None) is None, "split(None)")
             d = comm.dup()
             c.true(d.allreduce(np.ones(2, np.uint64), op="prod").tolist() == [1, 1], "dup")

@@ -198,6 +198,35 @@ def check_layouts(comm, c):
         c.true("read-only" in e.message and f"rank {R}" in e.message, str(e))
 
 
+def check_bool_bytes(comm, c):
+    """bool arrays whose bytes are not 0/1 (2, 0x80, 0xff are true): every
+    reduction writes 0 or 1, logical per op; data movement keeps the bytes."""
+    R, N = comm.rank, comm.size
+    pairs = [(0xff, 1), (2, 0x80), (0, 2), (2, 2), (0, 0), (1, 0xfe), (0x80, 0), (1, 1)]
+    raw = np.array([p[R % 2] for p in pairs], np.uint8)
+    truth = np.array([[p[r % 2] != 0 for p in pairs] for r in range(N)])
+    for op in INT_OPS:
+        want = {"sum": truth.any(0), "max": truth.any(0), "bor": truth.any(0),
+                "prod": truth.all(0), "min": truth.all(0), "band": truth.all(0),
+                "bxor": truth.sum(0) % 2 == 1}[op].astype(np.uint8).tolist()
+        out = np.full(len(pairs), 9, np.uint8)
+        comm.allreduce(raw.view(np.bool_), out.view(np.bool_), op=op)
+        c.true(out.tolist() == want, f"bool allreduce {op}: {out.tolist()} want {want}")
+        x = raw.copy()
+        comm.allreduce(x.view(np.bool_), op=op)
+        c.true(x.tolist() == want, f"bool allreduce {op} in place: {x.tolist()} want {want}")
+        root = N - 1
+        got = comm.reduce(raw.view(np.bool_), op=op, root=root)
+        if R == root:
+            c.true(got.view(np.uint8).tolist() == want, f"bool reduce {op}: {got.view(np.uint8)}")
+        blocks = np.tile(raw, N).reshape(N, len(pairs))
+        got = comm.reduce_scatter(blocks.view(np.bool_), op=op)
+        c.true(got.view(np.uint8).reshape(-1).tolist() == want, f"bool reduce_scatter {op}")
+    got = comm.allgather(raw.view(np.bool_))
+    c.true(got.view(np.uint8).tolist() == [[p[r % 2] for p in pairs] for r in range(N)],
+           "bool allgather keeps the bytes")
+
+
 def main():
     comm = zcomm.init()
     c = Checker(comm.rank, "collectives")
@@ -206,6 +235,7 @@ def main():
         check_rooted_and_gathers(comm, c)
         check_nonblocking(comm, c)
         check_layouts(comm, c)
+        check_bool_bytes(comm, c)
         c.true(comm.async_error() is None, "healthy at the end")
     print(f"rank {c.rank} of {comm.size}: {c.checks} checks passed", flush=True)
 

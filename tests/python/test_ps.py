@@ -160,6 +160,9 @@ def sgd(comm, role, c):
         W = ps.num_workers
         expect(c, Status.INVALID_ARG, "floating", "sgd on int32",
                ps.declare, 99, 10, "int32")
+        for name in ("int16", "uint16", "bool"):
+            expect(c, Status.INVALID_ARG, "not " + name, "sgd on " + name,
+                   ps.declare, 98, 10, name)
         n = 1000
         refs = {}
         for d, (name, t, dt) in enumerate(DTYPES):
@@ -242,7 +245,8 @@ def bad_inputs(comm, role, c):
     expect(c, Status.INVALID_ARG, "key 5 is not declared", "ipull undeclared", ps.ipull, 5)
     expect(c, Status.INVALID_ARG, "key", "negative key", ps.declare, -1, 10, "float32")
     expect(c, Status.INVALID_ARG, "count is 0", "count 0", ps.declare, 5, 0, "float32")
-    e = expect(c, Status.INVALID_ARG, "unsupported dtype", "bool dtype", ps.declare, 5, 10, bool)
+    e = expect(c, Status.INVALID_ARG, "unsupported dtype", "complex dtype", ps.declare, 5, 10,
+               np.complex64)
     c.true(isinstance(e, zcomm.DtypeError), "a DtypeError")
     if W >= 2:  # workers that disagree: every worker fails, naming it
         expect(c, Status.MISMATCH, "disagree", "declare sizes differ",

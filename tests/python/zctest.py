@@ -22,9 +22,10 @@ import numpy as np  # noqa: E402
 DTYPES = [("int8", np.int8, None), ("uint8", np.uint8, None), ("int32", np.int32, None),
           ("uint32", np.uint32, None), ("int64", np.int64, None), ("uint64", np.uint64, None),
           ("float16", np.float16, None), ("bfloat16", np.uint16, "bfloat16"),
-          ("float32", np.float32, None), ("float64", np.float64, None)]
+          ("float32", np.float32, None), ("float64", np.float64, None),
+          ("int16", np.int16, None), ("uint16", np.uint16, None), ("bool", np.bool_, None)]
 FLOATS = {"float16", "bfloat16", "float32", "float64"}
-SIGNED = {"int8", "int32", "int64"}
+SIGNED = {"int8", "int16", "int32", "int64"}
 INT_OPS = ["sum", "prod", "min", "max", "band", "bor", "bxor"]
 FLOAT_OPS = ["sum", "prod", "min", "max", "avg"]
 
@@ -46,10 +47,13 @@ def decode(name, a):
 
 
 def ident(name, n, rank, salt=0):
-    """Data unique to (rank, index), exact in `name`."""
+    """Data unique to (rank, index), exact in `name` (bool: a rank- and
+    index-dependent mix of True and False)."""
     v = rank * 1009 + np.arange(n, dtype=np.int64) * 7 + salt
     if name in FLOATS:
         v = v % 251 - 125
+    if name == "bool":
+        v = v % 3 == 0
     return encode(name, v)
 
 
@@ -58,6 +62,12 @@ def operand(name, op, n, rank, salt=0):
     ranks is exact in `name` (no overflow, no rounding except avg)."""
     i = np.arange(n, dtype=np.int64)
     signed = name in SIGNED or name in FLOATS
+    if name == "bool":
+        # Mostly False for the "or" ops (sum, max, bor), mostly True for the
+        # "and" ops (prod, min, band), half and half for bxor: results mix.
+        h = (i * 7 + rank * 3 + salt) % 4
+        return encode(name, h == 0 if op in ("sum", "max", "bor") else
+                      h % 2 == 0 if op == "bxor" else h != 0)
     if op in ("sum", "avg"):
         v = (i * 7 + rank * 3 + salt) % 11 - (5 if signed else 0)
     elif op == "prod":

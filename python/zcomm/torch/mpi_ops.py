@@ -402,6 +402,9 @@ def _allreduce_submit(tensor, output, name, op, prescale_factor, postscale_facto
     zc_op = _ZC_OPS[op]
     post = None
     if not tensor.dtype.is_floating_point and op == Average:
+        if tensor.dtype == torch.bool:
+            raise ValueError("zcomm.torch: %s '%s': Average is not defined for bool tensors; use "
+                             "Sum or Max (logical or), Min or Product (logical and)" % (what, name))
         # The engine averages floating types; integers are summed and
         # divided here, rounding toward zero as torch's integer division.
         zc_op = _eng.SUM

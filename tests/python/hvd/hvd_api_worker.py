@@ -9,8 +9,8 @@ import torch
 
 import zcomm.torch as hvd
 
-DTYPES = [torch.uint8, torch.int8, torch.int32, torch.int64, torch.float16, torch.bfloat16,
-          torch.float32, torch.float64]
+DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+          torch.bfloat16, torch.float32, torch.float64]
 SHAPES = [(), (1,), (17,), (3, 5), (2, 3, 4), (0,), (1023,)]
 digest = hashlib.sha256()
 
@@ -99,6 +99,28 @@ def main():
           "allreduce scaled")
     want = reduce_ref([data((33,), torch.float64, q) for q in range(n)], hvd.Average, n)
     check(hvd.allreduce(x, name="avg"), want, "allreduce default Average")
+    # Scale factors with Horovod's numerics, bit for bit: integers scaled in
+    # float64 and truncated toward zero ((f * t.double()).to(int)), float32
+    # by float32(f) in float32. Sums of these values are exact in any order.
+    f32 = torch.tensor(0.1, dtype=torch.float32)
+    for dt in (torch.int32, torch.int16, torch.int64, torch.uint8):
+        lo = 1 if dt == torch.uint8 else -7
+        parts = [data((29,), dt, q, 4, lo=lo, hi=7) for q in range(n)]
+        pre = sum((0.5 * p.double()).to(dt) for p in parts).to(dt)
+        check(hvd.allreduce(parts[r], op=hvd.Sum, prescale_factor=0.5, name="pre.%s" % dt), pre,
+              "allreduce prescale %s" % dt)
+        post = (torch.tensor(1.0 / 3, dtype=torch.float64) * sum(parts).double()).to(dt)
+        check(hvd.allreduce(parts[r], op=hvd.Sum, postscale_factor=1.0 / 3, name="post.%s" % dt),
+              post, "allreduce postscale %s" % dt)
+        rows = 2 * n + 1
+        full = [data((rows, 3), dt, q, 5, lo=lo, hi=7) for q in range(n)]
+        want = (sum((0.5 * p.double()).to(dt) for p in full).to(dt).double() * (1.0 / 3)).to(dt)
+        mine, first = rows // n + (1 if r < rows % n else 0), r * (rows // n) + min(r, rows % n)
+        check(hvd.reducescatter(full[r], op=hvd.Sum, prescale_factor=0.5, postscale_factor=1.0 / 3,
+                                name="rs.%s" % dt), want[first:first + mine], "reducescatter scaled %s" % dt)
+    parts = [data((41,), torch.float32, q, 6, lo=-9, hi=9) for q in range(n)]
+    check(hvd.allreduce(parts[r], op=hvd.Sum, postscale_factor=0.1, name="post.f32"),
+          sum(parts) * f32, "allreduce postscale float32")
     x = data((65,), torch.float32, r)
     got = hvd.allreduce(x, op=hvd.Sum, compression=hvd.Compression.fp16)
     check(got, reduce_ref([data((65,), torch.float32, q) for q in range(n)], hvd.Sum, n),

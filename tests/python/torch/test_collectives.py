@@ -6,7 +6,8 @@ import sys
 
 import zc_torch_harness as h
 
-DTYPES = ["uint8", "int8", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
+DTYPES = ["uint8", "int8", "int16", "int32", "int64", "bool", "float16", "bfloat16", "float32",
+          "float64"]
 OPS = ["SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR"]
 
 
@@ -14,6 +15,11 @@ def data(torch, rank, n, dtype, kind="plain", salt=0):
     """Rank- and index-dependent values, small enough to be exact in every
     dtype (also summed or multiplied over 4 ranks)."""
     i = torch.arange(n, dtype=torch.int64)
+    if dtype == torch.bool:
+        # Mostly False for the "or" ops (SUM, MAX, BOR), mostly True for the
+        # "and" ops (PRODUCT, MIN, BAND): reductions over ranks mix both.
+        h = (i * 3 + rank * 7 + salt) % 4
+        return (h != 0) if kind == "prod" else (h % 2 == 0) if kind == "bits" else (h == 0)
     if kind == "prod":
         v = (i + rank + salt) % 3 + 1
     elif kind == "bits":
@@ -181,10 +187,19 @@ def check_all(rank, world):
     want = sum(torch.arange(n, dtype=torch.float32) * (r + 1) % 1000 for r in range(world))
     dist.all_reduce(t)
     close(torch, t, want, "allreduce large")
-    # ---- bool and complex: clear errors where they reach the backend ------
+    # ---- bool: logical, as gloo and NCCL; min and band are "and" ----------
+    flags = torch.tensor([rank == 0, True, False, rank % 2 == 1])
+    for op, want in (("SUM", [True, True, False, world > 1]), ("MAX", [True, True, False, world > 1]),
+                     ("MIN", [world == 1, True, False, False]),
+                     ("PRODUCT", [world == 1, True, False, False]),
+                     ("BXOR", [True, world % 2 == 1, False, (world // 2) % 2 == 1])):
+        t = flags.clone()
+        dist.all_reduce(t, op=getattr(dist.ReduceOp, op))
+        close(torch, t, torch.tensor(want), f"bool allreduce {op}")
+        checks += 1
+    # ---- complex and unsigned 16-bit types torch does not have: clear errors
     # (torch itself views complex as real pairs for allreduce, so that works)
-    for call, bad in ((dist.all_reduce, torch.ones(3, dtype=torch.bool)),
-                      (dist.broadcast, torch.ones(3, dtype=torch.complex64))):
+    for call, bad in ((dist.broadcast, torch.ones(3, dtype=torch.complex64)),):
         try:
             call(bad, 0) if call is dist.broadcast else call(bad)
         except RuntimeError as e:

@@ -1,6 +1,14 @@
 #include "types.hpp"
 
 #include <c10/util/Exception.h>
+#include <torch/version.h>
+
+// torch has uint16, uint32 and uint64 tensors from 2.3 on.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+#define ZC_TORCH_HAS_UNSIGNED 1
+#else
+#define ZC_TORCH_HAS_UNSIGNED 0
+#endif
 
 namespace zcomm_torch {
 
@@ -12,17 +20,28 @@ zc_dtype ToZcDtype(at::ScalarType t, const std::string& prefix) {
   switch (t) {
     case at::kByte: return ZC_UINT8;
     case at::kChar: return ZC_INT8;
+    case at::kShort: return ZC_INT16;
     case at::kInt: return ZC_INT32;
     case at::kLong: return ZC_INT64;
+    case at::kBool: return ZC_BOOL;
     case at::kHalf: return ZC_FLOAT16;
     case at::kBFloat16: return ZC_BFLOAT16;
     case at::kFloat: return ZC_FLOAT32;
     case at::kDouble: return ZC_FLOAT64;
+#if ZC_TORCH_HAS_UNSIGNED
+    case at::kUInt16: return ZC_UINT16;
+    case at::kUInt32: return ZC_UINT32;
+    case at::kUInt64: return ZC_UINT64;
+#endif
     default: break;
   }
   TORCH_CHECK(false, prefix, "dtype ", c10::toString(t),
-              " is not supported (zcomm has uint8, int8, int32, int64, float16, bfloat16, "
-              "float32, float64)");
+              " is not supported (zcomm has uint8, int8, int16, int32, int64, bool, float16, "
+              "bfloat16, float32, float64"
+#if ZC_TORCH_HAS_UNSIGNED
+              ", uint16, uint32, uint64"
+#endif
+              ")");
 }
 
 static bool IsFloating(at::ScalarType t) { return at::isFloatingType(t); }
