@@ -160,9 +160,13 @@ size_t zc_dtype_size(zc_dtype dtype);
 const char* zc_last_algorithm(const zc_comm* comm);
 
 /* Nonblocking variants of every collective: queued in call order on the
- * communicator's worker thread, which progresses them; complete each with
- * zc_test/zc_wait. Same arguments and rules as the blocking calls; do not
- * start another collective on the communicator until the request is done. */
+ * communicator, whose progress thread runs them without the caller's help;
+ * complete each with zc_test/zc_wait (zc_wait runs the queued collectives
+ * up to its own on the calling thread when the progress thread has not
+ * started them, so a wait right after the call costs no thread switch).
+ * Same arguments and rules as the blocking calls. Several may be queued at
+ * once (they run one at a time, in call order, on every rank alike); a
+ * blocking collective is refused (ZC_ERR_INVALID_ARG) until they are done. */
 zc_status zc_ibroadcast(zc_comm* comm, void* buf, size_t count, zc_dtype dtype,
                         int root, zc_request** req);
 zc_status zc_ireduce(zc_comm* comm, const void* sendbuf, void* recvbuf,
@@ -273,6 +277,37 @@ zc_status zc_gather(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t co
 zc_status zc_scatter(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
                      zc_dtype dtype, int root);
 
+/* Nonblocking variants of the vector collectives, gather and scatter (the
+ * rules of the nonblocking calls above). The count and displacement arrays
+ * are read before the call returns. */
+zc_status zc_iallgatherv(zc_comm* comm, const void* sendbuf, size_t sendcount, void* recvbuf,
+                         const size_t* recvcounts, const size_t* displs, zc_dtype dtype,
+                         zc_request** req);
+zc_status zc_ialltoallv(zc_comm* comm, const void* sendbuf, const size_t* sendcounts,
+                        const size_t* sdispls, void* recvbuf, const size_t* recvcounts,
+                        const size_t* rdispls, zc_dtype dtype, zc_request** req);
+zc_status zc_igather(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
+                     zc_dtype dtype, int root, zc_request** req);
+zc_status zc_iscatter(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
+                      zc_dtype dtype, int root, zc_request** req);
+
+/* For frameworks whose operations are several calls (staging copies, a
+ * collective whose sizes come from another): runs fn(arg) in the
+ * communicator's order of nonblocking collectives, on its progress thread
+ * or on a thread waiting in zc_wait, and completes *req with what fn
+ * returns. Inside fn the blocking collectives of comm may be called (they
+ * are in order there, and are not refused as in flight); fn must not wait
+ * for another request of comm. */
+zc_status zc_comm_enqueue(zc_comm* comm, zc_status (*fn)(void* arg), void* arg, zc_request** req);
+/* Calls fn(arg, status) once when the nonblocking collective or the
+ * zc_comm_enqueue request req completes, on the thread that completes it
+ * (at once, on the calling thread, if it has completed already): for a
+ * framework's futures, without a thread of its own. fn must return quickly
+ * and must not call zcomm. req must still be completed by zc_test or
+ * zc_wait, which frees it; it stays valid for fn until then.
+ * ZC_ERR_INVALID_ARG for point-to-point requests (their completion is
+ * driven by zc_test/zc_wait) or a second call on the same request. */
+zc_status zc_request_notify(zc_request* req, void (*fn)(void* arg, zc_status status), void* arg);
 
 /* ---- Parameter server (docs/ps.md) ----
  * Push/pull of named tensors ("keys") through servers, as in the paper's

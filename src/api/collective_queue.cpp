@@ -58,8 +58,17 @@ std::shared_ptr<CollectiveQueue::Task> CollectiveQueue::TakeHeadLocked() {
   return t;
 }
 
+namespace {
+thread_local const CollectiveQueue* t_running = nullptr;
+}  // namespace
+
+const CollectiveQueue* CollectiveQueue::Running() { return t_running; }
+
 void CollectiveQueue::RunAndComplete(const std::shared_ptr<Task>& t) {
+  const CollectiveQueue* outer = t_running;  // a task waiting on another queue's task
+  t_running = this;
   Status st = t->run();
+  t_running = outer;
   t->run = nullptr;  // what it captured goes now
   std::function<void(const Status&)> notify;
   {
@@ -120,17 +129,20 @@ Status CollectiveQueue::Wait(Task* task) {
   return task->status;
 }
 
-void CollectiveQueue::Notify(Task* task, std::function<void(const Status&)> fn) {
+bool CollectiveQueue::Notify(Task* task, std::function<void(const Status&)> fn) {
   Status st;
   {
     std::lock_guard<std::mutex> nlock(task->notify_mu);
+    if (task->notify_set) return false;
+    task->notify_set = true;
     if (!task->done.load(std::memory_order_acquire)) {
       task->on_done = std::move(fn);
-      return;
+      return true;
     }
     st = task->status;
   }
   fn(st);
+  return true;
 }
 
 void CollectiveQueue::Stop() {

@@ -39,6 +39,7 @@ class CollectiveQueue {
     // Called once, by the thread that completes the task, after done is
     // set (zc_request_notify).
     std::function<void(const Status&)> on_done;
+    bool notify_set = false;  // Notify was called (once per task)
     std::mutex notify_mu;  // orders on_done's registration against completion
   };
 
@@ -51,10 +52,14 @@ class CollectiveQueue {
   // Waits until task is done (running queued tasks up to it on this
   // thread); its status.
   Status Wait(Task* task);
-  // Sets fn to be called at completion, or calls it now if done.
-  void Notify(Task* task, std::function<void(const Status&)> fn);
+  // Sets fn to be called at completion, or calls it now if done; false if
+  // a function was set before.
+  bool Notify(Task* task, std::function<void(const Status&)> fn);
   // Tasks submitted and not done.
   int pending() const { return pending_.load(std::memory_order_acquire); }
+  // The queue whose task the calling thread is running (null if none): a
+  // task may call its communicator's blocking collectives.
+  static const CollectiveQueue* Running();
   // Runs what is queued, then stops the worker (zc_finalize).
   void Stop();
 

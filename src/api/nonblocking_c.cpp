@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "api/checks.h"
 #include "api/collective_calls.h"
@@ -109,6 +110,79 @@ zc_status zc_ialltoall(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t
 zc_status zc_ibarrier(zc_comm* comm, zc_request** req) {
   ZC_CHECK_REQ(comm, "ibarrier", req);
   return Enqueue(comm, req, [=] { return Barrier(comm); });
+}
+
+zc_status zc_iallgatherv(zc_comm* comm, const void* sendbuf, size_t sendcount, void* recvbuf,
+                         const size_t* recvcounts, const size_t* displs, zc_dtype dtype, zc_request** req) {
+  ZC_CHECK_REQ(comm, "iallgatherv", req);
+  size_t extent = 0;
+  ZC_TRY(CheckAllgathervArgs(comm, "iallgatherv", sendbuf, sendcount, recvbuf, recvcounts, displs, dtype, &extent));
+  if (extent == 0) return Completed(req);
+  std::vector<size_t> counts(recvcounts, recvcounts + comm->size), offs(displs, displs + comm->size);
+  return Enqueue(comm, req, [=, counts = std::move(counts), offs = std::move(offs)] {
+    return Allgatherv(comm, sendbuf, sendcount, recvbuf, counts.data(), offs.data(), dtype, extent);
+  });
+}
+
+zc_status zc_ialltoallv(zc_comm* comm, const void* sendbuf, const size_t* sendcounts, const size_t* sdispls,
+                        void* recvbuf, const size_t* recvcounts, const size_t* rdispls, zc_dtype dtype,
+                        zc_request** req) {
+  ZC_CHECK_REQ(comm, "ialltoallv", req);
+  size_t send_extent = 0, recv_extent = 0;
+  ZC_TRY(CheckAlltoallvArgs(comm, "ialltoallv", sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, dtype,
+                            &send_extent, &recv_extent));
+  if (comm->size == 1 && send_extent == 0) return Completed(req);
+  const size_t n = static_cast<size_t>(comm->size);
+  std::vector<size_t> sc(sendcounts, sendcounts + n), sd(sdispls, sdispls + n), rc(recvcounts, recvcounts + n),
+      rd(rdispls, rdispls + n);
+  return Enqueue(comm, req, [=, sc = std::move(sc), sd = std::move(sd), rc = std::move(rc), rd = std::move(rd)] {
+    return Alltoallv(comm, sendbuf, sc.data(), sd.data(), recvbuf, rc.data(), rd.data(), dtype, send_extent,
+                     recv_extent);
+  });
+}
+
+zc_status zc_igather(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count, zc_dtype dtype, int root,
+                     zc_request** req) {
+  ZC_CHECK_REQ(comm, "igather", req);
+  ZC_TRY(CheckGatherArgs(comm, "igather", sendbuf, recvbuf, count, dtype, root));
+  if (count == 0) return Completed(req);
+  return Enqueue(comm, req, [=] { return Gather(comm, sendbuf, recvbuf, count, dtype, root); });
+}
+
+zc_status zc_iscatter(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count, zc_dtype dtype, int root,
+                      zc_request** req) {
+  ZC_CHECK_REQ(comm, "iscatter", req);
+  ZC_TRY(CheckScatterArgs(comm, "iscatter", sendbuf, recvbuf, count, dtype, root));
+  if (count == 0) return Completed(req);
+  return Enqueue(comm, req, [=] { return Scatter(comm, sendbuf, recvbuf, count, dtype, root); });
+}
+
+zc_status zc_comm_enqueue(zc_comm* comm, zc_status (*fn)(void* arg), void* arg, zc_request** req) {
+  ZC_CHECK_REQ(comm, "zc_comm_enqueue", req);
+  if (!fn) return BadArg(comm, "zc_comm_enqueue", "fn is NULL");
+  return Enqueue(comm, req, [fn, arg] {
+    // fn's failure detail is this thread's last error, read here, on the
+    // thread that ran it.
+    zc_status s = fn(arg);
+    return s == ZC_OK ? zc::Status::Ok() : zc::Status(s, LastError());
+  });
+}
+
+zc_status zc_request_notify(zc_request* req, void (*fn)(void* arg, zc_status status), void* arg) {
+  if (!req || !fn) {
+    SetLastErrorText("zc_request_notify: invalid argument: req or fn is NULL");
+    return ZC_ERR_INVALID_ARG;
+  }
+  if (!req->task) {
+    SetLastErrorText("zc_request_notify: invalid argument: not a nonblocking collective or zc_comm_enqueue "
+                     "request (point-to-point and parameter-server requests complete through zc_test/zc_wait)");
+    return ZC_ERR_INVALID_ARG;
+  }
+  if (!req->queue->Notify(req->task.get(), [fn, arg](const zc::Status& st) { fn(arg, st.code()); })) {
+    SetLastErrorText("zc_request_notify: invalid argument: the request has a function to notify already");
+    return ZC_ERR_INVALID_ARG;
+  }
+  return ZC_OK;
 }
 
 zc_status zc_test(zc_request* req, int* done) {

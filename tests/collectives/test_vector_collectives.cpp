@@ -4,9 +4,12 @@
 // the same buffers on every call, shm and tcp), their mismatch detection and
 // argument checks; and ZC_ALGO (parser, per-collective choice, refusal).
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <zcomm/zcomm.h>
 
+#include <atomic>
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -168,6 +171,133 @@ int VectorBody(int rank, bool small) {
   CHILD_OK(zc_finalize(comm));
   return 0;
 }
+
+// The nonblocking variants (zc_iallgatherv, zc_ialltoallv, zc_igather,
+// zc_iscatter) all queued at once on their own buffers, the count and
+// displacement arrays changed right after each call (they are read before
+// it returns), waited for in reverse order; zc_comm_enqueue running
+// blocking collectives in the queue's order; zc_request_notify.
+struct Notified {
+  std::atomic<int> calls{0};
+  std::atomic<int> status{-1};
+};
+void OnDone(void* arg, zc_status st) {
+  auto* n = static_cast<Notified*>(arg);
+  n->status = st;
+  n->calls++;
+}
+struct EnqueueArg {
+  zc_comm* comm;
+  int64_t value, sum;
+};
+zc_status AllreduceTwice(void* p) {
+  auto* a = static_cast<EnqueueArg*>(p);
+  // Blocking collectives inside the queue's order, never refused as in flight.
+  zc_status s = zc_allreduce(a->comm, &a->value, &a->sum, 1, ZC_INT64, ZC_SUM);
+  if (s == ZC_OK) s = zc_allreduce(a->comm, &a->sum, &a->sum, 1, ZC_INT64, ZC_MAX);
+  return s;
+}
+zc_status Refuse(void*) { return ZC_ERR_UNSUPPORTED; }
+// Holds the queue until the test opens it (at most 30 s).
+zc_status Gate(void* p) {
+  auto* open = static_cast<std::atomic<bool>*>(p);
+  for (int i = 0; i < 3000000 && !open->load(); ++i) usleep(10);
+  return open->load() ? ZC_OK : ZC_ERR_TIMEOUT;
+}
+
+int QueuedBody(int rank) {
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  const int n = zc_size(comm);
+  const zc_dtype d = ZC_INT32;
+  const size_t es = 4, c = 37;
+  std::vector<size_t> counts(n), displs, scounts(n), rcounts(n), sdispls, rdispls;
+  for (int p = 0; p < n; ++p) {
+    counts[p] = CountOf(c, p);
+    scounts[p] = PairCount(c, rank, p);
+    rcounts[p] = PairCount(c, p, rank);
+  }
+  const size_t gext = Layout(counts, -1, &displs);
+  Layout(scounts, -1, &sdispls);
+  const size_t rext = Layout(rcounts, rank, &rdispls);
+  std::vector<char> gin(c * es + 8), gout(gext * es + 8), ain(4096), aout(rext * es + 8), tin(c * es),
+      tout(c * n * es + 8), sin(c * n * es), sout(c * es + 8);
+  FillInput(d, ZC_SUM, gin.data(), counts[rank], rank, 1);
+  for (int p = 0; p < n; ++p) FillInput(d, ZC_SUM, ain.data() + sdispls[p] * es, scounts[p], rank * n + p, 2);
+  FillInput(d, ZC_SUM, tin.data(), c, rank, 3);
+  for (int p = 0; p < n; ++p) FillInput(d, ZC_SUM, sin.data() + p * c * es, c, p, 4);
+  const int root = n - 1;
+  zc_request* r[5];
+  std::atomic<bool> open{false};
+  zc_request* gate;
+  CHILD_OK(zc_comm_enqueue(comm, Gate, &open, &gate));
+  CHILD_OK(zc_iallgatherv(comm, gin.data(), counts[rank], gout.data(), counts.data(), displs.data(), d, &r[0]));
+  std::vector<size_t> scratch = counts;  // the arrays are the caller's again at once
+  std::fill(counts.begin(), counts.end(), 999);
+  CHILD_OK(zc_ialltoallv(comm, ain.data(), scounts.data(), sdispls.data(), aout.data(), rcounts.data(),
+                         rdispls.data(), d, &r[1]));
+  std::vector<size_t> rsave = rcounts, rdsave = rdispls;
+  std::fill(rdispls.begin(), rdispls.end(), 0);
+  CHILD_OK(zc_igather(comm, tin.data(), rank == root ? tout.data() : nullptr, c, d, root, &r[2]));
+  CHILD_OK(zc_iscatter(comm, rank == root ? sin.data() : nullptr, sout.data(), c, d, root, &r[3]));
+  // A blocking collective is refused while these are queued (the gate holds them).
+  CHILD_CHECK(zc_barrier(comm) == ZC_ERR_INVALID_ARG, "a blocking barrier was not refused");
+  open = true;
+  CHILD_OK(zc_wait(gate));
+  EnqueueArg ea{comm, rank + 1, 0};
+  Notified note;
+  CHILD_OK(zc_comm_enqueue(comm, AllreduceTwice, &ea, &r[4]));
+  CHILD_OK(zc_request_notify(r[4], OnDone, &note));
+  CHILD_CHECK(zc_request_notify(r[4], OnDone, &note) == ZC_ERR_INVALID_ARG, "a second notify was accepted");
+  for (int i = 4; i >= 0; --i) CHILD_OK(zc_wait(r[i]));
+  CHILD_CHECK(note.calls == 1 && note.status == ZC_OK, "notify: %d calls, status %d", note.calls.load(),
+              note.status.load());
+  CHILD_CHECK(ea.sum == static_cast<int64_t>(n) * (n + 1) / 2, "enqueued allreduce: %lld",
+              static_cast<long long>(ea.sum));
+  for (int p = 0; p < n; ++p) {
+    auto ref = Ref(d, scratch[p], p, 1);
+    CHILD_CHECK(scratch[p] == 0 || memcmp(gout.data() + displs[p] * es, ref.data(), scratch[p] * es) == 0,
+                "iallgatherv: block of rank %d wrong", p);
+    auto aref = Ref(d, rsave[p], p * n + rank, 2);
+    CHILD_CHECK(rsave[p] == 0 || memcmp(aout.data() + rdsave[p] * es, aref.data(), rsave[p] * es) == 0,
+                "ialltoallv: block from rank %d wrong", p);
+    if (rank == root) {
+      auto tref = Ref(d, c, p, 3);
+      CHILD_CHECK(memcmp(tout.data() + p * c * es, tref.data(), c * es) == 0, "igather: block %d wrong", p);
+    }
+  }
+  auto sref = Ref(d, c, rank, 4);
+  CHILD_CHECK(memcmp(sout.data(), sref.data(), c * es) == 0, "iscatter: my block wrong");
+  // A failing function: its status reaches the waiter and the notify.
+  zc_request* bad;
+  Notified bn;
+  CHILD_OK(zc_comm_enqueue(comm, Refuse, nullptr, &bad));
+  CHILD_CHECK(zc_wait(bad) == ZC_ERR_UNSUPPORTED, "the enqueued function's status was lost");
+  // Notify on a request already done: called at once.
+  zc_request* done;
+  CHILD_OK(zc_ibarrier(comm, &done));
+  zc_status ws = zc_wait(done);
+  CHILD_OK(ws);
+  CHILD_OK(zc_ibarrier(comm, &done));
+  int flag = 0;
+  while (!flag) CHILD_OK(zc_test(done, &flag));
+  CHILD_OK(zc_request_notify(done, OnDone, &bn));
+  CHILD_CHECK(bn.calls == 1, "notify of a done request was not called at once");
+  CHILD_OK(zc_wait(done));
+  CHILD_CHECK(zc_comm_enqueue(comm, nullptr, nullptr, &done) == ZC_ERR_INVALID_ARG, "NULL fn accepted");
+  CHILD_OK(zc_barrier(comm));
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+
+class Queued : public ::testing::TestWithParam<VCase> {};
+TEST_P(Queued, NonblockingVectorEnqueueNotify) {
+  auto res = RunRanks(GetParam().ranks, QueuedBody, VEnv(GetParam().transport), 120);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
+}
+INSTANTIATE_TEST_SUITE_P(Shm, Queued, ::testing::Values(VCase{"shm", 1}, VCase{"shm", 2}, VCase{"shm", 3},
+                                                        VCase{"shm", 5}), VName);
+INSTANTIATE_TEST_SUITE_P(Tcp, Queued, ::testing::Values(VCase{"tcp", 2}, VCase{"tcp", 4}), VName);
 
 class Vector : public ::testing::TestWithParam<VCase> {};
 
