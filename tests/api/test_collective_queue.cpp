@@ -81,18 +81,23 @@ TEST(CollectiveQueue, StatusAndNotify) {
   std::atomic<int> calls{0};
   zc_status seen = ZC_OK;
   auto t = q.Submit([] { return zc::Error(ZC_ERR_PEER_LOST, "rank 3 lost"); });
-  q.Notify(t.get(), [&](const Status& st) {
+  EXPECT_TRUE(q.Notify(t.get(), [&](const Status& st) {
     calls++;
     seen = st.code();
-  });
+  }));
   Status st = q.Wait(t.get());
   EXPECT_EQ(st.code(), ZC_ERR_PEER_LOST);
   EXPECT_NE(st.message().find("rank 3 lost"), std::string::npos);
   EXPECT_EQ(calls.load(), 1);
   EXPECT_EQ(seen, ZC_ERR_PEER_LOST);
+  // Once per task.
+  EXPECT_FALSE(q.Notify(t.get(), [&](const Status&) { calls++; }));
+  EXPECT_EQ(calls.load(), 1);
   // Registered after completion: called at once, on this thread.
+  auto t2 = q.Submit([] { return Status::Ok(); });
+  EXPECT_TRUE(q.Wait(t2.get()).ok());
   bool now = false;
-  q.Notify(t.get(), [&](const Status&) { now = true; });
+  EXPECT_TRUE(q.Notify(t2.get(), [&](const Status& st) { now = st.ok(); }));
   EXPECT_TRUE(now);
 }
 
