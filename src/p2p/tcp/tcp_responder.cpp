@@ -24,7 +24,8 @@ void Responder::Stop() {
     std::lock_guard<std::mutex> lock(mu_);  // no lost wakeup between its check and wait
   }
   cv_.notify_all();
-  thread_.join();
+  // Never started when Progress::Start failed after making its group.
+  if (thread_.joinable()) thread_.join();
 }
 
 void Responder::Loop() {

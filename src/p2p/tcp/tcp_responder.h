@@ -29,7 +29,7 @@ class Responder {
   void Start() { thread_ = std::thread([this] { Loop(); }); }
   // A kReadReq header from s, answered in arrival order (the progress thread).
   void Queue(Socket* s, const tcp_wire::MsgHeader& req);
-  // Joins the thread, once the stop word is set.
+  // Joins the thread, if started, once the stop word is set.
   void Stop();
 
  private:
