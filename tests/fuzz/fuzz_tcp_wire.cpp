@@ -1,6 +1,6 @@
 // The tcp transport's connection hello and message headers
 // (p2p/tcp/tcp_wire.h), acted on as the transport's progress thread does
-// (tcp_transport.cpp HandleMessage): payloads land in small local regions
+// (tcp_messages.cpp, MessageHandler): payloads land in small local regions
 // of exact size, flags are stored, read requests are served and read
 // responses completed, so AddressSanitizer sees any range check that lets
 // a peer reach outside a region.

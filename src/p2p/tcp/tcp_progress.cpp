@@ -1,0 +1,259 @@
+// Progress: the progress threads, the driving waiter and Service; see
+// tcp_progress.h.
+#include "p2p/tcp/tcp_progress.h"
+
+#include <sys/eventfd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+namespace zc::tcp {
+namespace {
+
+// Edge-triggered: a thread that finds another serving a socket returns
+// (Service) and must not be woken again and again for the same bytes.
+Status Watch(int ep, int fd, void* ptr) {
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLEXCLUSIVE | EPOLLET;
+  ev.data.ptr = ptr;
+  return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0 ? Status::Ok()
+                                                    : Error(ZC_ERR_SYSTEM, "tcp: epoll_ctl: %s", strerror(errno));
+}
+
+// Whether a progress thread spends its next turn off its sockets' wait
+// queues. A waiting thread took most messages off these sockets in the last
+// window (a ping-pong): it takes what comes, so this thread sleeps a
+// window without waiting on them (not woken by them, see
+// ProgressGroup::driven), then takes what was left. Where it took few
+// (windows of isend/irecv, which the P2pEngine's thread polls, and one
+// blocking ack per window), this thread waits on them.
+class MuteWindow {
+ public:
+  explicit MuteWindow(const std::atomic<uint64_t>& driven)
+      : driven_(driven), seen_(driven.load(std::memory_order_relaxed)), start_(Clock::now()) {}
+  // One of this thread's passes took messages.
+  void Took(bool took) { took_ += took; }
+  // Whether the next turn is muted (decided again when the window is over,
+  // or after every muted turn).
+  bool Next() {
+    const auto now = Clock::now();
+    if (muted_ || now - start_ >= kWindow) {
+      const uint64_t d = driven_.load(std::memory_order_relaxed);
+      const uint64_t ms = std::max<uint64_t>(
+          1, std::chrono::duration_cast<std::chrono::milliseconds>(now - start_).count());
+      muted_ = d - seen_ >= kMinDriven * ms && d - seen_ > 2 * took_;
+      seen_ = d;
+      took_ = 0;
+      start_ = now;
+    }
+    return muted_;
+  }
+
+ private:
+  // Passes that took messages in the current window of kWindow: the
+  // driver's (from ProgressGroup::driven) and this thread's.
+  static constexpr auto kWindow = std::chrono::milliseconds(1);
+  static constexpr uint64_t kMinDriven = 4;  // per millisecond
+  const std::atomic<uint64_t>& driven_;
+  uint64_t seen_;
+  uint64_t took_ = 0;
+  Clock::time_point start_;
+  bool muted_ = false;
+};
+
+}  // namespace
+
+Status Progress::Start(const std::vector<std::unique_ptr<Socket>>& sockets, int num_cqs) {
+  for (auto& s : sockets) sockets_.push_back(s.get());
+  // The driver's epoll first: on each socket's wait queue its exclusive
+  // entry comes before the progress thread's (Sleep).
+  ZC_RETURN_IF_ERROR(OpenDriver());
+  ZC_RETURN_IF_ERROR(MakeGroups(num_cqs));
+  for (auto& g : groups_) {
+    ProgressGroup* p = g.get();
+    p->responder.Start();
+    p->thread = std::thread([this, p] { ProgressLoop(p); });
+  }
+  return Status::Ok();
+}
+
+Status Progress::OpenDriver() {
+  drive_ep_ = epoll_create1(EPOLL_CLOEXEC);
+  drive_evfd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (drive_ep_ < 0 || drive_evfd_ < 0) return Error(ZC_ERR_SYSTEM, "tcp: epoll/eventfd: %s", strerror(errno));
+  ZC_RETURN_IF_ERROR(Watch(drive_ep_, drive_evfd_, nullptr));
+  for (Socket* s : sockets_) ZC_RETURN_IF_ERROR(Watch(drive_ep_, s->fd, s));
+  return Status::Ok();
+}
+
+Status Progress::MakeGroups(int num_cqs) {
+  // Sockets round-robin over the progress threads (the paper's CQ threads).
+  int nthreads = std::max(1, std::min<int>(num_cqs, static_cast<int>(sockets_.size())));
+  std::vector<std::vector<Socket*>> dealt(nthreads);
+  for (size_t i = 0; i < sockets_.size(); ++i) dealt[i % nthreads].push_back(sockets_[i]);
+  for (auto& d : dealt) {
+    if (d.empty()) continue;
+    groups_.push_back(std::make_unique<ProgressGroup>(host_, timeout_s_, stop_));
+    ProgressGroup* g = groups_.back().get();
+    g->sockets = std::move(d);
+    g->ep = epoll_create1(EPOLL_CLOEXEC);
+    if (g->ep < 0) return Error(ZC_ERR_SYSTEM, "tcp: epoll: %s", strerror(errno));
+    for (Socket* s : g->sockets) {
+      s->group = g;
+      ZC_RETURN_IF_ERROR(Watch(g->ep, s->fd, s));
+    }
+  }
+  return Status::Ok();
+}
+
+void Progress::Stop() {
+  stop_.store(true);
+  for (auto& g : groups_)
+    if (g->thread.joinable()) g->thread.join();
+  for (auto& g : groups_) g->responder.Stop();
+  for (auto& g : groups_)
+    if (g->ep >= 0) close(g->ep);
+  groups_.clear();
+  {
+    std::lock_guard<std::mutex> lock(drive_mu_);  // no driver in epoll_wait
+    if (drive_ep_ >= 0) close(drive_ep_);
+    if (drive_evfd_ >= 0) close(drive_evfd_);
+    drive_ep_ = drive_evfd_ = -1;
+  }
+}
+
+void Progress::Unwatch(Socket* s) {
+  if (drive_ep_ >= 0) epoll_ctl(drive_ep_, EPOLL_CTL_DEL, s->fd, nullptr);
+  for (auto& g : groups_)
+    if (g->ep >= 0) epoll_ctl(g->ep, EPOLL_CTL_DEL, s->fd, nullptr);
+}
+
+bool Progress::Service(Socket* s) {
+  // Another thread serves the socket: it passes again for this request.
+  if (s->service_req.fetch_add(1, std::memory_order_acq_rel) != 0) return false;
+  Status st;
+  bool took = false;
+  bool ended = false;  // dead before, or this pass ended the socket
+  bool lost = false;   // this pass ended it: report below
+  for (uint32_t n = 1;;) {
+    if (!ended && s->dead.load()) {
+      ended = true;
+      Unwatch(s);  // dropped by a failed send: it may stay readable (EOF)
+    } else if (!ended) {
+      st = messages_.Pump(s, &s->group->responder, &took);
+      if (!st.ok() || s->said_bye.load()) {
+        ended = true;
+        lost = !s->dead.exchange(true);
+      }
+    }
+    // The requests this pass answered; those that came meanwhile get another.
+    const uint32_t left = s->service_req.fetch_sub(n, std::memory_order_acq_rel) - n;
+    if (left == 0) break;
+    n = left;
+  }
+  if (lost) Ended(s, st);
+  return took;
+}
+
+void Progress::Ended(Socket* s, const Status& st) {
+  Unwatch(s);
+  if (stop_.load()) return;
+  if (st.ok()) {
+    if (AllSaidBye(s->peer))
+      host_->OnPeerLost(s->peer, Error(ZC_ERR_PEER_LOST, "peer %d has finalized", s->peer));
+  } else {
+    host_->OnPeerLost(s->peer, st);
+  }
+  Notify();
+}
+
+void Progress::ProgressLoop(ProgressGroup* g) {
+  epoll_event evs[32];
+  int active_turns = 0;
+  MuteWindow mute(g->driven);
+  while (!stop_.load(std::memory_order_relaxed)) {
+    size_t live = 0;
+    for (Socket* s : g->sockets) live += !s->dead.load();
+    if (!live) return;
+    const bool muted = mute.Next();
+    const int n = Wait(g, evs, 32, muted, &active_turns);
+    for (Socket* s : g->sockets) s->FlushDeferred(std::chrono::microseconds(muted || n > 0 ? 1000 : 0), stop_);
+    for (int i = 0; i < n && !stop_.load(); ++i) mute.Took(Service(static_cast<Socket*>(evs[i].data.ptr)));
+  }
+}
+
+int Progress::Wait(ProgressGroup* g, epoll_event* evs, int max, bool muted, int* active_turns) {
+  // Blocking wait: an idle rank costs no CPU; 100 ms bounds shutdown time.
+  // For 100 ms after traffic, 1 ms turns send lazy flags on time
+  // (SendFlagLazy); before a long sleep, any waiting one goes now.
+  const bool long_sleep = *active_turns == 0 && !muted;
+  if (long_sleep) {
+    g->long_sleep.store(true, std::memory_order_seq_cst);
+    for (Socket* s : g->sockets) s->FlushDeferred(std::chrono::microseconds(0), stop_);
+  }
+  int n;
+  if (muted) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    n = epoll_wait(g->ep, evs, max, 0);
+    *active_turns = 100;
+  } else {
+    n = epoll_wait(g->ep, evs, max, long_sleep ? 100 : 1);
+  }
+  g->long_sleep.store(false, std::memory_order_relaxed);
+  if (n > 0) *active_turns = 100;
+  else if (*active_turns > 0) --*active_turns;
+  return n;
+}
+
+void Progress::Sleep(uint32_t epoch, int timeout_us, bool count) {
+  std::unique_lock<std::mutex> drive(drive_mu_, std::try_to_lock);
+  if (!drive.owns_lock()) {
+    // Counted, then tried again: a driver leaving after our first try
+    // either sees the count (and wakes us) or left the lock to us.
+    passengers_.fetch_add(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (!drive.try_lock()) {
+      Wakeup::Sleep(epoch, timeout_us);
+      passengers_.fetch_sub(1, std::memory_order_relaxed);
+      return;
+    }
+    passengers_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  if (stop_.load() || drive_ep_ < 0) {
+    drive.unlock();
+    Wakeup::Sleep(epoch, timeout_us);
+    return;
+  }
+  Drive(epoch, timeout_us, count);
+  drive.unlock();
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (passengers_.load(std::memory_order_seq_cst) > 0) Wakeup::Notify();
+}
+
+void Progress::Drive(uint32_t epoch, int timeout_us, bool count) {
+  // Announce, then look at the epoch: a thread that set a flag after our
+  // caller's check either changed the epoch before this load or sees
+  // driver_waiting_ and writes the eventfd (Notify).
+  driver_waiting_.store(true, std::memory_order_seq_cst);
+  if (Wakeup::Epoch() != epoch) {
+    driver_waiting_.store(false, std::memory_order_relaxed);
+    return;
+  }
+  epoll_event evs[32];
+  int n = epoll_wait(drive_ep_, evs, 32, std::max(1, timeout_us / 1000));
+  driver_waiting_.store(false, std::memory_order_relaxed);
+  for (int i = 0; i < n; ++i) {
+    if (!evs[i].data.ptr) {
+      uint64_t v;
+      IgnoreError(read(drive_evfd_, &v, sizeof(v)) == sizeof(v) ? Status::Ok() : Error(ZC_ERR_SYSTEM, "eventfd"),
+                  "drained by the next read");
+      continue;
+    }
+    Socket* s = static_cast<Socket*>(evs[i].data.ptr);
+    if (Service(s) && count && s->group) s->group->driven.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+}  // namespace zc::tcp

@@ -1,0 +1,142 @@
+// Progress: who takes messages off the tcp sockets, and when. Private to
+// src/p2p/tcp.
+//
+//   progress threads  min(ZC_NUM_CQS, sockets) of them (the paper's CQ
+//                     threads), the sockets dealt round-robin: each waits
+//                     in its epoll and serves what arrives (ProgressLoop),
+//                     and sends its sockets' lazy flags on time;
+//   the driver        one thread waiting for a flag at a time waits in
+//                     epoll on every socket itself and takes what arrives
+//                     (Sleep, the transport's WaitDriver): one wake-up per
+//                     message instead of two;
+//   Service           one thread at a time per socket pumps it
+//                     (MessageHandler) and reports a dropped or finished one.
+// Every epoll is edge-triggered, with exclusive entries; the driver's come
+// first on each socket's wait queue.
+#pragma once
+
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "common/wakeup.h"
+#include "p2p/tcp/tcp_connection.h"
+#include "p2p/tcp/tcp_messages.h"
+#include "p2p/tcp/tcp_responder.h"
+#include "p2p/tcp/tcp_socket.h"
+#include "p2p/transport.h"
+
+namespace zc::tcp {
+
+// One progress thread: its sockets, its epoll, its Responder, and what the
+// threads that send on or drive its sockets read of it (Socket::group).
+struct ProgressGroup {
+  ProgressGroup(TransportHost* host, double timeout_s, const std::atomic<bool>& stopping)
+      : responder(host, timeout_s, stopping) {}
+  std::vector<Socket*> sockets;
+  int ep = -1;
+  std::thread thread;
+  Responder responder;
+  // The progress thread sleeps long (idle): a lazy flag is then sent at once.
+  std::atomic<bool> long_sleep{false};
+  // Passes of the driver (Progress::Sleep) over these sockets that took
+  // messages. When the driver took most of them in the last millisecond
+  // (a ping-pong), the progress thread spends the next one off the sockets'
+  // wait queues (ProgressLoop): a message of more than one loopback segment (64 KiB)
+  // wakes the driver with its first, and the next ones, arriving while the
+  // driver reads, would wake the progress thread too (the driver has left
+  // epoll_wait): a second wake-up per message, ~10 us one way here.
+  std::atomic<uint64_t> driven{0};
+};
+
+class Progress final : public WaitDriver {
+ public:
+  Progress(TransportHost* host, PendingReads* reads, double timeout_s)
+      : host_(host), timeout_s_(timeout_s), messages_(host, reads, this, timeout_s) {}
+
+  // Watches the connected sockets and starts the threads.
+  Status Start(const std::vector<std::unique_ptr<Socket>>& sockets, int num_cqs);
+  // Sets the stop word, joins every thread, closes the epolls.
+  void Stop();
+  const std::atomic<bool>& stopping() const { return stop_; }
+
+  // WaitDriver: one waiting thread at a time waits in epoll on every socket
+  // and takes what arrives off the socket itself (one wake-up per message,
+  // not two: the progress thread's, then the waiter's). The progress
+  // threads' epoll entries are exclusive and registered after the
+  // driver's, so while it waits the kernel wakes it alone.
+  void Sleep(uint32_t epoch, int timeout_us) override { Sleep(epoch, timeout_us, true); }
+  // count: the passes that take messages count in ProgressGroup::driven.
+  void Sleep(uint32_t epoch, int timeout_us, bool count);
+  // Drives for a one-sided read, without counting in ProgressGroup::driven: a
+  // window of rendezvous reads is bulk data, where the progress threads
+  // take their share (muting them cost ~10% of 512 KiB bandwidth).
+  struct ReadDriver : WaitDriver {
+    explicit ReadDriver(Progress* p) : p(p) {}
+    void Sleep(uint32_t epoch, int timeout_us) override { p->Sleep(epoch, timeout_us, false); }
+    Progress* p;
+  };
+  WaitDriver* read_driver() { return &read_driver_; }
+
+  // Wakeup::Notify, and the driving thread when it waits in epoll.
+  void Notify() {
+    Wakeup::Notify();
+    if (driver_waiting_.load(std::memory_order_seq_cst) && drive_evfd_ >= 0) {
+      uint64_t one = 1;
+      IgnoreError(write(drive_evfd_, &one, sizeof(one)) == sizeof(one) ? Status::Ok()
+                                                                         : Error(ZC_ERR_SYSTEM, "eventfd"),
+                  "the driver then wakes at its timeout");
+    }
+  }
+
+ private:
+  // The driver's epoll (every socket, and drive_evfd_).
+  Status OpenDriver();
+  // The progress threads' groups and epolls (not started yet).
+  Status MakeGroups(int num_cqs);
+  void ProgressLoop(ProgressGroup* g);
+  // One turn's wait in the group's epoll; the events go to evs.
+  int Wait(ProgressGroup* g, epoll_event* evs, int max, bool muted, int* active_turns);
+  // Sleep's wait in epoll, as the one driving thread.
+  void Drive(uint32_t epoch, int timeout_us, bool count);
+  // Pump (one thread at a time, see Socket::service_req), then what a
+  // dropped or finished socket needs.
+  // Returns whether it took a message off the socket.
+  bool Service(Socket* s);
+  // A socket this pass ended (an error, or the peer's goodbye): out of the
+  // epolls, and its peer reported lost once every socket of it is done.
+  void Ended(Socket* s, const Status& st);
+  // Removes a dead socket from the epolls (its fd stays open until Shutdown).
+  void Unwatch(Socket* s);
+  // True when every socket to peer has received the peer's goodbye.
+  bool AllSaidBye(int peer) const {
+    for (Socket* s : sockets_)
+      if (s->peer == peer && !s->said_bye.load()) return false;
+    return true;
+  }
+
+  TransportHost* host_;
+  const double timeout_s_;
+  MessageHandler messages_;
+  std::vector<Socket*> sockets_;  // all of them (owned by the transport)
+  std::vector<std::unique_ptr<ProgressGroup>> groups_;  // one per progress thread
+  int drive_ep_ = -1;    // every socket, and drive_evfd_
+  int drive_evfd_ = -1;  // wakes the driver when another thread set a flag
+  std::mutex drive_mu_;  // the one driving thread
+  std::atomic<bool> driver_waiting_{false};
+  // Threads that found another driving and sleep in Wakeup::Sleep: the
+  // driver wakes them when it leaves, so that one drives next (the progress
+  // threads may be off the sockets for a millisecond, ProgressLoop).
+  std::atomic<int> passengers_{0};
+  ReadDriver read_driver_{this};
+  std::atomic<bool> stop_{false};
+};
+
+}  // namespace zc::tcp

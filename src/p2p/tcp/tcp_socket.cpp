@@ -1,0 +1,153 @@
+// Socket's send side (one message per system call, the lazy flag) and
+// receive side (the buffered stream), and SocketTuner: see tcp_socket.h.
+#include "p2p/tcp/tcp_socket.h"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "common/log.h"
+#include "common/socket.h"
+#include "p2p/tcp/tcp_progress.h"
+
+namespace zc::tcp {
+
+using tcp_wire::MsgHeader;
+
+Status Socket::Closed() const {
+  return host->Health(peer).ok() ? Error(ZC_ERR_PEER_LOST, "connection to peer %d is closed", peer)
+                                 : host->Health(peer);
+}
+
+Status Socket::SendMsgV(const MsgHeader& h, const SrcPiece* pieces, int n, const Deadline& dl) {
+  std::lock_guard<std::mutex> lock(send_mu);
+  if (dead.load()) return Closed();
+  struct iovec iov[9];
+  int k = 0;
+  if (has_deferred) iov[k++] = {&deferred, sizeof(MsgHeader)};  // rides along
+  iov[k++] = {const_cast<MsgHeader*>(&h), sizeof(h)};
+  for (int i = 0; i < n && k < 9; ++i)
+    if (pieces[i].bytes) iov[k++] = {const_cast<void*>(pieces[i].data), pieces[i].bytes};
+  return SendIov(iov, k, dl);
+}
+
+Status Socket::SendIov(struct iovec* iov, int k, const Deadline& dl) {
+  Status st = net::SendAllv(fd, iov, k, dl);
+  ClearDeferred();
+  if (!st.ok() && st.code() == ZC_ERR_PEER_LOST) {
+    dead.store(true);
+    host->OnPeerLost(peer, st.with_context(Format("tcp send to peer %d", peer)));
+  }
+  return st.ok() ? st : st.with_context(Format("tcp write to peer %d", peer));
+}
+
+Status Socket::SendBatch(const MsgHeader* hs, const GatherWrite* w, int n, const Deadline& dl) {
+  std::lock_guard<std::mutex> lock(send_mu);
+  if (dead.load()) return Closed();
+  struct iovec iov[kMaxBatch * 8 + 1];
+  int k = 0;
+  if (has_deferred) iov[k++] = {&deferred, sizeof(MsgHeader)};  // rides along
+  for (int i = 0; i < n; ++i) {
+    iov[k++] = {const_cast<MsgHeader*>(&hs[i]), sizeof(MsgHeader)};
+    for (int j = 0, used = 0; j < w[i].n && used < 7; ++j)
+      if (w[i].src[j].bytes) {
+        iov[k++] = {const_cast<void*>(w[i].src[j].data), w[i].src[j].bytes};
+        ++used;
+      }
+  }
+  return SendIov(iov, k, dl);
+}
+
+Status Socket::SendFlagLazy(const MsgHeader& h, const Deadline& dl) {
+  {
+    std::lock_guard<std::mutex> lock(send_mu);
+    if (dead.load()) return Closed();
+    const bool same = !has_deferred || (deferred.flag_region_id == h.flag_region_id &&
+                                        deferred.flag_offset == h.flag_offset);
+    if (same) {
+      deferred = h;
+      if (!has_deferred) deferred_at = Clock::now();
+      has_deferred = true;
+      deferred_flag.store(true, std::memory_order_seq_cst);
+      // The progress thread announces a long sleep, then looks at
+      // deferred_flag: one of us sees the other.
+      if (!group || !group->long_sleep.load(std::memory_order_seq_cst)) return Status::Ok();
+    }
+  }
+  return SendMsg(h, nullptr, dl);  // (carries the waiting one first)
+}
+
+void Socket::FlushDeferred(std::chrono::microseconds min_age, const std::atomic<bool>& stopping) {
+  if (!deferred_flag.load(std::memory_order_seq_cst)) return;
+  std::lock_guard<std::mutex> lock(send_mu);
+  if (!has_deferred || dead.load() || Clock::now() - deferred_at < min_age) return;
+  struct iovec iov[1] = {{&deferred, sizeof(MsgHeader)}};
+  Status st = net::SendAllv(fd, iov, 1, Deadline(timeout_s));
+  ClearDeferred();
+  if (!st.ok() && st.code() == ZC_ERR_PEER_LOST && !dead.exchange(true) && !stopping.load())
+    host->OnPeerLost(peer, st.with_context(Format("tcp send to peer %d", peer)));
+}
+
+Status Socket::TakeBytes(void* dst, size_t n, const Deadline& dl) {
+  const size_t have = std::min(n, rend - rpos);
+  if (have) {
+    memcpy(dst, rbuf.get() + rpos, have);
+    rpos += have;
+  }
+  if (n == have) return Status::Ok();
+  // The rest is usually on its way (a message larger than one loopback
+  // segment arrives in two): look again for a few microseconds before
+  // RecvAll sleeps in poll, which costs a wake-up. Only for the last
+  // kRecvLowatMin bytes: a larger rest is left to RecvAll's low-water wait
+  // (one wake-up when it is there), since spinning on it took it in as
+  // many pieces as the sender's segments, each recv contending for the
+  // socket's lock with the sender (2 ranks, tcp allreduce: 4-32 MiB
+  // 0.8-0.9x of the time).
+  char* p = static_cast<char*>(dst) + have;
+  size_t left = n - have;
+  for (int spin = 0; spin < 200 && left && left <= net::kRecvLowatMin; ++spin) {
+    net::NoteReceiving();
+    ssize_t got = recv(fd, p, left, MSG_DONTWAIT);
+    if (got > 0) {
+      p += got;
+      left -= static_cast<size_t>(got);
+      spin = 0;
+    } else if (got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      break;  // RecvAll reports it
+    } else {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+  }
+  return left ? net::RecvAll(fd, p, left, dl) : Status::Ok();
+}
+
+Status Socket::Drain(uint64_t bytes) {
+  char buf[16384];
+  Deadline dl(timeout_s);
+  while (bytes) {
+    size_t n = bytes < sizeof(buf) ? bytes : sizeof(buf);
+    ZC_RETURN_IF_ERROR(TakeBytes(buf, n, dl));
+    bytes -= n;
+  }
+  return Status::Ok();
+}
+
+void SocketTuner::Tune(int fd) {
+  net::SetNoDelay(fd);
+  const std::string& want = want_;
+  if (want == "system") return;
+  const bool automatic = want == "auto";
+  if (automatic && !net::PeerIsLocal(fd)) return;
+  Status st = net::SetCongestion(fd, automatic ? "reno" : want);
+  if (st.ok()) return;
+  if (automatic) ZC_TRACE(kTcp, "%s (the system's default stays)", st.message().c_str());
+  else if (!congestion_warned_.exchange(true))
+    ZC_WARN(kTcp, "ZC_TCP_CONGESTION=%s refused: %s (the system's default stays)", want.c_str(),
+            st.message().c_str());
+}
+
+}  // namespace zc::tcp

@@ -1,0 +1,73 @@
+// The tcp transport's Progress (p2p/tcp/tcp_progress.h) on its error path,
+// without processes: a Start that fails after it made a progress group
+// must leave Stop (the transport's Shutdown, run by its destructor) able to
+// end cleanly, though that group's threads were never started.
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <memory>
+#include <shared_mutex>
+#include <vector>
+
+#include "p2p/tcp/tcp_connection.h"
+#include "p2p/tcp/tcp_progress.h"
+#include "p2p/tcp/tcp_socket.h"
+
+namespace zc {
+namespace {
+
+class FakeHost : public TransportHost {
+ public:
+  void OnPeerLost(int, const Status&) override {}
+  MemRegion* FindLocalRegion(uint64_t) override { return nullptr; }
+  std::shared_mutex& region_use() override { return use_; }
+  Status HoldLocalRegion(const void*, size_t, RegionHold*) override {
+    return Error(ZC_ERR_UNSUPPORTED, "fake host");
+  }
+  Status Health(int) const override { return Status::Ok(); }
+
+ private:
+  std::shared_mutex use_;
+};
+
+bool FdFree(int fd) { return fcntl(fd, F_GETFD) == -1 && errno == EBADF; }
+
+// Out of descriptors when the progress thread's epoll is made (after the
+// driver's epoll and eventfd): Start fails, and Stop must not join the
+// Responder thread that was never started (it threw std::system_error,
+// which std::terminate'd the process from ~TcpTransport).
+TEST(TcpProgress, StopAfterStartFailedInAGroup) {
+  FakeHost host;
+  tcp::PendingReads reads;
+  tcp::Progress progress(&host, &reads, /*timeout_s=*/5);
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  std::vector<std::unique_ptr<tcp::Socket>> sockets;
+  sockets.push_back(std::make_unique<tcp::Socket>(&host, /*peer=*/1, /*timeout_s=*/5));
+  sockets[0]->fd = sv[0];
+
+  // Room for exactly two more descriptors: the driver's epoll and eventfd.
+  const int lowest = dup(0);
+  ASSERT_GE(lowest, 0);
+  close(lowest);
+  if (!FdFree(lowest + 1) || !FdFree(lowest + 2)) GTEST_SKIP() << "descriptors above " << lowest << " in use";
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+  rlimit low = old;
+  low.rlim_cur = static_cast<rlim_t>(lowest + 2);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  Status st = progress.Start(sockets, /*num_cqs=*/1);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("tcp: epoll: "), std::string::npos) << st.message();
+  progress.Stop();  // must neither throw nor hang
+  close(sv[0]);
+  close(sv[1]);
+}
+
+}  // namespace
+}  // namespace zc
