@@ -6,6 +6,8 @@ tested here on zcomm directly, 2 and 3 ranks:
   mismatch fails naming both sizes and the sender;
 - all_gather_coalesced: shapes (empty ones too), async, mixed dtypes
   through the group's call, bad output lists refused at the call;
+- all_reduce of sparse COO tensors (SUM, as gloo): sparse and dense dims,
+  dtypes, a rank without entries, other ops refused;
 - monitored_barrier (zcomm.torch.monitored_barrier, and the group's own
   monitored_barrier): passes; rank 0 names the first missing rank, or all of
   them with wait_all_ranks, or itself when its timeout is spent; the ranks
@@ -128,6 +130,42 @@ def allgather_coalesced(rank, world):
     return "allgather_coalesced"
 
 
+def sparse_allreduce(rank, world):
+    import torch
+    import torch.distributed as dist
+
+    def make(r, sparse_dims, dense_dims, dtype):
+        # Rank r has rows 0..r of the first sparse dimension (rank 0 also an
+        # empty tensor case below), so that ranks overlap.
+        idx = torch.arange(r + 1).reshape(1, r + 1)
+        for _ in range(sparse_dims - 1):
+            idx = torch.cat((idx, torch.zeros(1, r + 1, dtype=torch.int64)))
+        shape = [world] * sparse_dims + [2] * dense_dims
+        vals = torch.full([r + 1] + [2] * dense_dims, float(r + 1), dtype=dtype)
+        return torch.sparse_coo_tensor(idx, vals, shape)
+
+    for sparse_dims, dense_dims in ((1, 0), (2, 0), (3, 0), (1, 1), (1, 3)):
+        for dtype in (torch.float32, torch.float64, torch.int64):
+            t = make(rank, sparse_dims, dense_dims, dtype)
+            dist.all_reduce(t)
+            want = sum(make(r, sparse_dims, dense_dims, dtype).to_dense() for r in range(world))
+            assert t.is_sparse and torch.equal(t.to_dense(), want), (sparse_dims, dense_dims, t)
+    # No entries on rank 0, async.
+    t = make(rank, 1, 1, torch.float32)
+    if rank == 0:
+        t = torch.sparse_coo_tensor(torch.empty(1, 0, dtype=torch.int64), torch.empty(0, 2), [world, 2])
+    dist.all_reduce(t, async_op=True).wait()
+    want = sum(make(r, 1, 1, torch.float32).to_dense() for r in range(1, world))
+    assert torch.equal(t.to_dense(), want), t
+    try:
+        dist.all_reduce(make(rank, 1, 0, torch.float32), op=dist.ReduceOp.MAX)
+    except RuntimeError as e:
+        assert "SUM only" in str(e), str(e)
+    else:
+        raise AssertionError("a sparse MAX was accepted")
+    return "sparse_allreduce"
+
+
 def monitored_barrier(rank, world):
     import torch.distributed as dist
     import zcomm.torch as zt
@@ -214,7 +252,8 @@ def main():
     h.require_torch()
     h.loopback_env()
     for world in (2, 3):
-        for fn in (any_source, allgather_coalesced, monitored_barrier, barrier_timeout):
+        for fn in (any_source, allgather_coalesced, sparse_allreduce, monitored_barrier,
+                   barrier_timeout):
             t0 = time.monotonic()
             res = h.run(fn, world, init="file")
             assert res == [fn.__name__] * world, res

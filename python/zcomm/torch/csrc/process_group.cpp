@@ -158,6 +158,8 @@ void ProcessGroupZcomm::WorkerLoop() {
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::allreduce(std::vector<at::Tensor>& tensors,
                                                             const c10d::AllreduceOptions& opts) {
   const std::string pre = Prefix(rank_, size_, "allreduce");
+  if (tensors.size() == 1 && tensors[0].defined() && tensors[0].is_sparse())
+    return SparseAllreduce(tensors[0], opts, pre);
   CheckSingle(tensors, pre, "input");
   at::Tensor t = tensors[0];
   const zc_dtype dt = ToZcDtype(t.scalar_type(), pre);
@@ -166,6 +168,72 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::allreduce(std::vector<at::Tens
     at::Tensor buf = t.contiguous();
     Check(zc_allreduce(comm_, buf.data_ptr(), buf.data_ptr(), Count(buf), dt, op), w);
     CopyBack(t, buf);
+  });
+}
+
+// A sparse COO tensor (SUM, as gloo): every rank's coalesced indices and
+// values are gathered (zc_allgather of the shapes, zc_allgatherv of the
+// data), summed as one sparse tensor and coalesced into the input.
+c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::SparseAllreduce(at::Tensor& t,
+                                                                  const c10d::AllreduceOptions& opts,
+                                                                  const std::string& pre) {
+  TORCH_CHECK(t.device().is_cpu(), pre, "the sparse input is on ", t.device().str(),
+              "; zcomm.torch takes CPU tensors");
+  TORCH_CHECK(opts.reduceOp == c10d::ReduceOp::SUM, pre,
+              "sparse tensors are reduced with SUM only (as gloo)");
+  const zc_dtype dt = ToZcDtype(t.scalar_type(), pre);
+  const int n = size_;
+  return Enqueue(OpType::ALLREDUCE, "allreduce(sparse)", {t}, [this, t, dt, n](const std::string& w) {
+    at::Tensor in = t.coalesce();
+    const int64_t dims = in.dim();
+    // [nnz, sparse dims, size 0, ..., size dims-1]: a rank with another
+    // number of dims fails the allgather itself (a size mismatch).
+    std::vector<int64_t> meta = {in._nnz(), in.sparse_dim()};
+    for (int64_t d = 0; d < dims; ++d) meta.push_back(in.size(d));
+    const size_t m = meta.size();
+    std::vector<int64_t> all(m * n);
+    Check(zc_allgather(comm_, meta.data(), all.data(), m, ZC_INT64), w);
+    for (int r = 0; r < n; ++r)
+      for (size_t k = 1; k < m; ++k)
+        if (all[r * m + k] != meta[k])
+          throw std::runtime_error("zcomm " + w + " failed: rank " + std::to_string(r) +
+                                   "'s sparse tensor has another shape or sparse dims than rank " +
+                                   std::to_string(rank_) + "'s");
+    at::Tensor idx = in._indices().contiguous();  // [sparse dims, nnz], int64
+    at::Tensor val = in._values().contiguous();   // [nnz, dense sizes...]
+    const int64_t sdims = in.sparse_dim();
+    int64_t dense_row = 1;
+    for (int64_t d = sdims; d < dims; ++d) dense_row *= in.size(d);
+    std::vector<size_t> ic(n), id(n), vc(n), vd(n);
+    size_t itotal = 0, vtotal = 0;
+    for (int r = 0; r < n; ++r) {
+      const size_t nnz = static_cast<size_t>(all[r * m]);
+      ic[r] = nnz * sdims;
+      id[r] = itotal;
+      itotal += ic[r];
+      vc[r] = nnz * dense_row;
+      vd[r] = vtotal;
+      vtotal += vc[r];
+    }
+    at::Tensor ibuf = at::empty({static_cast<int64_t>(itotal)}, idx.options());
+    at::Tensor vbuf = at::empty({static_cast<int64_t>(vtotal)}, val.options());
+    Check(zc_allgatherv(comm_, idx.data_ptr(), Count(idx), ibuf.data_ptr(), ic.data(), id.data(),
+                        ZC_INT64),
+          w);
+    Check(zc_allgatherv(comm_, val.data_ptr(), Count(val), vbuf.data_ptr(), vc.data(), vd.data(),
+                        dt),
+          w);
+    std::vector<at::Tensor> is, vs;
+    std::vector<int64_t> vshape = val.sizes().vec();
+    for (int r = 0; r < n; ++r) {
+      const int64_t nnz = all[r * m];
+      is.push_back(ibuf.narrow(0, id[r], ic[r]).view({sdims, nnz}));
+      vshape[0] = nnz;
+      vs.push_back(vbuf.narrow(0, vd[r], vc[r]).view(vshape));
+    }
+    at::Tensor sum =
+        at::sparse_coo_tensor(at::cat(is, 1), at::cat(vs, 0), in.sizes(), in.options()).coalesce();
+    t.copy_(sum);
   });
 }
 

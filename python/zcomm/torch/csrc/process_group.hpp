@@ -106,6 +106,8 @@ class ProcessGroupZcomm : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> Enqueue(c10d::OpType type, const std::string& name,
                                          std::vector<at::Tensor> outputs, Body body);
   c10::intrusive_ptr<c10d::Work> PostP2p(bool is_send, at::Tensor& t, int peer, int tag);
+  c10::intrusive_ptr<c10d::Work> SparseAllreduce(at::Tensor& t, const c10d::AllreduceOptions& opts,
+                                                 const std::string& pre);
   std::string What(const std::string& name);
   // Throws std::runtime_error "zcomm <what>: <status>: <zcomm's detail>".
   void Check(zc_status st, const std::string& what) const;
