@@ -263,6 +263,41 @@ zc_status zc_isend(zc_comm* comm, const void* buf, size_t bytes, int peer, int t
 zc_status zc_irecv(zc_comm* comm, void* buf, size_t bytes, int peer, int tag,
                    zc_request** req);
 
+/* Receive from any source: ZC_ANY_SOURCE as the peer of zc_recv, zc_irecv,
+ * zc_recv_source or zc_irecv_source takes the next message with the tag
+ * from whichever rank of the communicator sends one. zc_recv_source and
+ * zc_irecv_source (peer: a rank or ZC_ANY_SOURCE) also report the sender:
+ * *source (source may be NULL) holds its rank when zc_recv_source returns,
+ * and when zc_test reports the request done or zc_wait returns. On an error
+ * *source is the sender when a message had matched (a size mismatch), else
+ * ZC_ANY_SOURCE.
+ *
+ * Order. Receives match in the order they were posted: a message goes to
+ * the earliest posted receive that accepts it (its sender, or any source,
+ * and its tag), so among the messages of one sender with one tag an
+ * any-source receive takes the earliest one (per-sender FIFO, as MPI). No
+ * order holds across senders, which write independently: an any-source
+ * receive takes a message that has already arrived at once, looking at the
+ * senders round-robin from the one after the sender it last matched, so no
+ * sender's messages wait behind another's stream.
+ *
+ * Sizes as zc_recv: a message of another size fails the receive with
+ * ZC_ERR_MISMATCH naming both sizes and the sender (and, above the eager
+ * limit, the sender's call too). Arguments: a NULL buf with bytes > 0, a
+ * peer that is neither ZC_ANY_SOURCE nor another rank of the communicator,
+ * a negative tag, or ZC_ANY_SOURCE in a communicator of one rank give
+ * ZC_ERR_INVALID_ARG at once. A peer lost while an any-source receive has
+ * matched nothing fails it with ZC_ERR_PEER_LOST naming that peer (its
+ * message may have been the one awaited; as MPI's ULFM), after messages
+ * already arrived from the others were matched; an abort fails it with
+ * ZC_ERR_ABORTED; with no sender it fails with ZC_ERR_TIMEOUT after
+ * ZC_TIMEOUT. */
+#define ZC_ANY_SOURCE (-1)
+zc_status zc_recv_source(zc_comm* comm, void* buf, size_t bytes, int peer, int tag,
+                         int* source);
+zc_status zc_irecv_source(zc_comm* comm, void* buf, size_t bytes, int peer, int tag,
+                          int* source, zc_request** req);
+
 /* Counts and displacements are in elements of dtype, one per rank. */
 zc_status zc_allgatherv(zc_comm* comm, const void* sendbuf, size_t sendcount, void* recvbuf,
                         const size_t* recvcounts, const size_t* displs, zc_dtype dtype);

@@ -18,8 +18,11 @@ from .errors import DtypeError, Error, Status
 from .request import Request
 
 UNIQUE_ID_BYTES = _zcomm.UNIQUE_ID_BYTES
+#: The peer of :meth:`Communicator.recv` / ``irecv`` / ``recv_source`` that
+#: takes the next message from any rank (C: ZC_ANY_SOURCE).
+ANY_SOURCE = _zcomm.ANY_SOURCE
 
-__all__ = ["Communicator", "Dtype", "DtypeError", "Error", "Op", "Request", "Status",
+__all__ = ["ANY_SOURCE", "Communicator", "Dtype", "DtypeError", "Error", "Op", "Request", "Status",
            "UNIQUE_ID_BYTES", "get_unique_id", "init", "ps", "version"]
 
 

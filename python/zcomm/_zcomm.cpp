@@ -46,12 +46,14 @@ PYBIND11_MODULE(_zcomm, m) {
     return py::bytes(id.internal, sizeof id.internal);
   });
   m.attr("UNIQUE_ID_BYTES") = sizeof(zc_unique_id);
+  m.attr("ANY_SOURCE") = ZC_ANY_SOURCE;
   m.attr("SPLIT_NONE") = ZC_SPLIT_NONE;
 
   py::class_<RequestHandle, std::shared_ptr<RequestHandle>>(m, "RequestHandle")
       .def("test", &RequestHandle::Test)
       .def("wait", &RequestHandle::Wait)
-      .def_property_readonly("done", &RequestHandle::done);
+      .def_property_readonly("done", &RequestHandle::done)
+      .def_property_readonly("source", &RequestHandle::source);
 
   using C = CommHandle;
   py::class_<C, std::shared_ptr<C>>(m, "CommHandle")

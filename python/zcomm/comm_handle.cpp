@@ -285,10 +285,12 @@ void CommHandle::Send(const py::object& buf, int peer, int tag) {
   Run("send", [&](zc_comm* c) { return zc_send(c, p, n, peer, tag); });
 }
 
-void CommHandle::Recv(const py::object& buf, int peer, int tag) {
+int CommHandle::Recv(const py::object& buf, int peer, int tag) {
   const size_t n = Nbytes(buf);
   void* p = Buf(buf, n, true, "recv", "buffer");
-  Run("recv", [&](zc_comm* c) { return zc_recv(c, p, n, peer, tag); });
+  int source = peer;
+  Run("recv", [&](zc_comm* c) { return zc_recv_source(c, p, n, peer, tag, &source); });
+  return source;
 }
 
 CommHandle::Req CommHandle::Isend(const py::object& buf, int peer, int tag) {
@@ -302,9 +304,12 @@ CommHandle::Req CommHandle::Isend(const py::object& buf, int peer, int tag) {
 CommHandle::Req CommHandle::Irecv(const py::object& buf, int peer, int tag) {
   const size_t n = Nbytes(buf);
   void* p = Buf(buf, n, true, "irecv", "buffer");
-  return Start("irecv", {buf}, [&](zc_comm* c, zc_request** q) {
-    return zc_irecv(c, p, n, peer, tag, q);
+  auto source = std::make_shared<int>(peer);
+  Req req = Start("irecv", {buf}, [&](zc_comm* c, zc_request** q) {
+    return zc_irecv_source(c, p, n, peer, tag, source.get(), q);
   });
+  req->set_source(std::move(source));
+  return req;
 }
 
 // ---- nonblocking collectives -----------------------------------------------------

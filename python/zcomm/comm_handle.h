@@ -68,7 +68,8 @@ class CommHandle : public std::enable_shared_from_this<CommHandle> {
   void Gather(const py::object& send, const py::object& recv, size_t count, int dtype, int root);
   void Scatter(const py::object& send, const py::object& recv, size_t count, int dtype, int root);
   void Send(const py::object& buf, int peer, int tag);
-  void Recv(const py::object& buf, int peer, int tag);
+  // Returns the sender (peer may be ZC_ANY_SOURCE).
+  int Recv(const py::object& buf, int peer, int tag);
 
   using Req = std::shared_ptr<RequestHandle>;
   Req Isend(const py::object& buf, int peer, int tag);

@@ -8,6 +8,8 @@ from .dtypes import parse_op, zc_dtype
 from .errors import DtypeError, Error, Status, invalid
 from .request import Request
 
+ANY_SOURCE = _zcomm.ANY_SOURCE
+
 
 class Communicator:
     """A group of ranks (``zc_comm``).
@@ -421,11 +423,18 @@ class Communicator:
 
     def recv(self, out, peer, tag=0, dtype=None):
         """Receives from `peer` into `out` (which gives the expected size).
-        Returns `out`."""
+        `peer` may be :data:`zcomm.ANY_SOURCE`: the next message with `tag`
+        from any rank (:meth:`recv_source` also says which). Returns `out`."""
+        return self.recv_source(out, peer, tag, dtype)[0]
+
+    def recv_source(self, out, peer=ANY_SOURCE, tag=0, dtype=None):
+        """:meth:`recv` that also returns the sender: ``(out, source)``.
+        Among one sender's messages with one tag the earliest comes first;
+        across senders there is no order (docs/python.md)."""
         peer, tag = self._p2p("recv", out, peer, tag, dtype)
         o = Output(out, self.rank, "recv", "out")
-        self._h.recv(o.wire, peer, tag)
-        return o.finish()
+        source = self._h.recv(o.wire, peer, tag)
+        return o.finish(), source
 
     def isend(self, x, peer, tag=0, dtype=None):
         """Nonblocking :meth:`send`. Many may be in flight; messages of one
@@ -434,7 +443,9 @@ class Communicator:
         return Request(self._h.isend(as_input(x), peer, tag))
 
     def irecv(self, out, peer, tag=0, dtype=None):
-        """Nonblocking :meth:`recv`; ``wait()`` returns `out`."""
+        """Nonblocking :meth:`recv` (`peer` may be :data:`zcomm.ANY_SOURCE`);
+        ``wait()`` returns `out`, and the request's ``source`` then names the
+        sender."""
         peer, tag = self._p2p("irecv", out, peer, tag, dtype)
         o = Output(out, self.rank, "irecv", "out")
         return Request(self._h.irecv(o.wire, peer, tag), o.user, o.finish)

@@ -35,6 +35,12 @@ class Request:
         return self._result
 
     @property
+    def source(self):
+        """A receive's sender once complete (also for ``irecv`` from
+        :data:`zcomm.ANY_SOURCE`); -1 before, and for other operations."""
+        return self._handle.source
+
+    @property
     def done(self):
         """True once complete (whether or not it succeeded)."""
         return self._handle.done

@@ -76,4 +76,9 @@ bool RequestHandle::done() const {
   return req_ == nullptr;
 }
 
+int RequestHandle::source() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return req_ == nullptr && source_ ? *source_ : -1;
+}
+
 }  // namespace zcpy

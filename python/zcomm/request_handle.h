@@ -7,6 +7,7 @@
 #include <pybind11/pybind11.h>
 #include <zcomm/zcomm.h>
 
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -29,6 +30,10 @@ class RequestHandle {
   // the operation's error when it failed.
   void Wait();
   bool done() const;
+  // A receive's sender once complete (zc_irecv_source writes it); -1 before,
+  // and for requests that are not receives.
+  int source() const;
+  void set_source(std::shared_ptr<int> source) { source_ = std::move(source); }
   // Blocks until complete without raising (call it without the GIL); the
   // outcome stays recorded for Test/Wait.
   void Settle();
@@ -44,6 +49,7 @@ class RequestHandle {
   zc_status status_ = ZC_OK;
   std::string error_;
   std::vector<py::object> keep_;
+  std::shared_ptr<int> source_;  // written by zcomm when the request completes
 };
 
 }  // namespace zcpy

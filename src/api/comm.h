@@ -70,6 +70,8 @@ struct zc_request {
   std::shared_ptr<zc::P2pRequest> p2p;
   std::string context;
   std::function<zc::Status()> on_complete;
+  // zc_irecv_source: where the sender's rank goes once the request is done.
+  int* source = nullptr;
 };
 
 struct zc_comm {

@@ -18,7 +18,11 @@ namespace {
 zc_status CheckPeerArgs(zc_comm* comm, const char* op, bool send, const void* buf, size_t bytes,
                         int peer, int tag) {
   ZC_TRY(CheckBuf(comm, op, buf, "buf", bytes));
-  if (peer < 0 || peer >= comm->size)
+  if (!send && peer == ZC_ANY_SOURCE) {
+    if (comm->size < 2)
+      return BadArg(comm, op, "receive from any source: rank %d is alone in its communicator "
+                    "(no peer could send)", comm->rank);
+  } else if (peer < 0 || peer >= comm->size)
     return BadArg(comm, op, "peer %d is out of range [0, %d)", peer, comm->size);
   if (peer == comm->rank)
     return BadArg(comm, op, "%s self (rank %d) would never complete",
@@ -29,6 +33,8 @@ zc_status CheckPeerArgs(zc_comm* comm, const char* op, bool send, const void* bu
 
 std::string Context(const zc_comm* comm, const char* op, bool send, int peer, int tag,
                     size_t bytes) {
+  if (!send && peer == ZC_ANY_SOURCE)
+    return zc::Format("rank %d: %s from any source (tag %d, %zu bytes)", comm->rank, op, tag, bytes);
   return zc::Format("rank %d: %s %s %d (tag %d, %zu bytes)", comm->rank, op, send ? "to" : "from",
                     peer, tag, bytes);
 }
@@ -36,9 +42,10 @@ std::string Context(const zc_comm* comm, const char* op, bool send, int peer, in
 // Posts one request. Device buffers (CUDA builds) go through a pinned copy
 // owned by the request until it completes.
 zc_status Post(zc_comm* comm, const char* op, bool send, void* buf, size_t bytes, int peer, int tag,
-               zc_request** req) {
+               zc_request** req, int* source = nullptr) {
   auto r = std::make_unique<zc_request>();
   r->context = Context(comm, op, send, peer, tag, bytes);
+  r->source = source;
   void* host = buf;
   zc::Status staged = comm->gpu->StageRequest(buf, bytes, send, &host, &r->on_complete);
   if (!staged.ok()) return Fail(staged.with_context(r->context));
@@ -49,8 +56,10 @@ zc_status Post(zc_comm* comm, const char* op, bool send, void* buf, size_t bytes
   return ZC_OK;
 }
 
-// The request has completed with st: runs what completion still owes once.
+// The request has completed with st: runs what completion still owes once
+// (the sender's rank for zc_irecv_source, a staged receive's copy).
 zc::Status Finish(zc_request* r, zc::Status st) {
+  if (r->source) *r->source = r->p2p->source();
   if (r->on_complete) {
     zc::Status c = r->on_complete();
     r->on_complete = nullptr;
@@ -117,12 +126,30 @@ zc_status zc_send(zc_comm* comm, const void* buf, size_t bytes, int peer, int ta
 }
 
 zc_status zc_recv(zc_comm* comm, void* buf, size_t bytes, int peer, int tag) {
-  ZC_CHECK_COMM(comm, "zc_recv");
-  ZC_TRY(CheckPeerArgs(comm, "zc_recv", false, buf, bytes, peer, tag));
+  return zc_recv_source(comm, buf, bytes, peer, tag, nullptr);
+}
+
+zc_status zc_recv_source(zc_comm* comm, void* buf, size_t bytes, int peer, int tag, int* source) {
+  const char* op = source ? "zc_recv_source" : "zc_recv";
+  ZC_CHECK_COMM(comm, op);
+  if (source) *source = ZC_ANY_SOURCE;
+  ZC_TRY(CheckPeerArgs(comm, op, false, buf, bytes, peer, tag));
+  int from = ZC_ANY_SOURCE;
   zc::Status st = Staged(comm, {Buf{buf, bytes, false, true, "buf"}}, [&](void** h) {
-    return comm->p2p->Recv(h[0], bytes, peer, tag);
+    return comm->p2p->Recv(h[0], bytes, peer, tag, &from);
   });
+  if (source) *source = from;
   return st.ok() ? ZC_OK : Fail(st.with_context(Context(comm, "recv", false, peer, tag, bytes)));
+}
+
+zc_status zc_irecv_source(zc_comm* comm, void* buf, size_t bytes, int peer, int tag, int* source,
+                          zc_request** req) {
+  ZC_CHECK_COMM(comm, "zc_irecv_source");
+  if (!req) return BadArg(comm, "zc_irecv_source", "req is NULL");
+  *req = nullptr;
+  if (source) *source = ZC_ANY_SOURCE;
+  ZC_TRY(CheckPeerArgs(comm, "zc_irecv_source", false, buf, bytes, peer, tag));
+  return Post(comm, "irecv", false, buf, bytes, peer, tag, req, source);
 }
 
 }  // extern "C"

@@ -70,10 +70,13 @@ struct P2pEngine::Op {
   bool restaged = false;    // the pool copy was sent (send) or asked for (recv)
   uint32_t ack_code = 0;    // recv, kSendAck: what to send
   Status final_status;      // recv, kSendAck: the result once the ack is out
+  bool any = false;         // recv from any source: peer and dpeer are -1 until a message matches
 
+  bool Unmatched() const { return any && peer < 0; }
   std::string What() const {
-    return Format("%s of %zu bytes %s peer %d (tag %d)", send ? "isend" : "irecv", bytes,
-                  send ? "to" : "from", peer, tag);
+    if (Unmatched()) return Format("irecv of %zu bytes from any source (tag %d)", bytes, tag);
+    return Format("%s of %zu bytes %s peer %d (tag %d%s)", send ? "isend" : "irecv", bytes,
+                  send ? "to" : "from", peer, tag, any ? ", any source" : "");
   }
 };
 
@@ -107,6 +110,16 @@ Status P2pEngine::CheckFailed(size_t bytes, int peer, const char* what) const {
   return Error(ZC_ERR_INVALID_ARG, "%s: null buffer of %zu bytes", what, bytes);
 }
 
+Status P2pEngine::CheckAnySource(const void* buf, size_t bytes) const {
+  if (!buf && bytes)
+    return Error(ZC_ERR_INVALID_ARG, "irecv from any source: null buffer of %zu bytes", bytes);
+  if (size() < 2)
+    return Error(ZC_ERR_INVALID_ARG,
+                 "irecv from any source: rank %d is alone in its communicator (no peer could send)",
+                 my_rank_);
+  return Status::Ok();
+}
+
 Status P2pEngine::Isend(const void* buf, size_t bytes, int peer, int tag,
                         std::shared_ptr<P2pRequest>* req) {
   ZC_RETURN_IF_ERROR(Check(buf, bytes, peer, "isend"));
@@ -131,6 +144,7 @@ Status P2pEngine::Isend(const void* buf, size_t bytes, int peer, int tag,
     op->desc = op->source->remote().Serialize();
   }
   op->req = std::make_shared<P2pRequest>(true, bytes);
+  op->req->source_.store(peer, std::memory_order_relaxed);
   *req = op->req;
   Post(std::move(op));
   return Status::Ok();
@@ -138,17 +152,20 @@ Status P2pEngine::Isend(const void* buf, size_t bytes, int peer, int tag,
 
 Status P2pEngine::Irecv(void* buf, size_t bytes, int peer, int tag,
                         std::shared_ptr<P2pRequest>* req) {
-  ZC_RETURN_IF_ERROR(Check(buf, bytes, peer, "irecv"));
+  const bool any = peer == kAnySource;
+  ZC_RETURN_IF_ERROR(any ? CheckAnySource(buf, bytes) : Check(buf, bytes, peer, "irecv"));
   auto op = std::make_unique<Op>();
   op->send = false;
   op->state = Op::kAwaitMeta;
   op->rbuf = buf;
   op->bytes = bytes;
+  op->any = any;
   op->peer = peer;
-  op->dpeer = members_[peer];
+  op->dpeer = any ? -1 : members_[peer];
   op->tag = tag;
   op->dl = dev_->NewDeadline();
   op->req = std::make_shared<P2pRequest>(false, bytes);
+  op->req->source_.store(peer, std::memory_order_relaxed);
   *req = op->req;
   Post(std::move(op));
   return Status::Ok();
@@ -168,14 +185,19 @@ Status P2pEngine::Send(const void* buf, size_t bytes, int peer, int tag) {
   return req->Wait(Deadline::Never());
 }
 
-Status P2pEngine::Recv(void* buf, size_t bytes, int peer, int tag) {
-  if (pending() == 0) {
+Status P2pEngine::Recv(void* buf, size_t bytes, int peer, int tag, int* source) {
+  if (source) *source = kAnySource;
+  if (peer != kAnySource && pending() == 0) {
     ZC_RETURN_IF_ERROR(Check(buf, bytes, peer, "recv"));
+    if (source) *source = peer;
     return zc::Recv(dev_, buf, bytes, members_[peer], tag, context_);
   }
+  // From any source, or behind pending requests: through the progress thread.
   std::shared_ptr<P2pRequest> req;
   ZC_RETURN_IF_ERROR(Irecv(buf, bytes, peer, tag, &req));
-  return req->Wait(Deadline::Never());
+  Status st = req->Wait(Deadline::Never());
+  if (source) *source = req->source();
+  return st;
 }
 
 void P2pEngine::Post(std::unique_ptr<Op> op) {
@@ -287,6 +309,10 @@ bool P2pEngine::Pass() {
         break;
       }
       case Op::kAwaitMeta: {
+        if (op.Unmatched()) {
+          if (MatchAnySource(op, &recv_blocked)) moved = true;
+          break;
+        }
         // Only the oldest receive of a (peer, tag) looks: FIFO matching.
         const auto key = std::make_pair(op.dpeer, op.tag);
         if (recv_blocked.count(key)) break;
@@ -344,8 +370,12 @@ bool P2pEngine::Pass() {
   for (auto& ptr : ops_) {
     Op& op = *ptr;
     if (op.state == Op::kDone) continue;
-    Status h = dev_->Health(op.dpeer);
-    if (!h.ok()) {
+    int lost = -1;
+    Status h = op.Unmatched() ? AnyPeerLost(&lost) : dev_->Health(op.dpeer);
+    if (!h.ok() && lost >= 0) {
+      Complete(op, h.with_context(Format("%s: peer %d is lost, and it could have been the sender",
+                                         op.What().c_str(), lost)));
+    } else if (!h.ok()) {
       Complete(op, h.with_context(op.What()));
     } else if (op.dl.expired() && op.state == Op::kSendAck && !op.final_status.ok()) {
       // The read itself failed (often by this same deadline): that is the
@@ -357,7 +387,7 @@ bool P2pEngine::Pass() {
         case Op::kPostMeta: why = "no free control slot (the peer receives nothing)"; break;
         case Op::kAwaitAck: why = "no acknowledgement of the rendezvous (no matching receive)"; break;
         case Op::kRestage: case Op::kSendAck: why = "no free control slot"; break;
-        case Op::kAwaitMeta: why = "no matching send"; break;
+        case Op::kAwaitMeta: why = op.Unmatched() ? "no matching send from any peer" : "no matching send"; break;
         case Op::kAwaitRestage: why = "no staged copy"; break;
         case Op::kDone: break;
       }
@@ -367,6 +397,65 @@ bool P2pEngine::Pass() {
   }
   ops_.remove_if([](const std::unique_ptr<Op>& op) { return op->state == Op::kDone; });
   return moved;
+}
+
+bool P2pEngine::MatchAnySource(Op& op, std::set<std::pair<int, int>>* recv_blocked) {
+  ControlPlane* cp = dev_->control();
+  const int n = size();
+  for (int k = 0; k < n; ++k) {
+    const int p = (any_next_ + k) % n;
+    if (p == my_rank_) continue;
+    const int dp = members_[p];
+    // An earlier receive of this pass wanted this stream and found nothing:
+    // what arrives now is that receive's (posting order).
+    if (recv_blocked->count({dp, op.tag})) continue;
+    Arrival in{op.rbuf, op.bytes};
+    Status st;
+    if (!cp->TryRecvWith(dp, MetaTag(context_, op.tag), &TakeMetaPieces<ControlPlane::Piece>, &in,
+                         &st, /*defer_credit=*/true)) {
+      if (!st.ok()) {
+        Complete(op, st.with_context(Format("%s: reading peer %d's stream", op.What().c_str(), p)));
+        return true;
+      }
+      continue;
+    }
+    // Matched: from here on the request is a receive from p.
+    op.peer = p;
+    op.dpeer = dp;
+    op.req->source_.store(p, std::memory_order_release);
+    any_next_ = (p + 1) % n;
+    if (!st.ok()) {
+      Complete(op, st.with_context(op.What()));
+      return true;
+    }
+    op.meta = in.meta;
+    op.desc = std::move(in.desc);
+    HandleMeta(op);
+    return true;
+  }
+  // Nothing from anyone: later receives of this tag must not take what
+  // arrives during the rest of this pass.
+  for (int p = 0; p < n; ++p)
+    if (p != my_rank_) recv_blocked->insert({members_[p], op.tag});
+  return false;
+}
+
+Status P2pEngine::AnyPeerLost(int* lost) const {
+  *lost = -1;
+  for (int p = 0; p < size(); ++p) {
+    if (p == my_rank_) continue;
+    Status h = dev_->Health(members_[p]);
+    if (h.ok()) continue;
+    // Health fails for every peer once the Device is aborted or alerted:
+    // name a peer only when it is the one lost.
+    for (int q = 0; q < size(); ++q)
+      if (q != my_rank_ && dev_->peer_lost(members_[q])) {
+        *lost = q;
+        return q == p ? h : dev_->Health(members_[q]);
+      }
+    return h;
+  }
+  return Status::Ok();
 }
 
 void P2pEngine::HandleMeta(Op& op) {

@@ -9,7 +9,8 @@
 //             (kAckNeedStaged: copy into pool memory, send it -> await ack)
 //   recv:  await meta (ControlPlane::TryRecvWith; only the oldest receive of
 //          each (peer, tag) looks, so messages of one (peer, tag) match in
-//          posting order) -> [rendezvous] one-sided Read into the user's
+//          posting order; a receive from any source looks at every peer's
+//          stream, below) -> [rendezvous] one-sided Read into the user's
 //          buffer (this may block for the transfer itself) -> send the ack
 //          (again only when a slot is free) -> done
 // One progress thread per engine drives them, started on the first request;
@@ -18,8 +19,22 @@
 // request ever blocks another one while it waits for a peer, so any set of
 // requests that MPI would complete completes here.
 //
+// Receives from any source (peer kAnySource) match as MPI's do: each pass
+// goes over the requests in posting order, and every receive takes the next
+// message of its tag from a stream that no earlier receive of this pass
+// wanted and found empty. So among the messages of one sender and tag an
+// any-source receive takes the earliest, and a receive posted earlier (from
+// that sender or from any source) is matched first. Across senders there is
+// no order to keep (each writes its own stream): an any-source receive looks
+// at the peers round-robin, starting after the sender the last any-source
+// match took from, and takes the first message it finds, so a message that
+// has already arrived is matched at once and no sender is starved.
+//
 // Every request has a deadline (ZC_TIMEOUT from the time it was posted) and
-// fails promptly when its peer is lost or the Device is aborted.
+// fails promptly when its peer is lost or the Device is aborted; a receive
+// from any source that has not matched yet fails when any peer of the
+// communicator is lost (the message it waits for may have been the lost
+// peer's; as MPI's ULFM has it), after taking what had already arrived.
 #pragma once
 
 #include <atomic>
@@ -29,7 +44,9 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/deadline.h"
@@ -51,6 +68,10 @@ class P2pRequest {
   Status Wait(const Deadline& dl);
   bool is_send() const { return is_send_; }
   size_t bytes() const { return bytes_; }
+  // A receive's sender (communicator rank) once it is known: set when a
+  // message matched, before the request completes; -1 (kAnySource) while a
+  // receive from any source has matched nothing. A send's peer.
+  int source() const { return source_.load(std::memory_order_acquire); }
 
  private:
   friend class P2pEngine;
@@ -61,11 +82,15 @@ class P2pRequest {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::atomic<bool> done_{false};
+  std::atomic<int> source_{-1};
   Status status_;
 };
 
 class P2pEngine {
  public:
+  // The peer of a receive from any source (ZC_ANY_SOURCE).
+  static constexpr int kAnySource = -1;
+
   // One per communicator. members[r] is the Device rank of communicator rank
   // r; my_rank is mine in the communicator; context (< 0x10000) scopes every
   // control tag, so that communicators sharing one Device never take each
@@ -78,12 +103,14 @@ class P2pEngine {
 
   // Nonblocking; peer and tag in communicator terms; the buffer belongs to
   // zcomm until the request completes. Argument errors are returned at once
-  // (and no request is made); everything else through the request.
+  // (and no request is made); everything else through the request. Irecv's
+  // peer may be kAnySource; the request's source() names the sender.
   Status Isend(const void* buf, size_t bytes, int peer, int tag, std::shared_ptr<P2pRequest>* req);
   Status Irecv(void* buf, size_t bytes, int peer, int tag, std::shared_ptr<P2pRequest>* req);
   // Blocking: Isend/Irecv and its Wait (the same protocol and matching order).
+  // source (may be null): the sender once one matched, else kAnySource.
   Status Send(const void* buf, size_t bytes, int peer, int tag);
-  Status Recv(void* buf, size_t bytes, int peer, int tag);
+  Status Recv(void* buf, size_t bytes, int peer, int tag, int* source = nullptr);
 
   int rank() const { return my_rank_; }
   int size() const { return static_cast<int>(members_.size()); }
@@ -97,10 +124,16 @@ class P2pEngine {
     if (peer >= 0 && peer < size() && peer != my_rank_ && (buf || !bytes)) return Status::Ok();
     return CheckFailed(bytes, peer, what);
   }
+  Status CheckAnySource(const void* buf, size_t bytes) const;
   Status CheckFailed(size_t bytes, int peer, const char* what) const;  // the error Check names
   void Post(std::unique_ptr<Op> op);
   void Loop();
   bool Pass();  // one turn over every request; true when any moved on
+  // A receive from any source looks at every peer's stream that no earlier
+  // receive of this pass found empty; true when it took a message (or failed).
+  bool MatchAnySource(Op& op, std::set<std::pair<int, int>>* recv_blocked);
+  // The first peer of the communicator known lost (its status), or Ok.
+  Status AnyPeerLost(int* lost) const;
   void HandleMeta(Op& op);
   void StartRead(Op& op);
   void Dispatch(int dpeer, int tag, const std::string& msg);
@@ -120,6 +153,7 @@ class P2pEngine {
   std::thread thread_;
   // Only the progress thread touches these (and the destructor after the join).
   std::list<std::unique_ptr<Op>> ops_;  // in posting order
+  int any_next_ = 0;  // the peer an any-source receive looks at first
 };
 
 }  // namespace zc

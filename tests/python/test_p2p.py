@@ -1,7 +1,8 @@
 """Point to point from Python: send/recv of every dtype, sizes below and
 above the eager limits, many isend/irecv in flight in any order of
 completion, in-order matching per (peer, tag), staged (strided) receives,
-and requests dropped unfinished. Run under zcrun -np 2..5."""
+requests dropped unfinished, and receives from any source (per-sender order,
+the sender reported). Run under zcrun -np 2..5."""
 
 import sys
 
@@ -78,6 +79,30 @@ def main():
         c.equal("float32", view.copy(), np.arange(6, dtype=np.float32) + prv,
                 "strided irecv")
         c.true((base[:, [0, 2, 3]] == -1).all(), "strided irecv: gaps untouched")
+        # From any source: rank 0 takes every other rank's messages in the
+        # order each sent them (recv_source and irecv report the sender).
+        per = 4
+        if R == 0:
+            nxt_idx = {p: 0 for p in range(1, N)}
+            pend = [comm.irecv(np.zeros(2, np.int64), zcomm.ANY_SOURCE, tag=12)
+                    for _ in range((N - 1) * per // 2)]
+            for _ in range((N - 1) * per - len(pend)):
+                out, src = comm.recv_source(np.zeros(2, np.int64), zcomm.ANY_SOURCE, tag=12)
+                pend.append((out, src))
+            got = []
+            for q in pend:
+                got.append((q.wait(), q.source) if isinstance(q, zcomm.Request) else q)
+            # Requests were posted before the blocking receives: their
+            # messages come first in each sender's order.
+            for out, src in got:
+                c.true(src in nxt_idx, f"any source: sender {src}")
+                c.equal("int64", out, np.array([src, nxt_idx[src]], np.int64),
+                        f"any source: message {nxt_idx[src]} of rank {src}")
+                nxt_idx[src] += 1
+            c.true(all(v == per for v in nxt_idx.values()), f"any source: counts {nxt_idx}")
+        else:
+            for i in range(per):
+                comm.send(np.array([R, i], np.int64), 0, tag=12)
         comm.barrier()
     print(f"rank {R} of {N}: {c.checks} checks passed", flush=True)
 

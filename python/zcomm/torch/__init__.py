@@ -27,6 +27,22 @@ BACKEND = "zcomm"
 if BACKEND.upper() not in _dist.Backend._plugins:
     _dist.Backend.register_backend(BACKEND, create_process_group)
 
+
+def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+    """torch.distributed.monitored_barrier for any process group: torch 1.13's
+    own refuses every backend but gloo by name before it reaches the group.
+    Same arguments and errors (rank 0 names the first rank that did not come
+    within `timeout`, or all of them with wait_all_ranks); a rank outside
+    `group` returns at once; timeout None is torch's default group timeout."""
+    from torch.distributed import distributed_c10d as c10d
+    if c10d._rank_not_in_group(group):
+        return None
+    if timeout is None:
+        timeout = c10d.default_pg_timeout
+    pg = c10d._get_default_group() if group is None else group
+    return pg.monitored_barrier(timeout, wait_all_ranks=wait_all_ranks)
+
+
 from .compression import Compression  # noqa: E402
 from .functions import (allgather_object, broadcast_object, broadcast_optimizer_state,  # noqa: E402
                         broadcast_parameters)
@@ -46,6 +62,7 @@ from .mpi_ops import (Adasum, Average, HorovodInternalError, Max, Min, Product, 
 from .optimizer import DistributedOptimizer  # noqa: E402
 
 __all__ = ["BACKEND", "ProcessGroupZcomm", "create_process_group", "zcomm_version",
+           "monitored_barrier",
            "Compression", "DistributedOptimizer", "HorovodInternalError",
            "Average", "Sum", "Adasum", "Min", "Max", "Product", "ProcessSet", "global_process_set",
            "add_process_set", "remove_process_set", "grouped_allgather",

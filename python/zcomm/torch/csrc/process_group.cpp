@@ -46,7 +46,7 @@ size_t Count(const at::Tensor& t) { return static_cast<size_t>(t.numel()); }
 
 ProcessGroupZcomm::ProcessGroupZcomm(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                      int size, std::chrono::milliseconds timeout)
-    : c10d::ProcessGroup(rank, size), timeout_(timeout) {
+    : c10d::ProcessGroup(rank, size), store_(store), timeout_(timeout) {
   comm_ = CommFromStore(store, rank, size);
   worker_ = std::thread([this] { WorkerLoop(); });
   p2p_thread_ = std::thread([this] { P2pLoop(); });
@@ -158,6 +158,8 @@ void ProcessGroupZcomm::WorkerLoop() {
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::allreduce(std::vector<at::Tensor>& tensors,
                                                             const c10d::AllreduceOptions& opts) {
   const std::string pre = Prefix(rank_, size_, "allreduce");
+  if (tensors.size() == 1 && tensors[0].defined() && tensors[0].is_sparse())
+    return SparseAllreduce(tensors[0], opts, pre);
   CheckSingle(tensors, pre, "input");
   at::Tensor t = tensors[0];
   const zc_dtype dt = ToZcDtype(t.scalar_type(), pre);
@@ -166,6 +168,72 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::allreduce(std::vector<at::Tens
     at::Tensor buf = t.contiguous();
     Check(zc_allreduce(comm_, buf.data_ptr(), buf.data_ptr(), Count(buf), dt, op), w);
     CopyBack(t, buf);
+  });
+}
+
+// A sparse COO tensor (SUM, as gloo): every rank's coalesced indices and
+// values are gathered (zc_allgather of the shapes, zc_allgatherv of the
+// data), summed as one sparse tensor and coalesced into the input.
+c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::SparseAllreduce(at::Tensor& t,
+                                                                  const c10d::AllreduceOptions& opts,
+                                                                  const std::string& pre) {
+  TORCH_CHECK(t.device().is_cpu(), pre, "the sparse input is on ", t.device().str(),
+              "; zcomm.torch takes CPU tensors");
+  TORCH_CHECK(opts.reduceOp == c10d::ReduceOp::SUM, pre,
+              "sparse tensors are reduced with SUM only (as gloo)");
+  const zc_dtype dt = ToZcDtype(t.scalar_type(), pre);
+  const int n = size_;
+  return Enqueue(OpType::ALLREDUCE, "allreduce(sparse)", {t}, [this, t, dt, n](const std::string& w) {
+    at::Tensor in = t.coalesce();
+    const int64_t dims = in.dim();
+    // [nnz, sparse dims, size 0, ..., size dims-1]: a rank with another
+    // number of dims fails the allgather itself (a size mismatch).
+    std::vector<int64_t> meta = {in._nnz(), in.sparse_dim()};
+    for (int64_t d = 0; d < dims; ++d) meta.push_back(in.size(d));
+    const size_t m = meta.size();
+    std::vector<int64_t> all(m * n);
+    Check(zc_allgather(comm_, meta.data(), all.data(), m, ZC_INT64), w);
+    for (int r = 0; r < n; ++r)
+      for (size_t k = 1; k < m; ++k)
+        if (all[r * m + k] != meta[k])
+          throw std::runtime_error("zcomm " + w + " failed: rank " + std::to_string(r) +
+                                   "'s sparse tensor has another shape or sparse dims than rank " +
+                                   std::to_string(rank_) + "'s");
+    at::Tensor idx = in._indices().contiguous();  // [sparse dims, nnz], int64
+    at::Tensor val = in._values().contiguous();   // [nnz, dense sizes...]
+    const int64_t sdims = in.sparse_dim();
+    int64_t dense_row = 1;
+    for (int64_t d = sdims; d < dims; ++d) dense_row *= in.size(d);
+    std::vector<size_t> ic(n), id(n), vc(n), vd(n);
+    size_t itotal = 0, vtotal = 0;
+    for (int r = 0; r < n; ++r) {
+      const size_t nnz = static_cast<size_t>(all[r * m]);
+      ic[r] = nnz * sdims;
+      id[r] = itotal;
+      itotal += ic[r];
+      vc[r] = nnz * dense_row;
+      vd[r] = vtotal;
+      vtotal += vc[r];
+    }
+    at::Tensor ibuf = at::empty({static_cast<int64_t>(itotal)}, idx.options());
+    at::Tensor vbuf = at::empty({static_cast<int64_t>(vtotal)}, val.options());
+    Check(zc_allgatherv(comm_, idx.data_ptr(), Count(idx), ibuf.data_ptr(), ic.data(), id.data(),
+                        ZC_INT64),
+          w);
+    Check(zc_allgatherv(comm_, val.data_ptr(), Count(val), vbuf.data_ptr(), vc.data(), vd.data(),
+                        dt),
+          w);
+    std::vector<at::Tensor> is, vs;
+    std::vector<int64_t> vshape = val.sizes().vec();
+    for (int r = 0; r < n; ++r) {
+      const int64_t nnz = all[r * m];
+      is.push_back(ibuf.narrow(0, id[r], ic[r]).view({sdims, nnz}));
+      vshape[0] = nnz;
+      vs.push_back(vbuf.narrow(0, vd[r], vc[r]).view(vshape));
+    }
+    at::Tensor sum =
+        at::sparse_coo_tensor(at::cat(is, 1), at::cat(vs, 0), in.sizes(), in.options()).coalesce();
+    t.copy_(sum);
   });
 }
 
@@ -276,6 +344,63 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::_allgather_base(
                    at::Tensor dst = Staged(out);
                    Check(zc_allgather(comm_, src.data_ptr(), dst.data_ptr(), Count(src), dt), w);
                    CopyBack(out, dst);
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions&) {
+  const std::string pre = Prefix(rank_, size_, "allgather_coalesced");
+  TORCH_CHECK(!inputs.empty(), pre, "no input tensors");
+  TORCH_CHECK(static_cast<int>(outputs.size()) == size_, pre, "expects one output list per rank (",
+              size_, "), got ", outputs.size());
+  for (size_t r = 0; r < outputs.size(); ++r)
+    TORCH_CHECK(outputs[r].size() == inputs.size(), pre, "output list ", r, " has ",
+                outputs[r].size(), " tensors, expected one per input (", inputs.size(), ")");
+  // Index lists per dtype, in the order the dtypes first appear.
+  std::vector<std::vector<size_t>> groups;
+  std::vector<zc_dtype> kinds;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    CheckTensor(inputs[i], pre, "input");
+    for (size_t r = 0; r < outputs.size(); ++r) {
+      const at::Tensor& o = outputs[r][i];
+      CheckTensor(o, pre, "output");
+      TORCH_CHECK(o.scalar_type() == inputs[i].scalar_type(), pre, "output ", r, "[", i,
+                  "] has dtype ", c10::toString(o.scalar_type()), ", input ", i, " has ",
+                  c10::toString(inputs[i].scalar_type()));
+      TORCH_CHECK(o.sizes() == inputs[i].sizes(), pre, "output ", r, "[", i, "] has shape ",
+                  o.sizes(), ", input ", i, " has ", inputs[i].sizes());
+    }
+    size_t g = 0;
+    while (g < groups.size() && inputs[groups[g][0]].scalar_type() != inputs[i].scalar_type()) ++g;
+    if (g == groups.size()) {
+      groups.emplace_back();
+      kinds.push_back(ToZcDtype(inputs[i].scalar_type(), pre));
+    }
+    groups[g].push_back(i);
+  }
+  std::vector<at::Tensor> all_outputs;
+  for (const auto& list : outputs) all_outputs.insert(all_outputs.end(), list.begin(), list.end());
+  std::vector<at::Tensor> ins = inputs;
+  std::vector<std::vector<at::Tensor>> outs = outputs;
+  const int n = size_;
+  return Enqueue(OpType::ALLGATHER_COALESCED, "allgather_coalesced", all_outputs,
+                 [this, ins, outs, groups, kinds, n](const std::string& w) {
+                   for (size_t g = 0; g < groups.size(); ++g) {
+                     std::vector<at::Tensor> mine;
+                     for (size_t i : groups[g]) mine.push_back(ins[i]);
+                     at::Tensor flat = Flatten(mine);
+                     const int64_t len = flat.numel();
+                     at::Tensor all = at::empty({n * len}, flat.options());
+                     Check(zc_allgather(comm_, flat.data_ptr(), all.data_ptr(), Count(flat),
+                                        kinds[g]),
+                           w);
+                     for (int r = 0; r < n; ++r) {
+                       std::vector<at::Tensor> theirs;
+                       for (size_t i : groups[g]) theirs.push_back(outs[r][i]);
+                       Unflatten(all.narrow(0, r * len, len), theirs);
+                     }
+                   }
                  });
 }
 
@@ -493,6 +618,83 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::barrier(const c10d::BarrierOpt
                  [this](const std::string& w) { Check(zc_barrier(comm_), w); });
 }
 
+// gloo's monitored barrier (its messages, which torch's tests match), with the
+// group's store as the channel: each rank sets its key and waits for rank 0's
+// verdict; rank 0 waits for the keys in rank order and sets the verdict, "ok"
+// or its error, so that on a failure the others learn it at once instead of
+// at the group's timeout.
+void ProcessGroupZcomm::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
+  GilReleased no_gil;
+  using std::chrono::milliseconds;
+  const milliseconds limit = opts.timeout == c10d::kUnsetTimeout ? timeout_ : opts.timeout;
+  const std::string base =
+      "zcomm/monitored_barrier/" + std::to_string(++monitored_barriers_) + "/";
+  const std::string verdict_key = base + "verdict";
+  auto bytes = [](const std::string& v) { return std::vector<uint8_t>(v.begin(), v.end()); };
+  if (rank_ != 0) {
+    store_->set(base + std::to_string(rank_), bytes("here"));
+    std::string verdict;
+    try {
+      store_->wait({verdict_key}, timeout_);
+      const std::vector<uint8_t> v = store_->get(verdict_key);
+      verdict.assign(v.begin(), v.end());
+    } catch (const std::exception& e) {
+      verdict = std::string("no word from rank 0 within the group's timeout (") +
+                std::to_string(timeout_.count()) + " ms): " + e.what();
+    }
+    TORCH_CHECK(verdict == "ok", "Rank ", rank_,
+                " successfully reached monitoredBarrier, but received errors while waiting for "
+                "send/recv from rank 0. Please check rank 0 logs for faulty rank. (zcomm: ",
+                verdict, ")");
+    return;
+  }
+  auto fail = [&](const std::string& msg) {
+    store_->set(verdict_key, bytes("rank 0 failed the barrier: " + msg));
+    TORCH_CHECK(false, msg);
+  };
+  const auto start = Clock::now();
+  std::vector<int> passed, failed;
+  for (int r = 1; r < size_; ++r) {
+    const std::string key = base + std::to_string(r);
+    // wait_all_ranks gives every rank the whole timeout (as gloo).
+    const milliseconds left =
+        wait_all_ranks ? limit
+                       : limit - std::chrono::duration_cast<milliseconds>(Clock::now() - start);
+    if (!wait_all_ranks && left.count() <= 0 && !store_->check({key})) {
+      std::string done;
+      for (int p : passed) done += (done.empty() ? "" : ", ") + std::to_string(p);
+      fail("Rank 0 timed out in monitoredBarrier after " + std::to_string(limit.count()) +
+           " ms.\n" +
+           (done.empty() ? "No ranks successfully processed in monitoredBarrier."
+                         : "Successfully processed ranks: " + done));
+    }
+    bool arrived = store_->check({key});
+    if (!arrived && left.count() > 0) {
+      try {
+        store_->wait({key}, left);
+        arrived = true;
+      } catch (const std::exception&) {
+        arrived = false;
+      }
+    }
+    if (arrived) {
+      passed.push_back(r);
+    } else if (!wait_all_ranks) {
+      fail("[Rank 0]: Rank " + std::to_string(r) + " failed to pass monitoredBarrier in " +
+           std::to_string(limit.count()) + " ms");
+    } else {
+      failed.push_back(r);
+    }
+  }
+  if (!failed.empty()) {
+    std::string list;
+    for (int p : failed) list += (list.empty() ? "" : ", ") + std::to_string(p);
+    fail("[Rank 0]: Ranks " + list + " failed to pass monitoredBarrier in " +
+         std::to_string(limit.count()) + " ms");
+  }
+  store_->set(verdict_key, bytes("ok"));
+}
+
 // ---- point to point ------------------------------------------------------------
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::send(std::vector<at::Tensor>& tensors, int dst,
@@ -507,34 +709,48 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::recv(std::vector<at::Tensor>& 
   return PostP2p(false, tensors[0], src, tag);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::recvAnysource(std::vector<at::Tensor>&, int) {
-  TORCH_CHECK(false, Prefix(rank_, size_, "recv"),
-              "receiving from any source is not supported by zcomm; pass src");
+// From whichever rank sends next with this tag (zc_irecv_source with
+// ZC_ANY_SOURCE); the Work's sourceRank() names it once complete.
+c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                                int tag) {
+  CheckSingle(tensors, Prefix(rank_, size_, "recv"), "output");
+  return PostP2p(false, tensors[0], ZC_ANY_SOURCE, tag);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::PostP2p(bool is_send, at::Tensor& t, int peer,
                                                           int tag) {
   const char* name = is_send ? "send" : "recv";
   const std::string pre = Prefix(rank_, size_, name);
-  TORCH_CHECK(peer >= 0 && peer < size_ && peer != rank_, pre, "peer ", peer,
+  const bool any = !is_send && peer == ZC_ANY_SOURCE;
+  TORCH_CHECK(any || (peer >= 0 && peer < size_ && peer != rank_), pre, "peer ", peer,
               " is out of range [0, ", size_, ") or this rank");
+  TORCH_CHECK(!any || size_ > 1, pre, "receive from any source: rank ", rank_,
+              " is alone in its group (no peer could send)");
+  TORCH_CHECK(tag >= 0, pre, "tag ", tag, " is negative; zcomm takes tags >= 0");
   const std::string broken = Broken();
   TORCH_CHECK(broken.empty(), pre, "the communicator is broken: ", broken);
   P2p p;
-  p.what = What(std::string(name) + (is_send ? " to " : " from ") + std::to_string(peer) +
+  p.what = What(std::string(name) +
+                (is_send ? " to " + std::to_string(peer)
+                         : any ? std::string(" from any source") : " from " + std::to_string(peer)) +
                 " tag " + std::to_string(tag));
   // A send's contiguous copy is taken now: the caller may change t after.
   p.buf = is_send ? t.contiguous() : Staged(t);
   if (!is_send && !p.buf.is_same(t)) p.target = t;
   const size_t bytes = p.buf.numel() * p.buf.element_size();
+  p.work = c10::make_intrusive<WorkZcomm>(
+      rank_, is_send ? OpType::SEND : any ? OpType::RECVANYSOURCE : OpType::RECV, p.what,
+      std::vector<at::Tensor>{t}, timeout_, [this](const std::string& why) { Abort(why); });
+  if (!is_send) {
+    p.source = std::make_unique<int>(peer);
+    p.work->SetSource(any ? -1 : peer);
+  }
   zc_status st = is_send ? zc_isend(comm_, p.buf.data_ptr(), bytes, peer, tag, &p.req)
-                         : zc_irecv(comm_, p.buf.data_ptr(), bytes, peer, tag, &p.req);
+                         : zc_irecv_source(comm_, p.buf.data_ptr(), bytes, peer, tag,
+                                           p.source.get(), &p.req);
   TORCH_CHECK(st == ZC_OK, "zcomm ", p.what, " failed: ", zc_status_string(st), ": ",
               zc_last_error(comm_));
   p.deadline = Clock::now() + timeout_;
-  p.work = c10::make_intrusive<WorkZcomm>(rank_, is_send ? OpType::SEND : OpType::RECV, p.what,
-                                          std::vector<at::Tensor>{t}, timeout_,
-                                          [this](const std::string& why) { Abort(why); });
   auto work = p.work;
   {
     std::lock_guard<std::mutex> lock(p2p_mu_);
@@ -554,7 +770,7 @@ bool ProcessGroupZcomm::PollP2p(std::vector<P2p>& pending) {
     zc_status st = zc_test(p.req, &done);
     if (!done && now > p.deadline) {
       Abort("zcomm " + p.what + ": not completed within " + std::to_string(timeout_.count()) +
-            " ms (the process group's timeout)");
+            " ms: Timed out (the process group's timeout)");
       ++i;  // the abort makes zc_test report it done next round
       continue;
     }
@@ -564,6 +780,7 @@ bool ProcessGroupZcomm::PollP2p(std::vector<P2p>& pending) {
     }
     std::string detail = st == ZC_OK ? "" : zc_last_error(comm_);
     zc_wait(p.req);  // frees the request (done already)
+    if (p.source) p.work->SetSource(*p.source);  // zcomm wrote it before reporting done
     std::exception_ptr error;
     if (st == ZC_OK) {
       try {

@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -50,6 +51,10 @@ class ProcessGroupZcomm : public c10d::ProcessGroup {
                                            const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions& opts) override;
+  // outputs[r][i] receives rank r's inputs[i]; one flat allgather per dtype.
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
                                         std::vector<at::Tensor>& inputs,
                                         const c10d::GatherOptions& opts) override;
@@ -72,6 +77,13 @@ class ProcessGroupZcomm : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  // gloo's monitored barrier, over the group's store: rank 0 waits for every
+  // other rank (opts.timeout, else the group's) and names the first rank
+  // that did not come (or all of them with wait_all_ranks), then releases
+  // them, or tells them that it failed. torch 1.13's dist.monitored_barrier
+  // refuses every backend but gloo by name: call it on the group object
+  // (group.monitored_barrier) or through zcomm.torch.monitored_barrier.
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
 
  private:
   // Runs on the worker; reports a failure by throwing (Check).
@@ -88,11 +100,14 @@ class ProcessGroupZcomm : public c10d::ProcessGroup {
     at::Tensor buf;                    // what zcomm reads or writes
     at::Tensor target;                 // a non-contiguous recv's tensor, filled from buf
     std::chrono::steady_clock::time_point deadline;
+    std::unique_ptr<int> source;       // a recv's sender, written by zcomm (zc_irecv_source)
   };
 
   c10::intrusive_ptr<c10d::Work> Enqueue(c10d::OpType type, const std::string& name,
                                          std::vector<at::Tensor> outputs, Body body);
   c10::intrusive_ptr<c10d::Work> PostP2p(bool is_send, at::Tensor& t, int peer, int tag);
+  c10::intrusive_ptr<c10d::Work> SparseAllreduce(at::Tensor& t, const c10d::AllreduceOptions& opts,
+                                                 const std::string& pre);
   std::string What(const std::string& name);
   // Throws std::runtime_error "zcomm <what>: <status>: <zcomm's detail>".
   void Check(zc_status st, const std::string& what) const;
@@ -105,7 +120,9 @@ class ProcessGroupZcomm : public c10d::ProcessGroup {
   bool PollP2p(std::vector<P2p>& pending);
 
   zc_comm* comm_ = nullptr;
+  const c10::intrusive_ptr<c10d::Store> store_;  // the group's (monitoredBarrier)
   const std::chrono::milliseconds timeout_;
+  uint64_t monitored_barriers_ = 0;
   std::atomic<uint64_t> seq_{0};
 
   std::mutex mu_;

@@ -33,9 +33,11 @@ bool WorkZcomm::wait(std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mutex_);
     if (!cv_.wait_for(lock, limit, [&] { return completed_; })) {
       lock.unlock();
+      // "Timed out" between spaces, as gloo says it (torch's tests match it).
       const std::string msg = "zcomm " + what_ + ": not completed within " +
-                              std::to_string(limit.count()) + " ms" +
-                              (own ? " (the process group's timeout); communicator aborted" : "");
+                              std::to_string(limit.count()) + " ms: Timed out " +
+                              (own ? "(the process group's timeout); communicator aborted"
+                                   : "(the caller's timeout)");
       if (own && on_deadline_) on_deadline_(msg);
       TORCH_CHECK(false, msg);
     }
@@ -50,5 +52,11 @@ std::vector<at::Tensor> WorkZcomm::result() {
 }
 
 c10::intrusive_ptr<c10::ivalue::Future> WorkZcomm::getFuture() { return future_; }
+
+int WorkZcomm::sourceRank() const {
+  if (opType_ != c10d::OpType::RECV && opType_ != c10d::OpType::RECVANYSOURCE)
+    return c10d::Work::sourceRank();  // torch's error: not a receive
+  return source_.load(std::memory_order_acquire);
+}
 
 }  // namespace zcomm_torch

@@ -6,6 +6,7 @@
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <string>
@@ -25,6 +26,11 @@ class WorkZcomm : public c10d::Work {
   std::vector<at::Tensor> result() override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   void synchronize() override {}
+  // A receive's sender (Python: work._source_rank()), as gloo's: the peer of
+  // recv(src), the matched sender of recv() from any source once it
+  // completed (-1 before). Other operations have none (torch's error).
+  int sourceRank() const override;
+  void SetSource(int rank) { source_.store(rank, std::memory_order_release); }
 
   // Called once by the thread that ran the operation.
   void Complete(std::exception_ptr error);
@@ -36,6 +42,7 @@ class WorkZcomm : public c10d::Work {
   const std::chrono::milliseconds deadline_;
   std::function<void(const std::string&)> on_deadline_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::atomic<int> source_{-1};
 };
 
 }  // namespace zcomm_torch
