@@ -21,7 +21,8 @@ pkgs="meson ninja-build g++ gcc pkg-config iproute2 procps
 libibverbs-dev librdmacm-dev ibverbs-providers libhwloc-dev hwloc libpmix-dev
 libgtest-dev libgmock-dev googletest nlohmann-json3-dev
 openmpi-bin libopenmpi-dev
-python3 python3-numpy python3-pybind11 pybind11-dev python3-torch libtorch-dev python3-sklearn"
+python3 python3-numpy python3-pybind11 pybind11-dev python3-torch libtorch-dev python3-sklearn
+python3-pytest python3-cloudpickle python3-mock"
 if [ "$perf" = 1 ]; then
   pkgs="$pkgs libgloo-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev
 protobuf-compiler python3-matplotlib python3-torchvision"

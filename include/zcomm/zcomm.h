@@ -338,8 +338,8 @@ zc_status zc_comm_enqueue(zc_comm* comm, zc_status (*fn)(void* arg), void* arg, 
  * zc_comm_enqueue request req completes, on the thread that completes it
  * (at once, on the calling thread, if it has completed already): for a
  * framework's futures, without a thread of its own. fn must return quickly
- * and must not call zcomm. req must still be completed by zc_test or
- * zc_wait, which frees it; it stays valid for fn until then.
+ * and must not call zcomm. req must still be freed by zc_wait (which
+ * returns at once once fn has been called); it stays valid until then.
  * ZC_ERR_INVALID_ARG for point-to-point requests (their completion is
  * driven by zc_test/zc_wait) or a second call on the same request. */
 zc_status zc_request_notify(zc_request* req, void (*fn)(void* arg, zc_status status), void* arg);

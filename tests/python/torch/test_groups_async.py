@@ -50,6 +50,29 @@ def groups_and_async(rank, world):
     chained = dist.all_reduce(torch.ones(3), async_op=True).get_future().then(
         lambda f: f.value()[0] * 2)
     assert torch.equal(chained.wait(), torch.full((3,), 2.0 * world))
+    # A future's callback runs on the thread that completed the work and may
+    # queue further operations (DDP's communication hooks do).
+    second = []
+
+    def hook(f):
+        y = f.value()[0].clone()
+        second.append((y, dist.all_reduce(y, async_op=True)))
+        return f.value()[0]
+    first = dist.all_reduce(torch.ones(3), async_op=True).get_future().then(hook)
+    assert torch.equal(first.wait(), torch.full((3,), float(world)))
+    y, w2 = second[0]
+    w2.wait()
+    assert torch.equal(y, torch.full((3,), float(world * world)))
+    # A group destroyed with operations queued runs them first; their Works
+    # outlive it.
+    g_tmp = dist.new_group(list(range(world)))
+    queued = [torch.full((7,), float(rank + i)) for i in range(5)]
+    tmp_works = [dist.all_reduce(q, group=g_tmp, async_op=True) for q in queued]
+    dist.destroy_process_group(g_tmp)
+    del g_tmp
+    for i, (q, w) in enumerate(zip(queued, tmp_works)):
+        assert w.wait()
+        assert torch.equal(q, torch.full((7,), float(sum(range(world)) + i * world))), i
     b = dist.barrier(async_op=True)
     b.wait()
     # The caller does not wait on the network: rank 1 joins the allreduce only

@@ -39,14 +39,17 @@ def any_source(rank, world):
         for i in range(per):
             dist.send(torch.tensor([rank, i]), 0, tag=4)
     # irecv from any source, several in flight, large and small; the Work
-    # names the sender once it completed.
+    # names the sender once it completed. One tag per size: an any-source
+    # receive takes the next message of its tag from any rank, so with one
+    # tag a rank's large message could meet a receive posted for a small one.
     sizes = [3, 70000]
+    tag_of = {3: 5, 70000: 7}
     if rank == 0:
         works = []
         for size in sizes:
             for _ in range(world - 1):
                 t = torch.empty(size)
-                works.append((dist.irecv(t, tag=5), t, size))
+                works.append((dist.irecv(t, tag=tag_of[size]), t, size))
         seen = {size: [] for size in sizes}
         for w, t, size in works:
             w.wait()
@@ -61,7 +64,7 @@ def any_source(rank, world):
         assert w._source_rank() == 1
     else:
         for size in sizes:
-            dist.send(torch.full((size,), float(rank)), 0, tag=5)
+            dist.send(torch.full((size,), float(rank)), 0, tag=tag_of[size])
         if rank == 1:
             w = dist.isend(torch.ones(1), 0, tag=6)
             w.wait()
