@@ -476,7 +476,6 @@ Status Engine::RunOther(const Response& resp) {
   const Request& r = resp.lead();
   auto op = TakeOp(r.name);
   if (!op) return Error(ZC_ERR_INTERNAL, "'%s' was agreed without this rank's request", r.name.c_str());
-  const size_t esize = DtypeSize(r.dtype);
   auto t0 = Clock::now();
   Status st;
   const char* phase = "";
@@ -486,76 +485,18 @@ Status Engine::RunOther(const Response& resp) {
       st = coll_->Broadcast(op->output, static_cast<size_t>(r.elements()), r.dtype, r.root);
       op->out_shape = r.shape;
       break;
-    case OpType::kAllgather: {
+    case OpType::kAllgather:
       phase = "ALLGATHER";
-      const size_t row = static_cast<size_t>(r.row_elements());
-      std::vector<size_t> counts(size_), displs(size_);
-      size_t total = 0;
-      int64_t rows = 0;
-      for (int q = 0; q < size_; ++q) {
-        counts[q] = static_cast<size_t>(resp.per_rank[q].shape[0]) * row;
-        displs[q] = total;
-        total += counts[q];
-        rows += resp.per_rank[q].shape[0];
-      }
-      op->result.resize(total * esize);
-      st = coll_->Allgatherv(op->input, counts[rank_], op->result.data(), counts.data(), displs.data(), r.dtype);
-      op->out_shape = op->req.shape;
-      op->out_shape[0] = rows;
+      st = RunAllgather(resp, op.get());
       break;
-    }
-    case OpType::kAlltoall: {
+    case OpType::kAlltoall:
       phase = "ALLTOALL";
-      const size_t row = static_cast<size_t>(r.row_elements());
-      std::vector<size_t> sc(size_), sd(size_), rc(size_), rd(size_);
-      size_t soff = 0, roff = 0;
-      int64_t rows = 0;
-      op->received_splits.resize(size_);
-      for (int q = 0; q < size_; ++q) {
-        sc[q] = static_cast<size_t>(op->req.splits[q]) * row;
-        sd[q] = soff;
-        soff += sc[q];
-        op->received_splits[q] = resp.per_rank[q].splits[rank_];
-        rc[q] = static_cast<size_t>(op->received_splits[q]) * row;
-        rd[q] = roff;
-        roff += rc[q];
-        rows += op->received_splits[q];
-      }
-      op->result.resize(roff * esize);
-      st = coll_->Alltoallv(op->input, sc.data(), sd.data(), op->result.data(), rc.data(), rd.data(), r.dtype);
-      op->out_shape = op->req.shape;
-      op->out_shape[0] = rows;
+      st = RunAlltoall(resp, op.get());
       break;
-    }
-    case OpType::kReducescatter: {
+    case OpType::kReducescatter:
       phase = "REDUCESCATTER";
-      const size_t row = static_cast<size_t>(r.row_elements());
-      const int64_t dim0 = r.shape[0];
-      const int64_t my_rows = dim0 / size_ + (rank_ < dim0 % size_ ? 1 : 0);
-      const int64_t first = rank_ * (dim0 / size_) + std::min<int64_t>(rank_, dim0 % size_);
-      const size_t total = static_cast<size_t>(r.elements());
-      op->result.resize(static_cast<size_t>(my_rows) * row * esize);
-      std::vector<char> scaled;
-      const void* in = op->input;
-      if (r.prescale != 1.0) {
-        scaled.resize(total * esize);
-        ScaledCopy(r.dtype, op->input, scaled.data(), total, r.prescale);
-        in = scaled.data();
-      }
-      if (dim0 % size_ == 0) {
-        st = coll_->ReduceScatter(in, op->result.data(), static_cast<size_t>(my_rows) * row, r.dtype, r.op);
-      } else {
-        // Uneven parts: reduce everything, keep this rank's rows.
-        std::vector<char> full(total * esize);
-        st = coll_->Allreduce(in, full.data(), total, r.dtype, r.op);
-        if (st.ok() && my_rows > 0)
-          memcpy(op->result.data(), full.data() + static_cast<size_t>(first) * row * esize, op->result.size());
-      }
-      if (st.ok()) ScaledCopy(r.dtype, op->result.data(), op->result.data(), op->result.size() / esize, r.postscale);
-      op->out_shape = r.shape;
-      op->out_shape[0] = my_rows;
+      st = RunReducescatter(r, op.get());
       break;
-    }
     case OpType::kBarrier:
       phase = "BARRIER";
       st = coll_->Barrier();
@@ -572,6 +513,86 @@ Status Engine::RunOther(const Response& resp) {
   }
   Complete(op, Status::Ok());
   return Status::Ok();
+}
+
+// Every rank's first dimension may differ: the response carries each rank's
+// shape, from which the counts and displacements follow.
+Status Engine::RunAllgather(const Response& resp, Op* op) {
+  const Request& r = resp.lead();
+  const size_t row = static_cast<size_t>(r.row_elements());
+  std::vector<size_t> counts(size_), displs(size_);
+  size_t total = 0;
+  int64_t rows = 0;
+  for (int q = 0; q < size_; ++q) {
+    counts[q] = static_cast<size_t>(resp.per_rank[q].shape[0]) * row;
+    displs[q] = total;
+    total += counts[q];
+    rows += resp.per_rank[q].shape[0];
+  }
+  op->result.resize(total * DtypeSize(r.dtype));
+  Status st = coll_->Allgatherv(op->input, counts[rank_], op->result.data(), counts.data(), displs.data(), r.dtype);
+  op->out_shape = op->req.shape;
+  op->out_shape[0] = rows;
+  return st;
+}
+
+// Rows sent follow this rank's splits, rows received every other rank's
+// split for this rank (from the response).
+Status Engine::RunAlltoall(const Response& resp, Op* op) {
+  const Request& r = resp.lead();
+  const size_t row = static_cast<size_t>(r.row_elements());
+  std::vector<size_t> sc(size_), sd(size_), rc(size_), rd(size_);
+  size_t soff = 0, roff = 0;
+  int64_t rows = 0;
+  op->received_splits.resize(size_);
+  for (int q = 0; q < size_; ++q) {
+    sc[q] = static_cast<size_t>(op->req.splits[q]) * row;
+    sd[q] = soff;
+    soff += sc[q];
+    op->received_splits[q] = resp.per_rank[q].splits[rank_];
+    rc[q] = static_cast<size_t>(op->received_splits[q]) * row;
+    rd[q] = roff;
+    roff += rc[q];
+    rows += op->received_splits[q];
+  }
+  op->result.resize(roff * DtypeSize(r.dtype));
+  Status st = coll_->Alltoallv(op->input, sc.data(), sd.data(), op->result.data(), rc.data(), rd.data(), r.dtype);
+  op->out_shape = op->req.shape;
+  op->out_shape[0] = rows;
+  return st;
+}
+
+// Rank q keeps rows [first, first + my_rows) of the first dimension, the
+// first dim0 % size ranks one row more (Horovod's split).
+Status Engine::RunReducescatter(const Request& r, Op* op) {
+  const size_t esize = DtypeSize(r.dtype);
+  const size_t row = static_cast<size_t>(r.row_elements());
+  const int64_t dim0 = r.shape[0];
+  const int64_t my_rows = dim0 / size_ + (rank_ < dim0 % size_ ? 1 : 0);
+  const int64_t first = rank_ * (dim0 / size_) + std::min<int64_t>(rank_, dim0 % size_);
+  const size_t total = static_cast<size_t>(r.elements());
+  op->result.resize(static_cast<size_t>(my_rows) * row * esize);
+  op->out_shape = r.shape;
+  op->out_shape[0] = my_rows;
+  std::vector<char> scaled;
+  const void* in = op->input;
+  if (r.prescale != 1.0) {
+    scaled.resize(total * esize);
+    ScaledCopy(r.dtype, op->input, scaled.data(), total, r.prescale);
+    in = scaled.data();
+  }
+  Status st;
+  if (dim0 % size_ == 0) {
+    st = coll_->ReduceScatter(in, op->result.data(), static_cast<size_t>(my_rows) * row, r.dtype, r.op);
+  } else {
+    // Uneven parts: reduce everything, keep this rank's rows.
+    std::vector<char> full(total * esize);
+    st = coll_->Allreduce(in, full.data(), total, r.dtype, r.op);
+    if (st.ok() && my_rows > 0)
+      memcpy(op->result.data(), full.data() + static_cast<size_t>(first) * row * esize, op->result.size());
+  }
+  if (st.ok()) ScaledCopy(r.dtype, op->result.data(), op->result.data(), op->result.size() / esize, r.postscale);
+  return st;
 }
 
 }  // namespace zc::engine

@@ -110,6 +110,9 @@ class Engine {
   Status RunAllreduce(const Response& resp);
   Status RunFused(const std::vector<const Response*>& set);
   Status RunOther(const Response& resp);
+  Status RunAllgather(const Response& resp, Op* op);
+  Status RunAlltoall(const Response& resp, Op* op);
+  Status RunReducescatter(const Request& r, Op* op);
   // The local op of an agreed name (null: this rank has joined).
   std::shared_ptr<Op> TakeOp(const std::string& name);
   // A caller's mistake that every rank found in the same agreed response
