@@ -1,6 +1,6 @@
 """zcomm.torch's Horovod API on 1 to 4 ranks under zcrun, against torch
 references (hvd_api_worker.py); the same results bit for bit with fusion
-off (ZC_FUSION_THRESHOLD=0); and once under mpirun."""
+off (ZC_FUSION_THRESHOLD=0); 3 ranks over tcp; and once under mpirun."""
 import re
 
 import hvd_harness as h
@@ -22,6 +22,8 @@ def main():
             assert digests(out) == digests(out0) and len(digests(out)) == n, \
                 "fusion on and off differ:\n%s\n%s" % (digests(out), digests(out0))
             print("zcrun -np %d: fusion on and off give identical results" % n, flush=True)
+    rc, out = h.zcrun(3, "hvd_api_worker.py", env={"ZC_TRANSPORT": "tcp"})
+    h.expect_ok("zcrun -np 3 api over tcp", 3, rc, out)
     print("OK")
 
 

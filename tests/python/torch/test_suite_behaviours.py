@@ -16,6 +16,7 @@ tested here on zcomm directly, 2 and 3 ranks:
   torch's " Timed out " wording.
 """
 import datetime
+import os
 import time
 
 import zc_torch_harness as h
@@ -254,13 +255,16 @@ def barrier_timeout(rank, world):
 def main():
     h.require_torch()
     h.loopback_env()
-    for world in (2, 3):
-        for fn in (any_source, allgather_coalesced, sparse_allreduce, monitored_barrier,
-                   barrier_timeout):
-            t0 = time.monotonic()
-            res = h.run(fn, world, init="file")
-            assert res == [fn.__name__] * world, res
-            print(f"{fn.__name__} on {world} ranks: ok ({time.monotonic() - t0:.1f} s)", flush=True)
+    for transport in ("shm", "tcp"):
+        os.environ["ZC_TRANSPORT"] = transport  # the spawned ranks inherit it
+        for world in (2, 3):
+            for fn in (any_source, allgather_coalesced, sparse_allreduce, monitored_barrier,
+                       barrier_timeout):
+                t0 = time.monotonic()
+                res = h.run(fn, world, init="file")
+                assert res == [fn.__name__] * world, res
+                print(f"{fn.__name__} on {world} ranks, {transport}: ok "
+                      f"({time.monotonic() - t0:.1f} s)", flush=True)
 
 
 if __name__ == "__main__":
