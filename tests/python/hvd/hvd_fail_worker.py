@@ -5,6 +5,8 @@ another root); every rank's synchronize raises HorovodInternalError naming
 the tensor, and the engine goes on (later calls, and 'w' itself, work).
 mistakes: a caller's local mistakes (a name already pending, bad alltoall
 splits) raise ValueError on that rank only; the engine goes on.
+join_others: each rank in turn joins first; meanwhile the others'
+allgather and broadcast raise at once, their allreduce works; join returns.
 peer_shutdown: rank 0 shuts down; the others' next call raises, they report
 is_initialized() False, and init() on every rank starts the engine anew.
 killed: the last rank SIGKILLs itself in the middle of training; every other
@@ -99,6 +101,34 @@ def mistakes():
     print("OK rank %d" % r, flush=True)
 
 
+def join_others():
+    # As Horovod's test_horovod_join_allgather/_broadcast: while one rank has
+    # joined, an allgather or a broadcast on the others raises at once, and
+    # join still returns on every rank; allreduce meanwhile works (zeros
+    # stand in for the joined rank).
+    hvd.init()
+    r, n = hvd.rank(), hvd.size()
+    for first in range(n):
+        if r != first:
+            for what, call in (("allgather", lambda: hvd.allgather(torch.ones(17, 3))),
+                               ("broadcast", lambda: hvd.broadcast(torch.ones(5), root_rank=r))):
+                try:
+                    call()
+                    raise AssertionError("rank %d: %s while rank %d joined did not raise"
+                                         % (r, what, first))
+                except RuntimeError as e:
+                    assert "join" in str(e), e
+            out = hvd.allreduce(torch.full((3,), 1.0 + r), op=hvd.Sum, name="while_joined")
+            want = sum(1.0 + q for q in range(n) if q != first)
+            assert torch.equal(out, torch.full((3,), want)), (out, want)
+        last = hvd.join()
+        assert 0 <= last < n, last
+    out = hvd.allgather(torch.full((2,), float(r)))  # the engine goes on
+    assert out.tolist() == [float(q) for q in range(n) for _ in range(2)], out
+    hvd.shutdown()
+    print("OK rank %d" % r, flush=True)
+
+
 def peer_shutdown():
     hvd.init()
     r, n = hvd.rank(), hvd.size()
@@ -156,4 +186,4 @@ def killed():
 
 if __name__ == "__main__":
     {"mismatch": mismatch, "mistakes": mistakes, "peer_shutdown": peer_shutdown,
-     "killed": killed}[sys.argv[1]]()
+     "join_others": join_others, "killed": killed}[sys.argv[1]]()

@@ -15,7 +15,7 @@ def main():
         rc, out = h.zcrun(n, "hvd_fail_worker.py", ["mismatch"], timeout=120)
         h.expect_ok("zcrun -np %d mismatch" % n, n, rc, out)
         assert len(h.ok_ranks(out, n, "MISMATCH")) == n, out
-        for mode in ("mistakes", "peer_shutdown"):
+        for mode in ("mistakes", "join_others", "peer_shutdown"):
             rc, out = h.zcrun(n, "hvd_fail_worker.py", [mode], timeout=120)
             h.expect_ok("zcrun -np %d %s" % (n, mode), n, rc, out)
     n = 3
