@@ -2,12 +2,14 @@
 """torch.distributed on zcomm vs gloo, side by side in the same processes.
 
     PYTHONPATH=build/python /usr/bin/python3 perf/torch_zcomm_bench.py [--ranks 2,4] [--quick]
+        [--ops all_reduce,broadcast,all_gather] [--async] [--no-ddp]
 
 One job per rank count; its default group is gloo and a second group over the
 same ranks is zcomm, so both run on the same processes and the measurements
 alternate pair by pair (zcomm, gloo, zcomm, gloo, ...): the VM's speed phases
-hit both alike. Reported: dist.all_reduce time (float32, 8 B to 64 MiB) as
-min/median/max over the pairs, and DDP training throughput (samples/s) of a
+hit both alike. Reported: the time of dist.all_reduce (and, with --ops,
+broadcast and all_gather; with --async, each as async_op=True followed by
+wait()) per call, float32, 8 B to 64 MiB, as min/median/max over the pairs, and DDP training throughput (samples/s) of a
 ~25M-parameter MLP and a small one. Loopback only (ZC_SOCKET_IFNAME=lo,
 GLOO_SOCKET_IFNAME=lo); torch uses one thread per rank (ranks >= cores).
 """
@@ -29,26 +31,43 @@ def human(n):
         n /= 1024
 
 
-def time_allreduce(dist, t, group, iters):
+def make_call(dist, torch, op, t, world, async_op):
+    """One call of op on t, as users write it; returns f(group)."""
+    if op == "all_reduce":
+        fn = lambda g: dist.all_reduce(t, group=g, async_op=async_op)  # noqa: E731
+    elif op == "broadcast":
+        fn = lambda g: dist.broadcast(t, src=0, group=g, async_op=async_op)  # noqa: E731
+    elif op == "all_gather":
+        outs = [torch.empty_like(t) for _ in range(world)]
+        fn = lambda g: dist.all_gather(outs, t, group=g, async_op=async_op)  # noqa: E731
+    else:
+        raise ValueError(op)
+    if async_op:
+        return lambda g: fn(g).wait()
+    return fn
+
+
+def time_calls(dist, call, group, iters):
     dist.barrier(group=group)
     start = time.perf_counter()
     for _ in range(iters):
-        dist.all_reduce(t, group=group)
+        call(group)
     return (time.perf_counter() - start) / iters
 
 
-def bench_allreduce(rank, dist, torch, groups, pairs, sizes):
+def bench_op(rank, dist, torch, groups, pairs, sizes, op, async_op):
     rows = []
     for size in sizes:
         n = max(size // 4, 1)
         t = torch.ones(n)
+        call = make_call(dist, torch, op, t, dist.get_world_size(), async_op)
         iters = max(1, min(100, (4 << 20) // size))
         times = {name: [] for name in groups}
         for name, g in groups.items():  # warm-up: connections, buffers
-            time_allreduce(dist, t, g, 1)
+            time_calls(dist, call, g, 1)
         for _ in range(pairs):
             for name, g in groups.items():
-                times[name].append(time_allreduce(dist, t, g, iters))
+                times[name].append(time_calls(dist, call, g, iters))
         # Every rank's time counts: take the slowest rank of each pair.
         agg = {}
         for name in groups:
@@ -114,11 +133,16 @@ def rank_main(rank, world, port, args, q):
     groups = {"zcomm": dist.new_group(list(range(world)), backend="zcomm"),
               "gloo": dist.new_group(list(range(world)), backend="gloo")}
     sizes = [s for s in SIZES if s <= args.max_bytes]
-    out = {"ranks": world, "allreduce": bench_allreduce(rank, dist, torch, groups, args.pairs,
-                                                        sizes)}
-    out["ddp"] = [bench_ddp(rank, dist, torch, groups, args.pairs, "small", 32, 50),
-                  bench_ddp(rank, dist, torch, groups, max(2, args.pairs // 2), "large", 8,
-                            args.large_steps)]
+    out = {"ranks": world, "async": args.async_op,
+           "ops": {op: bench_op(rank, dist, torch, groups, args.pairs, sizes, op, args.async_op)
+                   for op in args.ops.split(",")}}
+    # "allreduce": the key earlier result files use for dist.all_reduce.
+    if "all_reduce" in out["ops"]:
+        out["allreduce"] = out["ops"]["all_reduce"]
+    out["ddp"] = [] if args.no_ddp else [
+        bench_ddp(rank, dist, torch, groups, args.pairs, "small", 32, 50),
+        bench_ddp(rank, dist, torch, groups, max(2, args.pairs // 2), "large", 8,
+                  args.large_steps)]
     if rank == 0:
         q.put(out)
     dist.destroy_process_group()
@@ -126,16 +150,20 @@ def rank_main(rank, world, port, args, q):
 
 def report(res):
     world = res["ranks"]
-    print(f"\n== {world} ranks: dist.all_reduce float32, time per call in us "
-          f"(min / median / max over pairs; slowest rank)")
-    print(f"{'size':>9} | {'zcomm':>26} | {'gloo':>26} | zcomm/gloo (median)")
-    for row in res["allreduce"]:
-        cells = []
-        for name in ("zcomm", "gloo"):
-            v = [x * 1e6 for x in row[name]]
-            cells.append(f"{min(v):8.1f} {statistics.median(v):8.1f} {max(v):8.1f}")
-        ratio = statistics.median(row["zcomm"]) / statistics.median(row["gloo"])
-        print(f"{human(row['bytes']):>9} | {cells[0]:>26} | {cells[1]:>26} | {ratio:.2f}")
+    how = " (async_op=True, then wait())" if res.get("async") else ""
+    for op, rows in res["ops"].items():
+        print(f"\n== {world} ranks: dist.{op}{how} float32, time per call in us "
+              f"(min / median / max over pairs; slowest rank)")
+        print(f"{'size':>9} | {'zcomm':>26} | {'gloo':>26} | zcomm/gloo (median)")
+        for row in rows:
+            cells = []
+            for name in ("zcomm", "gloo"):
+                v = [x * 1e6 for x in row[name]]
+                cells.append(f"{min(v):8.1f} {statistics.median(v):8.1f} {max(v):8.1f}")
+            ratio = statistics.median(row["zcomm"]) / statistics.median(row["gloo"])
+            print(f"{human(row['bytes']):>9} | {cells[0]:>26} | {cells[1]:>26} | {ratio:.2f}")
+    if not res["ddp"]:
+        return
     print(f"== {world} ranks: DDP training throughput, samples/s (min / median / max)")
     for d in res["ddp"]:
         z, g = d["zcomm"], d["gloo"]
@@ -152,6 +180,11 @@ def main():
     p.add_argument("--max-bytes", type=int, default=64 << 20)
     p.add_argument("--large-steps", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="3 pairs, up to 4 MiB")
+    p.add_argument("--ops", default="all_reduce",
+                   help="comma-separated: all_reduce, broadcast, all_gather")
+    p.add_argument("--async", dest="async_op", action="store_true",
+                   help="each call with async_op=True, then wait()")
+    p.add_argument("--no-ddp", action="store_true", help="collectives only")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args()
     if args.quick:
