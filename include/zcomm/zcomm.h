@@ -337,7 +337,8 @@ zc_status zc_comm_enqueue(zc_comm* comm, zc_status (*fn)(void* arg), void* arg, 
 /* Calls fn(arg, status) once when the nonblocking collective or the
  * zc_comm_enqueue request req completes, on the thread that completes it
  * (at once, on the calling thread, if it has completed already): for a
- * framework's futures, without a thread of its own. fn must return quickly
+ * framework's futures, without a thread of its own; zc_test and zc_wait
+ * report req complete only once fn has returned. fn must return quickly
  * and must not call zcomm. req must still be freed by zc_wait (which
  * returns at once once fn has been called); it stays valid until then.
  * ZC_ERR_INVALID_ARG for point-to-point requests (their completion is

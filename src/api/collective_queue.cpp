@@ -74,17 +74,34 @@ void CollectiveQueue::RunAndComplete(const std::shared_ptr<Task>& t) {
   {
     std::lock_guard<std::mutex> nlock(t->notify_mu);
     t->status = st;
-    // Not pending any more before anyone can see it done.
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
-    t->done.store(true, std::memory_order_release);
+    t->finished = true;  // a Notify from now on calls its function at once
     notify = std::move(t->on_done);
   }
+  if (!notify) {
+    MarkDone(t.get(), /*release_queue=*/true);
+    return;
+  }
+  // The next task may start while fn runs; this one is done (for zc_test
+  // and zc_wait) only once fn has returned, so that a waiter never frees
+  // what fn uses while fn still runs.
   {
     std::lock_guard<std::mutex> lock(mu_);
     running_ = false;
   }
   cv_.notify_all();
-  if (notify) notify(st);
+  notify(st);
+  MarkDone(t.get(), /*release_queue=*/false);
+}
+
+void CollectiveQueue::MarkDone(Task* t, bool release_queue) {
+  // Not pending any more before anyone can see it done.
+  pending_.fetch_sub(1, std::memory_order_acq_rel);
+  t->done.store(true, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(mu_);  // a waiter checks done under mu_
+    if (release_queue) running_ = false;
+  }
+  cv_.notify_all();
 }
 
 void CollectiveQueue::WorkerLoop() {
@@ -135,7 +152,7 @@ bool CollectiveQueue::Notify(Task* task, std::function<void(const Status&)> fn) 
     std::lock_guard<std::mutex> nlock(task->notify_mu);
     if (task->notify_set) return false;
     task->notify_set = true;
-    if (!task->done.load(std::memory_order_acquire)) {
+    if (!task->finished) {
       task->on_done = std::move(fn);
       return true;
     }

@@ -36,9 +36,11 @@ class CollectiveQueue {
     std::function<Status()> run;
     std::atomic<bool> done{false};
     Status status;
-    // Called once, by the thread that completes the task, after done is
-    // set (zc_request_notify).
+    // Called once, by the thread that completes the task, once status is
+    // final and before done is set (zc_request_notify): a waiter returns
+    // only after it has returned.
     std::function<void(const Status&)> on_done;
+    bool finished = false;    // status is final (notify_mu)
     bool notify_set = false;  // Notify was called (once per task)
     std::mutex notify_mu;  // orders on_done's registration against completion
   };
@@ -68,6 +70,9 @@ class CollectiveQueue {
   // Takes the head task if none runs; null otherwise. mu_ held.
   std::shared_ptr<Task> TakeHeadLocked();
   void RunAndComplete(const std::shared_ptr<Task>& t);
+  // Sets t done and wakes its waiters; release_queue: t's thread still
+  // holds the queue (running_), which it gives up here.
+  void MarkDone(Task* t, bool release_queue);
   // Spins a little while pred() is false; true if it became true.
   template <typename Pred>
   static bool SpinFor(Pred pred);

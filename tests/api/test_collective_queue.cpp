@@ -2,7 +2,8 @@
 // nonblocking collectives: tasks run one at a time in submission order,
 // whether the worker or a waiter runs them; a wait right after a submission
 // runs the task on the waiting thread; a task's status reaches its waiter;
-// Notify runs once, on the completing thread or at once when done; Stop
+// Notify runs once, on the completing thread or at once when done, and
+// the task is done only once it returned; Stop
 // runs what is queued first.
 #include "api/collective_queue.h"
 
@@ -99,6 +100,30 @@ TEST(CollectiveQueue, StatusAndNotify) {
   bool now = false;
   EXPECT_TRUE(q.Notify(t2.get(), [&](const Status& st) { now = st.ok(); }));
   EXPECT_TRUE(now);
+}
+
+// A waiter may free what the notify function uses once its wait returns:
+// so the task is not done while the function runs.
+TEST(CollectiveQueue, DoneOnlyAfterNotifyReturned) {
+  CollectiveQueue q;
+  std::atomic<bool> entered{false}, release{false}, returned{false};
+  auto t = q.Submit([] { return Status::Ok(); });
+  EXPECT_TRUE(q.Notify(t.get(), [&](const Status&) {
+    entered = true;
+    while (!release.load()) std::this_thread::yield();
+    returned = true;
+  }));
+  while (!entered.load()) std::this_thread::yield();  // the worker completes it
+  EXPECT_FALSE(t->done.load());
+  EXPECT_EQ(q.pending(), 1);
+  // The next task runs meanwhile (the queue is not held by the callback).
+  auto next = q.Submit([] { return Status::Ok(); });
+  EXPECT_TRUE(q.Wait(next.get()).ok());
+  EXPECT_FALSE(t->done.load());
+  release = true;
+  EXPECT_TRUE(q.Wait(t.get()).ok());
+  EXPECT_TRUE(returned.load());
+  EXPECT_EQ(q.pending(), 0);
 }
 
 TEST(CollectiveQueue, StopRunsWhatIsQueued) {
