@@ -220,7 +220,7 @@ zc_status zc_ps_free(zc_ps* ps) {
     // Nobody writes into this rank's slots any more once every rank is
     // here; then they can go.
     // After a failure (abort, a peer's alert, a lost peer) nobody comes.
-    if (ps->comm->size > 1 && ps->comm->device->KnownHealth(-1).ok()) {
+    if (ps->comm->size > 1 && ps->comm->device->health().KnownHealth(-1).ok()) {
       std::lock_guard<zc::SpinLock> lock(ps->comm->coll_mu);
       zc::Status b = ps->comm->coll->Barrier();
       if (!b.ok() && result == ZC_OK) result = PsFail(ps, op, 0, false, b);

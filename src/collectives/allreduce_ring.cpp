@@ -38,7 +38,7 @@ Status ExchangeDirectRing(OpCtx& c, int left, int right, void* recv, size_t byte
   d->in = DirectLink(c, left);
   d->out = DirectLink(c, right);
   if (d->in) {
-    ZC_RETURN_IF_ERROR(c.dev()->device()->HoldLocalRegion(recv, bytes, &d->mine));
+    ZC_RETURN_IF_ERROR(c.dev()->device()->regions().Hold(recv, bytes, &d->mine));
     std::string msg = d->mine->remote().Serialize();
     uint64_t off = d->mine->offset_of(recv);
     msg.append(reinterpret_cast<const char*>(&off), sizeof(off));

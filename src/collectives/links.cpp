@@ -76,8 +76,9 @@ Status Links::Ensure(const std::vector<int>& peers, const Deadline& dl) {
       break;
     }
     Link* l = fresh[p].get();
-    l->writer.Init(dev_->device(), dev_->device_rank(p), layout_, l->credit, their_slots);
-    l->reader.Init(dev_->device(), dev_->device_rank(p), layout_, l->slots, their_credit);
+    Device* d = dev_->device();
+    l->writer.Init(&d->channels(), &d->health(), dev_->device_rank(p), layout_, l->credit, their_slots);
+    l->reader.Init(&d->channels(), &d->health(), dev_->device_rank(p), layout_, l->slots, their_credit);
     l->their_words = their_credit;
     links_[p] = std::move(fresh[p]);
     ZC_TRACE(kColl, "link with rank %d ready (%u slots of %llu bytes)", p, layout_.slots,

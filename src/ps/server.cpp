@@ -278,7 +278,7 @@ void Server::DataLoop(int tid) {
   // thread of this process (tcp, verbs, or this very rank).
   bool notified = true;
   for (int r : sh_->workers)
-    notified = notified && (r == sh_->group->rank() || sh_->dev()->FlagsNotified(sh_->group->device_rank(r)));
+    notified = notified && (r == sh_->group->rank() || sh_->dev()->health().FlagsNotified(sh_->group->device_rank(r)));
   Backoff bo(notified);
   while (!stop_.load(std::memory_order_acquire)) {
     if (generation_.load(std::memory_order_acquire) != seen) {

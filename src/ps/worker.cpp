@@ -47,7 +47,7 @@ Status Worker::Wait(const std::atomic<uint64_t>* word, uint64_t value, int serve
   if (word->load(std::memory_order_acquire) >= value) return Status::Ok();
   Group* g = sh_->group;
   const int sr = sh_->servers[server];
-  Backoff bo(sr != g->rank() && g->device()->FlagsNotified(g->device_rank(sr)));
+  Backoff bo(sr != g->rank() && g->device()->health().FlagsNotified(g->device_rank(sr)));
   for (;;) {
     bo.Pause();
     if (word->load(std::memory_order_acquire) >= value) return Status::Ok();
