@@ -15,6 +15,7 @@
 #include "api/checks.h"
 #include "api/collective_calls.h"
 #include "api/comm.h"
+#include "collectives/allreduce_plan.h"
 #include "collectives/collectives.h"
 #include "collectives/dtype.h"
 #include "common/deadline.h"

@@ -64,6 +64,8 @@ class Group {
   Deadline NewDeadline() const { return dev_->NewDeadline(); }
   Status Allocate(size_t bytes, MemRegion** out) { return dev_->regions().Allocate(bytes, out); }
   Status Free(void* ptr) { return dev_->regions().Free(ptr); }
+  // [ptr, ptr+bytes) exposed to peers until *out is released (LocalRegions::Hold).
+  Status Hold(const void* ptr, size_t bytes, RegionHold* out) { return dev_->regions().Hold(ptr, bytes, out); }
   // Device ranks: `lost` is the job's lost peer that caused it (PeerHealth::LostPeer).
   void Abort(const Status& why, int lost = -1) { dev_->health().Abort(why, lost); }
   int LostPeer() const { return dev_->health().LostPeer(); }
