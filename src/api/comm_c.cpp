@@ -54,6 +54,7 @@ Status MakeComm(const std::shared_ptr<zc::World>& world, std::vector<int> member
   comm->world = world;
   comm->device = std::shared_ptr<zc::Device>(world, world->device.get());
   comm->group = std::make_unique<zc::Group>(world->device.get(), std::move(members), ctx);
+  comm->coll_mu.set_spins(world->device->health().spins());
   comm->rank = comm->group->rank();
   comm->size = comm->group->size();
   comm->local_rank = 0;

@@ -213,7 +213,7 @@ zc_status zc_wait(zc_request* req) {
     // started them; every collective has its own deadlines.
     st = req->queue->Wait(req->task.get());
   } else {
-    zc::Backoff backoff;  // a parameter-server request, completed by its thread
+    zc::Backoff backoff(false, nullptr, req->spins);  // a parameter-server request, completed by its thread
     while (!req->done.load(std::memory_order_acquire)) backoff.Pause();
     st = req->status;
   }

@@ -174,6 +174,7 @@ zc_status zc_ps_ipush(zc_ps* ps, uint64_t key, const void* buf, zc_request** req
   Staged staged;
   ZC_TRY(Stage(ps, op, key, buf, true, &staged));
   auto* r = new zc_request();
+  r->spins = ps->comm->device->health().spins();
   std::string ctx = zc::Format("rank %d: %s(key %llu)", ps->comm->rank, op, static_cast<unsigned long long>(key));
   zc::Status st = ps->inst->Push(key, staged.host, Completer(r, ctx, std::move(staged.copy_out)));
   if (!st.ok()) {
@@ -193,6 +194,7 @@ zc_status zc_ps_ipull(zc_ps* ps, uint64_t key, void* buf, zc_request** req) {
   Staged staged;
   ZC_TRY(Stage(ps, op, key, buf, false, &staged));
   auto* r = new zc_request();
+  r->spins = ps->comm->device->health().spins();
   std::string ctx = zc::Format("rank %d: %s(key %llu)", ps->comm->rank, op, static_cast<unsigned long long>(key));
   zc::Status st = ps->inst->Pull(key, staged.host, Completer(r, ctx, std::move(staged.copy_out)));
   if (!st.ok()) {

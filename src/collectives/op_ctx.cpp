@@ -62,7 +62,7 @@ Status OpCtx::AwaitWatchingAgreement(int peer) {
   if (peer == agree_from_) return TakeAgreement();
   const SlotReader& data = links_->at(peer).reader;
   const SlotReader& agree = links_->at(agree_from_).reader;
-  Backoff backoff;
+  Backoff backoff = group_->NewBackoff();
   while (!data.Ready()) {
     if (agree.Ready()) return TakeAgreement();
     backoff.Pause();

@@ -60,6 +60,8 @@ Status ControlPlane::Create(ChannelTable* channels, PeerHealth* health, LocalReg
     ZC_RETURN_IF_ERROR(RemoteRegion::Parse(all[q].substr(d * (1 + 2 * me), d), &their_inbound_from_me));
     ZC_RETURN_IF_ERROR(RemoteRegion::Parse(all[q].substr(d * (2 + 2 * me), d), &their_credit_for_me));
     auto p = std::make_unique<Peer>();
+    p->send_mu.set_spins(health->spins());
+    p->recv_mu.set_spins(health->spins());
     p->max_message = max_message(q);
     p->max_span = channels->kind(q) == TransportKind::kTcp ? kSlots : 1;
     const SlotLayout layout = ControlLayout(p->max_message);

@@ -157,7 +157,7 @@ void Device::NoteOversubscription() {
   // binds each rank to one core must not make every rank look crowded.
   int cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   if (local > cores) {
-    Backoff::SetOversubscribed(true);
+    health_->SetOversubscribed(true);
     ZC_INFO(kP2p, "%d ranks on this host share %d cores: waits yield without spinning", local, cores);
   }
 }

@@ -71,6 +71,8 @@ class Group {
   int LostPeer() const { return dev_->health().LostPeer(); }
   bool aborted() const { return dev_->health().aborted(); }
   ControlPlane* control() { return dev_->control(); }
+  // The pause for a wait loop of this group's (the Device's spin setting).
+  Backoff NewBackoff() const { return dev_->health().NewBackoff(); }
 
   // What broke this group, without waiting: the Device's abort or a peer's
   // alert, else the first member known (or now found) to be lost; OK when

@@ -92,8 +92,16 @@ class PeerHealth {
   WaitDriver* DriverFor(int peer) const {
     return peer >= 0 && static_cast<size_t>(peer) < driver_.size() ? driver_[peer] : nullptr;
   }
+  // More ranks than cores on this host (the Device finds out at setup):
+  // waits yield almost at once (Backoff::SpinsFor). This Device's waits
+  // only: another Device of the process keeps its own setting.
+  void SetOversubscribed(bool on) { spins_.store(Backoff::SpinsFor(on), std::memory_order_relaxed); }
+  uint64_t spins() const { return spins_.load(std::memory_order_relaxed); }
   // The pause for a loop that waits on what peer writes (see Backoff).
-  Backoff BackoffFor(int peer) const { return Backoff(FlagsNotified(peer), DriverFor(peer)); }
+  Backoff BackoffFor(int peer) const { return Backoff(FlagsNotified(peer), DriverFor(peer), spins()); }
+  // The pause for a loop that waits on something else of this Device's
+  // (several peers, a thread of this process); notified: see Backoff.
+  Backoff NewBackoff(bool notified = false) const { return Backoff(notified, nullptr, spins()); }
   // Waits until *flag >= value. Spins, yields, then sleeps; fails with the
   // peer's health (lost, aborted) or ZC_ERR_TIMEOUT naming `what`.
   Status WaitFlag(const std::atomic<uint64_t>* flag, uint64_t value, int peer,
@@ -136,6 +144,7 @@ class PeerHealth {
   std::vector<bool> notified_;  // see SetWaits
   std::vector<WaitDriver*> driver_;
 
+  std::atomic<uint64_t> spins_{Backoff::kSpins};  // see SetOversubscribed
   std::atomic<bool> aborted_{false};
   // The alert word this rank's Abort wrote into its peers (0: none).
   std::atomic<uint64_t> own_alert_{0};
