@@ -57,33 +57,11 @@ Status Links::Ensure(const std::vector<int>& peers, const Deadline& dl) {
     std::string msg;
     st = group_->RecvControl(p, kLinkTag, &msg, dl);
     if (!st.ok()) break;
-    size_t half = msg.size() / 2;
-    RemoteRegion their_slots, their_credit;
-    st = RemoteRegion::Parse(msg.substr(0, half), &their_slots);
-    if (st.ok()) st = RemoteRegion::Parse(msg.substr(half), &their_credit);
-    if (st.ok() && their_slots.size < layout_.reader_bytes())
-      st = Error(ZC_ERR_MISMATCH, "rank %d's collective slots hold %llu bytes, this rank needs %llu "
-                 "(ZC_CHUNK differs between ranks?)", p,
-                 static_cast<unsigned long long>(their_slots.size),
-                 static_cast<unsigned long long>(layout_.reader_bytes()));
-    if (st.ok() && their_credit.size < kWordsBytes)
-      st = Error(ZC_ERR_MISMATCH, "rank %d's collective flags hold %llu bytes, this rank needs %llu "
-                 "(a different zcomm build?)", p, static_cast<unsigned long long>(their_credit.size),
-                 static_cast<unsigned long long>(kWordsBytes));
+    st = Connect(p, msg, fresh[p].get());
     if (!st.ok()) {
       st = st.with_context(Format("collective link with rank %d", p));
       break;
     }
-    Link* l = fresh[p].get();
-    // Over tcp a direct write lands where the receiver's progress thread
-    // reads the socket: straight into the final buffer, no slot in between,
-    // no copy out of it and no credit to return. On shm and verbs a slot
-    // costs no more. Both ends see the same transport for the pair.
-    l->direct = group_->transport_to(p) == TransportKind::kTcp;
-    Device* d = group_->device();
-    l->writer.Init(&d->channels(), &d->health(), group_->device_rank(p), layout_, l->credit, their_slots);
-    l->reader.Init(&d->channels(), &d->health(), group_->device_rank(p), layout_, l->slots, their_credit);
-    l->their_words = their_credit;
     links_[p] = std::move(fresh[p]);
     ZC_TRACE(kColl, "link with rank %d ready (%u slots of %llu bytes)", p, layout_.slots,
              static_cast<unsigned long long>(layout_.slot_bytes));
@@ -97,6 +75,31 @@ Status Links::Ensure(const std::vector<int>& peers, const Deadline& dl) {
     }
   }
   return st;
+}
+
+Status Links::Connect(int p, const std::string& msg, Link* l) {
+  size_t half = msg.size() / 2;
+  RemoteRegion their_slots, their_credit;
+  ZC_RETURN_IF_ERROR(RemoteRegion::Parse(msg.substr(0, half), &their_slots));
+  ZC_RETURN_IF_ERROR(RemoteRegion::Parse(msg.substr(half), &their_credit));
+  if (their_slots.size < layout_.reader_bytes())
+    return Error(ZC_ERR_MISMATCH, "rank %d's collective slots hold %llu bytes, this rank needs %llu "
+                 "(ZC_CHUNK differs between ranks?)", p, static_cast<unsigned long long>(their_slots.size),
+                 static_cast<unsigned long long>(layout_.reader_bytes()));
+  if (their_credit.size < kWordsBytes)
+    return Error(ZC_ERR_MISMATCH, "rank %d's collective flags hold %llu bytes, this rank needs %llu "
+                 "(a different zcomm build?)", p, static_cast<unsigned long long>(their_credit.size),
+                 static_cast<unsigned long long>(kWordsBytes));
+  // Over tcp a direct write lands where the receiver's progress thread
+  // reads the socket: straight into the final buffer, no slot in between,
+  // no copy out of it and no credit to return. On shm and verbs a slot
+  // costs no more. Both ends see the same transport for the pair.
+  l->direct = group_->transport_to(p) == TransportKind::kTcp;
+  Device* d = group_->device();
+  l->writer.Init(&d->channels(), &d->health(), group_->device_rank(p), layout_, l->credit, their_slots);
+  l->reader.Init(&d->channels(), &d->health(), group_->device_rank(p), layout_, l->slots, their_credit);
+  l->their_words = their_credit;
+  return Status::Ok();
 }
 
 Status Links::Quiesce(const Deadline& dl) {

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "p2p/group.h"
@@ -60,6 +61,10 @@ class Links {
   size_t chunk_bytes() const { return layout_.slot_bytes; }
 
  private:
+  // Checks the peer's link descriptors (msg) and sets up l's streams and
+  // its way of writing to p.
+  Status Connect(int p, const std::string& msg, Link* l);
+
   Group* group_;
   SlotLayout layout_;
   std::map<int, std::unique_ptr<Link>> links_;
