@@ -72,6 +72,9 @@ struct zc_request {
   std::function<zc::Status()> on_complete;
   // zc_irecv_source: where the sender's rank goes once the request is done.
   int* source = nullptr;
+  // A parameter-server request: how its wait spins (its Device's setting,
+  // PeerHealth::spins).
+  uint64_t spins = zc::Backoff::kSpins;
 };
 
 struct zc_comm {

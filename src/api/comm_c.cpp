@@ -54,6 +54,7 @@ Status MakeComm(const std::shared_ptr<zc::World>& world, std::vector<int> member
   comm->world = world;
   comm->device = std::shared_ptr<zc::Device>(world, world->device.get());
   comm->group = std::make_unique<zc::Group>(world->device.get(), std::move(members), ctx);
+  comm->coll_mu.set_spins(world->device->health().spins());
   comm->rank = comm->group->rank();
   comm->size = comm->group->size();
   comm->local_rank = 0;
@@ -74,7 +75,7 @@ Status MakeComm(const std::shared_ptr<zc::World>& world, std::vector<int> member
   }
   gpu.ipc_reachable = comm->size > 1 && comm->local_size == comm->size;
   zc::Device* device = world->device.get();
-  gpu.known_host = [device](const void* p, size_t bytes) { return device->IsPoolMemory(p, bytes); };
+  gpu.known_host = [device](const void* p, size_t bytes) { return device->regions().IsPoolMemory(p, bytes); };
   comm->gpu = std::make_unique<zc::gpu::DevicePath>(gpu);
   comm->p2p = std::make_unique<zc::P2pEngine>(world->device.get(), comm->group->members(), comm->rank, ctx);
   comm->queue = std::make_shared<zc::api::CollectiveQueue>();
@@ -321,7 +322,7 @@ zc_status zc_finalize(zc_comm* comm) {
   // a failure (an abort here or a peer's alert, which a lost peer causes)
   // there is no barrier: the dead would never come, nor the ranks that
   // learnt of it; a lost peer is reported.
-  Status health = comm->device->KnownHealth(-1);
+  Status health = comm->device->health().KnownHealth(-1);
   if (!health.ok()) {
     if (health.code() == ZC_ERR_PEER_LOST)
       result = Fail(health.with_context(zc::Format("rank %d: zc_finalize", comm->rank)));

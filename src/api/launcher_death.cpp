@@ -137,7 +137,7 @@ Status WatchLauncher(World* world, std::unique_ptr<LauncherWatch>* out) {
         // Segments first: the process may be killed any moment now.
         Segment::UnlinkOwned(tag.c_str(), getpid());
         SayLauncherDied(rank, name.c_str(), pid, false);
-        dev->Abort(why);
+        dev->health().Abort(why);
       },
       out);
 }

@@ -15,6 +15,7 @@
 #include "api/checks.h"
 #include "api/collective_calls.h"
 #include "api/comm.h"
+#include "collectives/allreduce_plan.h"
 #include "collectives/collectives.h"
 #include "collectives/dtype.h"
 #include "common/deadline.h"
@@ -212,7 +213,7 @@ zc_status zc_wait(zc_request* req) {
     // started them; every collective has its own deadlines.
     st = req->queue->Wait(req->task.get());
   } else {
-    zc::Backoff backoff;  // a parameter-server request, completed by its thread
+    zc::Backoff backoff(false, nullptr, req->spins);  // a parameter-server request, completed by its thread
     while (!req->done.load(std::memory_order_acquire)) backoff.Pause();
     st = req->status;
   }

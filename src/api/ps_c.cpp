@@ -174,6 +174,7 @@ zc_status zc_ps_ipush(zc_ps* ps, uint64_t key, const void* buf, zc_request** req
   Staged staged;
   ZC_TRY(Stage(ps, op, key, buf, true, &staged));
   auto* r = new zc_request();
+  r->spins = ps->comm->device->health().spins();
   std::string ctx = zc::Format("rank %d: %s(key %llu)", ps->comm->rank, op, static_cast<unsigned long long>(key));
   zc::Status st = ps->inst->Push(key, staged.host, Completer(r, ctx, std::move(staged.copy_out)));
   if (!st.ok()) {
@@ -193,6 +194,7 @@ zc_status zc_ps_ipull(zc_ps* ps, uint64_t key, void* buf, zc_request** req) {
   Staged staged;
   ZC_TRY(Stage(ps, op, key, buf, false, &staged));
   auto* r = new zc_request();
+  r->spins = ps->comm->device->health().spins();
   std::string ctx = zc::Format("rank %d: %s(key %llu)", ps->comm->rank, op, static_cast<unsigned long long>(key));
   zc::Status st = ps->inst->Pull(key, staged.host, Completer(r, ctx, std::move(staged.copy_out)));
   if (!st.ok()) {
@@ -220,7 +222,7 @@ zc_status zc_ps_free(zc_ps* ps) {
     // Nobody writes into this rank's slots any more once every rank is
     // here; then they can go.
     // After a failure (abort, a peer's alert, a lost peer) nobody comes.
-    if (ps->comm->size > 1 && ps->comm->device->KnownHealth(-1).ok()) {
+    if (ps->comm->size > 1 && ps->comm->device->health().KnownHealth(-1).ok()) {
       std::lock_guard<zc::SpinLock> lock(ps->comm->coll_mu);
       zc::Status b = ps->comm->coll->Barrier();
       if (!b.ok() && result == ZC_OK) result = PsFail(ps, op, 0, false, b);

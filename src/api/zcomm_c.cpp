@@ -48,7 +48,7 @@ size_t zc_dtype_size(zc_dtype dtype) { return zc::DtypeSize(dtype); }
 
 zc_status zc_abort(zc_comm* comm) {
   ZC_CHECK_COMM(comm, "zc_abort");
-  comm->device->Abort(zc::Status(ZC_ERR_ABORTED, zc::Format("rank %d called zc_abort", comm->rank)));
+  comm->device->health().Abort(zc::Status(ZC_ERR_ABORTED, zc::Format("rank %d called zc_abort", comm->rank)));
   return ZC_OK;
 }
 
@@ -65,7 +65,7 @@ zc_status zc_mem_alloc(zc_comm* comm, size_t bytes, void** ptr) {
   *ptr = nullptr;
   if (bytes == 0) return ZC_OK;
   zc::MemRegion* r;
-  zc::Status st = comm->device->Allocate(bytes, &r);
+  zc::Status st = comm->device->regions().Allocate(bytes, &r);
   if (!st.ok()) return Fail(st.with_context(zc::Format("rank %d: zc_mem_alloc(%zu)", comm->rank, bytes)));
   *ptr = r->data();
   return ZC_OK;
@@ -74,7 +74,7 @@ zc_status zc_mem_alloc(zc_comm* comm, size_t bytes, void** ptr) {
 zc_status zc_mem_free(zc_comm* comm, void* ptr) {
   ZC_CHECK_COMM(comm, "zc_mem_free");
   if (!ptr) return ZC_OK;
-  zc::Status st = comm->device->Free(ptr);
+  zc::Status st = comm->device->regions().Free(ptr);
   if (!st.ok()) return Fail(st.with_context(zc::Format("rank %d: zc_mem_free", comm->rank)));
   return ZC_OK;
 }

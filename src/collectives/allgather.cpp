@@ -1,7 +1,7 @@
 // Allgather and reduce-scatter around the ring, each step streamed in chunks
 // through the persistent slots to the right neighbour.
 #include "collectives/collectives.h"
-#include "collectives/links.h"
+#include "collectives/op_ctx.h"
 #include "collectives/reduce_kernels.h"
 
 namespace zc::coll {

@@ -4,7 +4,7 @@
 // fail with ZC_ERR_MISMATCH on the first chunk of the first block they see
 // differently, never with wrong data or a hang.
 #include "collectives/collectives.h"
-#include "collectives/links.h"
+#include "collectives/op_ctx.h"
 
 namespace zc::coll {
 

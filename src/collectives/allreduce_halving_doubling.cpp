@@ -4,7 +4,7 @@
 // fold in pairs first (even ranks hand their vector to the odd neighbour and
 // get the result back at the end). docs/algorithms.md has the details.
 #include "collectives/collectives.h"
-#include "collectives/links.h"
+#include "collectives/op_ctx.h"
 #include "collectives/reduce_kernels.h"
 
 namespace zc::coll {

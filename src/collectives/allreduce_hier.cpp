@@ -18,7 +18,7 @@
 #include <map>
 
 #include "collectives/collectives.h"
-#include "collectives/links.h"
+#include "collectives/op_ctx.h"
 #include "collectives/reduce_kernels.h"
 
 namespace zc::coll {

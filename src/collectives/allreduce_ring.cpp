@@ -4,41 +4,42 @@
 // run over any ring of ranks, so the hierarchical allreduce reuses them
 // inside a host and across hosts.
 #include "collectives/collectives.h"
-#include "collectives/links.h"
+#include "collectives/op_ctx.h"
 #include "collectives/reduce_kernels.h"
-#include "p2p/device.h"
 #include "p2p/region_hold.h"
 
 namespace zc::coll {
-namespace {
 
-// Step of the message that carries a rank's receive buffer descriptor to
-// its left neighbour (ring steps count from 0; the agreement is ~0u).
-constexpr uint32_t kDescStep = 0xfffffffeu;
-
-// Over tcp, the allgather half writes every segment straight into the right
-// neighbour's receive buffer (one-sided writes, OpCtx::WriteDirect): the
-// neighbour's progress thread reads the socket into its final place, with
-// no slot in between, no copy out of the slot and no credit to return.
-// Each rank therefore tells its left neighbour, before the reduce-scatter,
-// where its receive buffer is. Whether a link goes direct is decided per
-// link from its transport, alike on both ends.
+// Where the link allows it (OpCtx::CanWriteDirect), the allgather half
+// writes every segment straight into the right neighbour's receive buffer
+// (OpCtx::WriteDirect): it arrives in its final place, with no slot in
+// between, no copy out of the slot and no credit to return. Each rank
+// therefore tells its left neighbour, before the reduce-scatter, where its
+// receive buffer is. A link's answer is the same on both of its ends.
 struct DirectRing {
   bool out = false;  // I write to my right neighbour directly
   bool in = false;   // my left neighbour writes to me directly
   RemoteRegion right_buf;  // the right neighbour's receive buffer region
   uint64_t right_off = 0;  // its receive buffer's offset in right_buf
   RegionHold mine;         // my receive buffer, held while peers write it
+  // Direct writes sent and awaited so far: numbered over the whole
+  // allgather, alike on both ends (the sender's segment at step s is the
+  // receiver's).
+  uint32_t sent = 0, seen = 0;
 };
 
-bool DirectLink(OpCtx& c, int peer) { return c.dev()->transport_to(peer) == TransportKind::kTcp; }
+namespace {
+
+// Step of the message that carries a rank's receive buffer descriptor to
+// its left neighbour (ring steps count from 0; the agreement is ~0u).
+constexpr uint32_t kDescStep = 0xfffffffeu;
 
 // Sends my receive buffer's descriptor left, reads the right neighbour's.
 Status ExchangeDirectRing(OpCtx& c, int left, int right, void* recv, size_t bytes, DirectRing* d) {
-  d->in = DirectLink(c, left);
-  d->out = DirectLink(c, right);
+  d->in = c.CanWriteDirect(left);
+  d->out = c.CanWriteDirect(right);
   if (d->in) {
-    ZC_RETURN_IF_ERROR(c.dev()->device()->HoldLocalRegion(recv, bytes, &d->mine));
+    ZC_RETURN_IF_ERROR(c.HoldForDirect(recv, bytes, &d->mine));
     std::string msg = d->mine->remote().Serialize();
     uint64_t off = d->mine->offset_of(recv);
     msg.append(reinterpret_cast<const char*>(&off), sizeof(off));
@@ -61,50 +62,36 @@ Status ExchangeDirectRing(OpCtx& c, int left, int right, void* recv, size_t byte
   return Status::Ok();
 }
 
-// RingAllgatherSegments over the identity ring, each link direct or through
-// the slots as *d says. Chunk by chunk in lockstep as OpCtx::Exchange.
-Status RingAllgatherDirect(OpCtx& c, void* buf, size_t count, uint32_t step0, DirectRing* d) {
-  const int n = c.size(), me = c.rank();
-  const size_t es = c.es(), ce = c.chunk_elems();
-  char* out = static_cast<char*>(buf);
-  const int right = (me + 1) % n, left = (me + n - 1) % n;
-  auto begin = [&](int k) { return SegBegin(count, n, ((k % n) + n) % n); };
-  auto len = [&](int k) { return SegLen(count, n, ((k % n) + n) % n); };
-  // Direct writes are numbered over the whole allgather, alike on both ends
-  // (the sender's segment at step s is the receiver's); empty segments send
-  // nothing.
-  auto direct_chunks = [&](size_t m) { return m ? (m + ce - 1) / ce : 0; };
-  uint32_t qs = 0, qr = 0;
-  for (int s = 0; s < n - 1; ++s) {
-    const int sk = me + 1 - s, rk = me - s;
-    const size_t sb = begin(sk), sn = len(sk), rb = begin(rk), rn = len(rk);
-    const size_t ns = d->out ? direct_chunks(sn) : c.Chunks(sn);
-    const size_t nr = d->in ? direct_chunks(rn) : c.Chunks(rn);
-    for (size_t i = 0; i < ns || i < nr; ++i) {
-      const size_t off = i * ce;
-      if (i < ns) {
-        const size_t m = sn > off ? std::min(ce, sn - off) : 0;
-        const char* src = out + (sb + off) * es;
-        if (d->out)
-          ZC_RETURN_IF_ERROR(c.WriteDirect(right, src, m * es, d->right_buf,
-                                           d->right_off + (sb + off) * es, qs++));
-        else
-          ZC_RETURN_IF_ERROR(c.Send(right, m ? src : nullptr, m * es, MessageTag(step0 + s, i)));
-      }
-      if (i < nr) {
-        if (d->in) {
-          ZC_RETURN_IF_ERROR(c.AwaitDirect(left, qr++));
-        } else {
-          const size_t m = rn > off ? std::min(ce, rn - off) : 0;
-          const void* payload = nullptr;
-          ZC_RETURN_IF_ERROR(c.Recv(left, m * es, MessageTag(step0 + s, i), &payload));
-          if (m) memcpy(out + (rb + off) * es, payload, m * es);
-          ZC_RETURN_IF_ERROR(c.Release(left));
-        }
-      }
-    }
-  }
-  return Status::Ok();
+// Messages for a segment of m elements: direct writes send nothing for an
+// empty one; the slots send at least one (it carries the signature).
+size_t ChunksOf(const OpCtx& c, bool direct, size_t m) {
+  return direct ? (m + c.chunk_elems() - 1) / c.chunk_elems() : c.Chunks(m);
+}
+
+// Elements in the chunk at element `off` of a segment of m.
+size_t ChunkLen(const OpCtx& c, size_t m, size_t off) {
+  return m > off ? std::min(c.chunk_elems(), m - off) : 0;
+}
+
+// Elements [at, at+m) of buf to the right neighbour: a direct write or a
+// slot message.
+Status SendChunk(OpCtx& c, DirectRing& d, int right, const char* buf, size_t at, size_t m,
+                 uint64_t tag) {
+  const size_t es = c.es();
+  const char* src = buf + at * es;
+  if (d.out) return c.WriteDirect(right, src, m * es, d.right_buf, d.right_off + at * es, d.sent++);
+  return c.Send(right, m ? src : nullptr, m * es, tag);
+}
+
+// Elements [at, at+m) of buf from the left neighbour: its direct write, or
+// its slot message copied into place.
+Status RecvChunk(OpCtx& c, DirectRing& d, int left, char* buf, size_t at, size_t m, uint64_t tag) {
+  if (d.in) return c.AwaitDirect(left, d.seen++);
+  const size_t es = c.es();
+  const void* payload = nullptr;
+  ZC_RETURN_IF_ERROR(c.Recv(left, m * es, tag, &payload));
+  if (m) memcpy(buf + at * es, payload, m * es);
+  return c.Release(left);
 }
 
 }  // namespace
@@ -144,22 +131,26 @@ Status RingReduceScatter(OpCtx& c, const std::vector<int>& ring, int me, const v
 }
 
 Status RingAllgatherSegments(OpCtx& c, const std::vector<int>& ring, int me, void* buf,
-                             size_t count, uint32_t step0) {
+                             size_t count, uint32_t step0, DirectRing* direct) {
   const int n = static_cast<int>(ring.size());
   if (n < 2) return Status::Ok();
-  const size_t es = c.es();
+  DirectRing slots_only;
+  DirectRing& d = direct ? *direct : slots_only;
   char* out = static_cast<char*>(buf);
   const int right = ring[(me + 1) % n], left = ring[(me + n - 1) % n];
   auto begin = [&](int k) { return SegBegin(count, n, ((k % n) + n) % n); };
   auto len = [&](int k) { return SegLen(count, n, ((k % n) + n) % n); };
-  // At step s forward segment me+1-s, receive segment me-s.
+  // At step s forward segment me+1-s, receive segment me-s, chunk by chunk
+  // in lockstep as OpCtx::Exchange (send chunk i, then receive chunk i).
   for (int s = 0; s < n - 1; ++s) {
-    int sk = me + 1 - s, rk = me - s;
-    size_t rb = begin(rk);
-    ZC_RETURN_IF_ERROR(c.Exchange(right, out + begin(sk) * es, len(sk), left, len(rk), step0 + s,
-                                  [&](size_t off, const void* payload, size_t m) {
-                                    memcpy(out + (rb + off) * es, payload, m * es);
-                                  }));
+    const size_t sb = begin(me + 1 - s), sn = len(me + 1 - s), rb = begin(me - s), rn = len(me - s);
+    const size_t ns = ChunksOf(c, d.out, sn), nr = ChunksOf(c, d.in, rn);
+    for (size_t i = 0; i < ns || i < nr; ++i) {
+      const size_t off = i * c.chunk_elems();
+      const uint64_t tag = MessageTag(step0 + s, i);
+      if (i < ns) ZC_RETURN_IF_ERROR(SendChunk(c, d, right, out, sb + off, ChunkLen(c, sn, off), tag));
+      if (i < nr) ZC_RETURN_IF_ERROR(RecvChunk(c, d, left, out, rb + off, ChunkLen(c, rn, off), tag));
+    }
   }
   return Status::Ok();
 }
@@ -177,8 +168,7 @@ Status AllreduceRing(OpCtx& c, const void* send, void* recv, size_t count, zc_dt
   const int own = (r + 1) % n;
   if (op == ZC_AVG)
     ScaleDiv(dtype, static_cast<char*>(recv) + SegBegin(count, n, own) * es, SegLen(count, n, own), n);
-  if (!direct.in && !direct.out) return RingAllgatherSegments(c, ring, r, recv, count, n - 1);
-  return RingAllgatherDirect(c, recv, count, n - 1, &direct);
+  return RingAllgatherSegments(c, ring, r, recv, count, n - 1, &direct);
 }
 
 }  // namespace zc::coll

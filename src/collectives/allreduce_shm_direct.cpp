@@ -8,18 +8,18 @@ namespace {
 constexpr uint64_t kShmTag = ControlTag(0, TagClass::kShmDirect, 0);  // workspace descriptors
 }
 
-ShmDirect::ShmDirect(Group* dev, size_t shard_bytes)
-    : dev_(dev), me_(dev->rank()), n_(dev->size()),
+ShmDirect::ShmDirect(Group* group, size_t shard_bytes)
+    : group_(group), me_(group->rank()), n_(group->size()),
       shard_bytes_((std::max<size_t>(shard_bytes, 64) + 63) & ~size_t{63}) {}
 
 ShmDirect::~ShmDirect() {
-  if (ws_) IgnoreError(dev_->Free(ws_->data()), "destructor: best effort");
+  if (ws_) IgnoreError(group_->Free(ws_->data()), "destructor: best effort");
 }
 
-Status ShmDirect::Create(Group* dev, size_t shard_bytes, const Deadline& dl,
+Status ShmDirect::Create(Group* group, size_t shard_bytes, const Deadline& dl,
                          std::unique_ptr<ShmDirect>* out) {
-  auto s = std::unique_ptr<ShmDirect>(new ShmDirect(dev, shard_bytes));
-  ZC_RETURN_IF_ERROR(dev->Allocate(s->workspace_bytes(), &s->ws_));
+  auto s = std::unique_ptr<ShmDirect>(new ShmDirect(group, shard_bytes));
+  ZC_RETURN_IF_ERROR(group->Allocate(s->workspace_bytes(), &s->ws_));
   // Only the flags: slots and results are read after their flags are set.
   memset(s->ws_->data(), 0, s->flags_bytes());
   for (int set = 0; set < kSets; ++set)
@@ -27,11 +27,11 @@ Status ShmDirect::Create(Group* dev, size_t shard_bytes, const Deadline& dl,
   s->peer_ws_.resize(s->n_);
   std::string mine = s->ws_->remote().Serialize();
   for (int p = 0; p < s->n_; ++p)
-    if (p != s->me_) ZC_RETURN_IF_ERROR(dev->SendControl(p, kShmTag, mine, dl));
+    if (p != s->me_) ZC_RETURN_IF_ERROR(group->SendControl(p, kShmTag, mine, dl));
   for (int p = 0; p < s->n_; ++p) {
     if (p == s->me_) continue;
     std::string msg;
-    ZC_RETURN_IF_ERROR(dev->RecvControl(p, kShmTag, &msg, dl));
+    ZC_RETURN_IF_ERROR(group->RecvControl(p, kShmTag, &msg, dl));
     ZC_RETURN_IF_ERROR(RemoteRegion::Parse(msg, &s->peer_ws_[p]));
     if (s->peer_ws_[p].size < s->workspace_bytes())
       return Error(ZC_ERR_MISMATCH,
@@ -42,7 +42,7 @@ Status ShmDirect::Create(Group* dev, size_t shard_bytes, const Deadline& dl,
   }
   s->peer_direct_.assign(s->n_, nullptr);
   for (int p = 0; p < s->n_; ++p)
-    if (p != s->me_) s->peer_direct_[p] = dev->channel(p).DirectAddress(s->peer_ws_[p]);
+    if (p != s->me_) s->peer_direct_[p] = group->channel(p).DirectAddress(s->peer_ws_[p]);
   ZC_TRACE(kColl, "shm workspace ready: %llu bytes, shard %zu bytes",
            static_cast<unsigned long long>(s->workspace_bytes()), s->shard_bytes_);
   *out = std::move(s);
@@ -52,16 +52,16 @@ Status ShmDirect::Create(Group* dev, size_t shard_bytes, const Deadline& dl,
 Status ShmDirect::Put(int peer, const void* src, size_t bytes, uint64_t off, const FlagWrite* flag,
                       const Deadline& dl) {
   char* d = peer_direct_[peer];
-  if (!d) return dev_->channel(peer).Write(src, bytes, peer_ws_[peer], off, flag, dl);
+  if (!d) return group_->channel(peer).Write(src, bytes, peer_ws_[peer], off, flag, dl);
   // Mapped: the offsets lie inside the workspace (checked in Create).
-  ZC_RETURN_IF_ERROR(dev_->KnownHealth(peer));
+  ZC_RETURN_IF_ERROR(group_->KnownHealth(peer));
   const SrcPiece piece{src, bytes};
   WriteMapped(d, off, &piece, 1, flag);
   return Status::Ok();
 }
 
 Status ShmDirect::Get(int peer, void* dst, size_t bytes, uint64_t off, const Deadline& dl) {
-  if (!peer_direct_[peer]) return dev_->channel(peer).Read(dst, bytes, peer_ws_[peer], off, dl);
+  if (!peer_direct_[peer]) return group_->channel(peer).Read(dst, bytes, peer_ws_[peer], off, dl);
   if (bytes) memcpy(dst, peer_direct_[peer] + off, bytes);  // after WaitFlag's acquire
   return Status::Ok();
 }
@@ -70,7 +70,7 @@ Status ShmDirect::Allreduce(const Signature& sig, const void* send, void* recv, 
                             zc_dtype dtype, zc_op op) {
   const size_t es = DtypeSize(dtype);
   const size_t per_round = static_cast<size_t>(n_) * (shard_bytes_ / es);
-  Deadline dl = dev_->NewDeadline();
+  Deadline dl = group_->NewDeadline();
   const char* in = static_cast<const char*>(send);
   char* out = static_cast<char*>(recv);
   const size_t bytes = count * es;
@@ -84,7 +84,7 @@ Status ShmDirect::Allreduce(const Signature& sig, const void* send, void* recv, 
 
 Status ShmDirect::WriteInput(const Signature& sig, uint64_t tag, uint64_t g, int set, int p,
                              const char* src, size_t bytes, const Deadline& dl) {
-  if (char* d = peer_direct_[p]; d && dev_->KnownHealthy(p)) {
+  if (char* d = peer_direct_[p]; d && group_->KnownHealthy(p)) {
     // Mapped: payload and header with plain stores, then the flag (a small
     // allreduce's input is one cache line).
     if (bytes) memcpy(d + in_payload_off(set, me_, bytes), src, bytes);
@@ -106,7 +106,7 @@ Status ShmDirect::WriteInput(const Signature& sig, uint64_t tag, uint64_t g, int
 Status ShmDirect::ReadInput(const Signature& sig, uint64_t tag, uint64_t g, int set, int p,
                             size_t expect_bytes, const Deadline& dl, const void** payload) {
   if (flag(in_flag_off(set, p))->load(std::memory_order_acquire) < g)
-    ZC_RETURN_IF_ERROR(dev_->WaitFlag(flag(in_flag_off(set, p)), g, p, dl, "a shared-memory input"));
+    ZC_RETURN_IF_ERROR(group_->WaitFlag(flag(in_flag_off(set, p)), g, p, dl, "a shared-memory input"));
   const char* base = static_cast<const char*>(ws_->data());
   const uint64_t* h = reinterpret_cast<const uint64_t*>(base + in_header_off(set, p));
   ZC_RETURN_IF_ERROR(CheckSignature(sig, me_, tag, h + 1, p));
@@ -185,7 +185,7 @@ Status ShmDirect::Round(const Signature& sig, const char* in, char* out, size_t 
       continue;
     }
     if (g > kSets)
-      ZC_RETURN_IF_ERROR(dev_->WaitFlag(flag(done_flag_off(p)), g - kSets, p, dl,
+      ZC_RETURN_IF_ERROR(group_->WaitFlag(flag(done_flag_off(p)), g - kSets, p, dl,
                                         "the release of a shared-memory result"));
     ZC_RETURN_IF_ERROR(ReadInput(sig, tag, g, set, p, shard_bytes(me_), dl, &s[p]));
   }
@@ -204,7 +204,7 @@ Status ShmDirect::Round(const Signature& sig, const char* in, char* out, size_t 
   if (mine) memcpy(out + shard_at(me_), result, mine * es);
   for (int i = 1; i < n_; ++i) {
     int o = (me_ + i) % n_;
-    ZC_RETURN_IF_ERROR(dev_->WaitFlag(flag(res_flag_off(o)), g, o, dl, "a shared-memory result"));
+    ZC_RETURN_IF_ERROR(group_->WaitFlag(flag(res_flag_off(o)), g, o, dl, "a shared-memory result"));
     size_t bytes = shard_bytes(o);
     if (bytes) ZC_RETURN_IF_ERROR(Get(o, out + shard_at(o), bytes, result_off(set), dl));
     FlagWrite f{&peer_ws_[o], done_flag_off(me_), g};

@@ -41,7 +41,7 @@
 
 #include <vector>
 
-#include "collectives/links.h"
+#include "collectives/op_ctx.h"
 
 namespace zc::coll {
 
@@ -57,7 +57,7 @@ class ShmDirect {
 
   // Collective over all ranks: allocates the workspace and exchanges
   // descriptors with every peer.
-  static Status Create(Group* dev, size_t shard_bytes, const Deadline& dl,
+  static Status Create(Group* group, size_t shard_bytes, const Deadline& dl,
                        std::unique_ptr<ShmDirect>* out);
   ~ShmDirect();
 
@@ -65,7 +65,7 @@ class ShmDirect {
                    zc_op op);
 
  private:
-  explicit ShmDirect(Group* dev, size_t shard_bytes);
+  explicit ShmDirect(Group* group, size_t shard_bytes);
   // Offsets inside a workspace: flags (results, releases), input slots
   // ([flag][bytes][signature][payload]), result areas.
   static constexpr uint64_t kInHeaderBytes = 8 + 8 * (1 + kSigWords);  // flag, bytes, signature
@@ -103,7 +103,7 @@ class ShmDirect {
   Status SmallRound(const Signature& sig, const char* send, char* recv, size_t count,
                     zc_dtype dtype, zc_op op, const Deadline& dl);
 
-  Group* dev_;
+  Group* group_;
   int me_, n_;
   size_t shard_bytes_;
   MemRegion* ws_ = nullptr;

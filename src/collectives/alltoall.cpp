@@ -1,7 +1,7 @@
 // Alltoall by pairwise exchange: at step s (1..n-1) every rank sends its
 // block for rank r+s and receives the block from rank r-s, in chunks.
 #include "collectives/collectives.h"
-#include "collectives/links.h"
+#include "collectives/op_ctx.h"
 
 namespace zc::coll {
 

@@ -6,7 +6,7 @@
 // ZC_ERR_MISMATCH on the first chunk. An empty block is still one empty
 // message, so the steps of every rank stay in step whatever the counts.
 #include "collectives/collectives.h"
-#include "collectives/links.h"
+#include "collectives/op_ctx.h"
 
 namespace zc::coll {
 

@@ -3,7 +3,7 @@
 // rank r-2^k; after ceil(log2 n) rounds every rank has heard, directly or
 // not, from every other.
 #include "collectives/collectives.h"
-#include "collectives/links.h"
+#include "collectives/op_ctx.h"
 
 namespace zc::coll {
 

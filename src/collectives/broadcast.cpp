@@ -5,7 +5,7 @@
 // (broadcast), or receives from its children, reduces and forwards to its
 // parent (reduce).
 #include "collectives/collectives.h"
-#include "collectives/links.h"
+#include "collectives/op_ctx.h"
 #include "collectives/reduce_kernels.h"
 
 namespace zc::coll {

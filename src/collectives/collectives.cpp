@@ -2,9 +2,10 @@
 
 #include <cstring>
 
+#include "collectives/allreduce_plan.h"
 #include "collectives/allreduce_shm_direct.h"
 #include "collectives/dtype.h"
-#include "collectives/links.h"
+#include "collectives/op_ctx.h"
 #include "collectives/reduce_kernels.h"
 #include "common/log.h"
 #include "p2p/control_plane.h"
@@ -15,35 +16,35 @@ namespace zc {
 using coll::Algo;
 using coll::Kind;
 
-Collectives::Collectives(Group* dev) : dev_(dev), rank_(dev->rank()), size_(dev->size()) {
-  chunk_bytes_ = dev->config().chunk_bytes;
+Collectives::Collectives(Group* group) : group_(group), rank_(group->rank()), size_(group->size()) {
+  chunk_bytes_ = group->config().chunk_bytes;
 }
 
 Collectives::~Collectives() = default;
 
-Status Collectives::Create(Group* dev, std::unique_ptr<Collectives>* out) {
-  auto c = std::unique_ptr<Collectives>(new Collectives(dev));
+Status Collectives::Create(Group* group, std::unique_ptr<Collectives>* out) {
+  auto c = std::unique_ptr<Collectives>(new Collectives(group));
   ZC_RETURN_IF_ERROR(c->Init());
   *out = std::move(c);
   return Status::Ok();
 }
 
 Status Collectives::Init() {
-  const std::string& algo = dev_->config().algo;
+  const std::string& algo = group_->config().algo;
   ZC_RETURN_IF_ERROR(coll::AlgoSelect::Parse(algo, &algo_sel_));
-  links_ = std::make_unique<coll::Links>(dev_, chunk_bytes_);
+  links_ = std::make_unique<coll::Links>(group_, chunk_bytes_);
   if (size_ < 2) {
     ZC_INFO(kColl, "collectives ready: 1 rank (every collective a local copy), ZC_ALGO=%s",
             algo_sel_.Describe().c_str());
     return Status::Ok();
   }
   std::vector<int> host_of(size_);
-  for (int r = 0; r < size_; ++r) host_of[r] = dev_->host_of(r);
+  for (int r = 0; r < size_; ++r) host_of[r] = group_->host_of(r);
   hier_ = coll::MakeHierShape(host_of, rank_);
   // Before any link is made: a refused ZC_ALGO fails on every rank alike
   // (same environment), so no rank waits for a peer that gave up.
   ZC_RETURN_IF_ERROR(CheckForcedApplies());
-  Deadline dl = dev_->NewDeadline();
+  Deadline dl = group_->NewDeadline();
   // The allreduce peers now (ring neighbours, halving-doubling partners, and
   // the hierarchical rings when that can be chosen), so that ranks whose
   // counts differ across a size threshold fail with a mismatch on a message
@@ -56,15 +57,15 @@ Status Collectives::Init() {
   ZC_RETURN_IF_ERROR(links_->Ensure(peers, dl));
   bool all_local = true;
   for (int p = 0; p < size_; ++p)
-    if (p != rank_ && !dev_->is_local(p)) all_local = false;
+    if (p != rank_ && !group_->is_local(p)) all_local = false;
   if (all_local)
     ZC_RETURN_IF_ERROR(coll::ShmDirect::Create(
-        dev_, std::min(chunk_bytes_, coll::ShmDirect::kMaxShardBytes), dl, &shm_));
+        group_, std::min(chunk_bytes_, coll::ShmDirect::kMaxShardBytes), dl, &shm_));
   // Every peer on this host: the direct algorithm when the data really
   // moves through shared memory (not ZC_TRANSPORT=tcp on one host).
   shm_direct_ = shm_ != nullptr;
   for (int p = 0; p < size_; ++p)
-    if (p != rank_ && dev_->transport_to(p) != TransportKind::kShm) shm_direct_ = false;
+    if (p != rank_ && group_->transport_to(p) != TransportKind::kShm) shm_direct_ = false;
   ZC_INFO(kColl, "collectives ready: %d ranks on %s, chunk %zu bytes, ZC_ALGO=%s (forced: %s)%s%s",
           size_, hier_.layout.c_str(), chunk_bytes_, algo.c_str(), algo_sel_.Describe().c_str(),
           shm_ ? ", shared-memory workspace" : "", HierMayRun() ? ", hierarchical allreduce" : "");
@@ -80,7 +81,7 @@ bool Collectives::HierMayRun() const {
 Status Collectives::CheckForcedApplies() const {
   // Only the direct shared-memory allreduce and the hierarchical one depend
   // on where the ranks are; every other algorithm runs on any links.
-  const std::string& spec = dev_->config().algo;
+  const std::string& spec = group_->config().algo;
   if (algo_sel_.forced(Kind::kAllreduce) == Algo::kHier) {
     if (hier_.uniform()) return Status::Ok();
     return Error(ZC_ERR_INVALID_ARG,
@@ -91,31 +92,31 @@ Status Collectives::CheckForcedApplies() const {
   if (algo_sel_.forced(Kind::kAllreduce) != Algo::kShm) return Status::Ok();
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
-    if (!dev_->is_local(p))
+    if (!group_->is_local(p))
       return Error(ZC_ERR_INVALID_ARG,
                    "ZC_ALGO=%s: allreduce cannot use algorithm shm: rank %d is on another host "
                    "(shm needs every rank on this host)", spec.c_str(), p);
-    if (dev_->transport_to(p) != TransportKind::kShm)
+    if (group_->transport_to(p) != TransportKind::kShm)
       return Error(ZC_ERR_INVALID_ARG,
                    "ZC_ALGO=%s: allreduce cannot use algorithm shm: rank %d is reached through "
                    "the %s transport, not shm (ZC_TRANSPORT=%s)", spec.c_str(), p,
-                   TransportName(dev_->transport_to(p)), dev_->config().transport.c_str());
+                   TransportName(group_->transport_to(p)), group_->config().transport.c_str());
   }
   return Status::Ok();
 }
 
 Status Collectives::Quiesce() {
-  return links_ ? links_->Quiesce(dev_->NewDeadline()) : Status::Ok();
+  return links_ ? links_->Quiesce(group_->NewDeadline()) : Status::Ok();
 }
 
 void Collectives::AbortOnFailure(const Status& st) {
   // A failed collective leaves the streams mid-message: abort so that every
   // peer's waits fail now instead of at their deadline. Not when the failure
   // is a peer's alert, which the peers already have.
-  ControlPlane* cp = dev_->control();
+  ControlPlane* cp = group_->control();
   bool alerted = cp && cp->alert_word()->load(std::memory_order_acquire) != 0;
-  if (!dev_->aborted() && !alerted)
-    dev_->Abort(st, st.code() == ZC_ERR_PEER_LOST ? dev_->LostPeer() : -1);
+  if (!group_->aborted() && !alerted)
+    group_->Abort(st, st.code() == ZC_ERR_PEER_LOST ? group_->LostPeer() : -1);
 }
 
 template <typename Fn>
@@ -135,8 +136,8 @@ template <typename Fn>
 Status Collectives::RunAs(coll::Signature sig, size_t elem_size, Fn&& fn) {
   sig.seq = ++seq_;
   last_algo_ = sig.algo;
-  if (dev_->aborted()) return dev_->Health(-1);
-  coll::OpCtx c(dev_, links_.get(), sig, elem_size);
+  if (group_->aborted()) return group_->Health(-1);
+  coll::OpCtx c(group_, links_.get(), sig, elem_size);
   return Fail(fn(c));
 }
 
@@ -389,8 +390,8 @@ Status Collectives::PlanAllreduce(size_t count, zc_dtype dtype, zc_op op,
   plan->algo_ = ChooseAllreduce(count, dtype);
   // Everything a start needs exists now: links (made collectively here) or
   // the shared-memory workspace (made at Create).
-  if (!dev_->aborted()) {
-    Status st = links_->Ensure(AllreducePeers(plan->algo_), dev_->NewDeadline());
+  if (!group_->aborted()) {
+    Status st = links_->Ensure(AllreducePeers(plan->algo_), group_->NewDeadline());
     if (!st.ok()) return Fail(st.with_context("allreduce plan"));
   }
   ZC_INFO(kColl, "allreduce plan(count=%zu, %s, %s): %s", count, DtypeName(dtype), OpName(op),
@@ -399,54 +400,6 @@ Status Collectives::PlanAllreduce(size_t count, zc_dtype dtype, zc_op op,
   plan->thread_ = std::thread([p] { p->Loop(); });
   *out = std::move(plan);
   return Status::Ok();
-}
-
-AllreducePlan::~AllreducePlan() {
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return !pending_ && !running_; });
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
-
-const char* AllreducePlan::algorithm() const { return coll::AlgoName(algo_); }
-
-Status AllreducePlan::Start(const void* send, void* recv) {
-  if (!send || !recv) return Error(ZC_ERR_INVALID_ARG, "allreduce plan start with a NULL buffer");
-  std::lock_guard<std::mutex> lock(mu_);
-  if (pending_ || running_) return Error(ZC_ERR_INVALID_ARG, "allreduce plan started twice without a wait");
-  send_ = send;
-  recv_ = recv;
-  pending_ = true;
-  result_ = Status::Ok();
-  cv_.notify_all();
-  return Status::Ok();
-}
-
-Status AllreducePlan::Wait() {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return !pending_ && !running_; });
-  return result_;
-}
-
-void AllreducePlan::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  for (;;) {
-    cv_.wait(lock, [&] { return stop_ || pending_; });
-    if (stop_ && !pending_) return;
-    pending_ = false;
-    running_ = true;
-    const void* send = send_;
-    void* recv = recv_;
-    lock.unlock();
-    Status st = coll_->AllreduceWith(algo_, send, recv, count_, dtype_, op_);
-    lock.lock();
-    result_ = st;
-    running_ = false;
-    cv_.notify_all();
-  }
 }
 
 }  // namespace zc

@@ -1,8 +1,9 @@
 // Collectives: allreduce (ring, recursive halving-doubling, direct shared
 // memory, hierarchical across hosts), broadcast, reduce, allgather, reduce-scatter, alltoall, barrier,
 // the vector collectives allgatherv and alltoallv, gather, scatter, and
-// persistent allreduce plans, all built on the p2p Device (SlotStreams,
-// one-sided writes and reads, flags) and never on a transport directly.
+// persistent allreduce plans (allreduce_plan.h), all built on the p2p layer
+// (SlotStreams, one-sided writes and reads, flags) through a Group and never
+// on a transport directly.
 // docs/algorithms.md describes every algorithm, its messages and bytes moved.
 //
 // Threading: one collective at a time per instance (the C API holds a lock);
@@ -15,12 +16,9 @@
 
 #include <zcomm/zcomm.h>
 
-#include <condition_variable>
 #include <cstddef>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "collectives/algo_select.h"
@@ -37,7 +35,7 @@ class ShmDirect;
 class OpCtx;
 }  // namespace coll
 
-class Collectives;
+class AllreducePlan;
 
 namespace coll {
 // Where a communicator's ranks are, for the hierarchical allreduce: hosts in
@@ -57,49 +55,12 @@ struct HierShape {
 HierShape MakeHierShape(const std::vector<int>& host_of, int rank);
 }  // namespace coll
 
-// A persistent allreduce (init once, start/wait many times). Plan init makes
-// every link and shared-memory descriptor the algorithm needs, so a Start is
-// only one-sided writes and flags. Every rank must create its plans and
-// start them in the same order as its other collectives.
-class AllreducePlan {
- public:
-  ~AllreducePlan();
-  // Begins the allreduce of send into recv (count elements of the plan's
-  // dtype; send == recv: in place) on the plan's progress thread. The
-  // buffers must stay untouched until Wait returns.
-  Status Start(const void* send, void* recv);
-  // Waits for the started operation; its status. OK when none was started.
-  Status Wait();
-  const char* algorithm() const;
-  size_t count() const { return count_; }
-  zc_dtype dtype() const { return dtype_; }
-
- private:
-  friend class Collectives;
-  AllreducePlan() = default;
-  void Loop();
-
-  Collectives* coll_ = nullptr;
-  size_t count_ = 0;
-  zc_dtype dtype_ = ZC_FLOAT32;
-  zc_op op_ = ZC_SUM;
-  coll::Algo algo_ = coll::Algo::kNone;
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool pending_ = false, running_ = false, stop_ = false;
-  const void* send_ = nullptr;
-  void* recv_ = nullptr;
-  Status result_;
-  std::thread thread_;
-};
-
 class Collectives {
  public:
-  // Collective over all ranks of dev: links with the ring neighbours and the
+  // Collective over all ranks of group: links with the ring neighbours and the
   // halving-doubling partners, and the shared-memory workspace when every
   // peer is on this host.
-  static Status Create(Group* dev, std::unique_ptr<Collectives>* out);
+  static Status Create(Group* group, std::unique_ptr<Collectives>* out);
   ~Collectives();
 
   Status Allreduce(const void* send, void* recv, size_t count, zc_dtype dtype, zc_op op);
@@ -152,11 +113,11 @@ class Collectives {
   // The algorithm ZC_ALGO forces on collective k; Algo::kNone: automatic.
   coll::Algo ForcedAlgo(coll::Kind k) const { return algo_sel_.forced(k); }
 
-  Group* group() const { return dev_; }
+  Group* group() const { return group_; }
 
  private:
   friend class AllreducePlan;
-  explicit Collectives(Group* dev);
+  explicit Collectives(Group* group);
   Status Init();
   // Refuses a forced algorithm that cannot run on this communicator.
   Status CheckForcedApplies() const;
@@ -191,7 +152,7 @@ class Collectives {
   // Peers each algorithm talks to (links made at Create / plan init).
   std::vector<int> AllreducePeers(coll::Algo algo) const;
 
-  Group* dev_;
+  Group* group_;
   int rank_ = 0, size_ = 1;
   size_t chunk_bytes_ = 1 << 20;
   std::unique_ptr<coll::Links> links_;
@@ -220,8 +181,11 @@ Status AllreduceHier(OpCtx& c, const HierShape& h, const void* send, void* recv,
 // AllgatherSegments sends segment (me+1) mod m of buf and fills the others.
 Status RingReduceScatter(OpCtx& c, const std::vector<int>& ring, int me, const void* send,
                          void* recv, size_t count, zc_dtype dtype, zc_op op, uint32_t step0);
+// direct (allreduce_ring.cpp): which of the two links write straight into
+// the receive buffers, and where; nullptr: both go through the slots.
+struct DirectRing;
 Status RingAllgatherSegments(OpCtx& c, const std::vector<int>& ring, int me, void* buf,
-                             size_t count, uint32_t step0);
+                             size_t count, uint32_t step0, DirectRing* direct = nullptr);
 Status BroadcastTree(OpCtx& c, void* buf, size_t count, int root, bool chain);
 Status ReduceTree(OpCtx& c, const void* send, void* recv, size_t count, zc_dtype dtype, zc_op op,
                   int root, bool chain, std::vector<char>* scratch);

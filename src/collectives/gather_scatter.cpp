@@ -11,7 +11,7 @@
 // rank fails with ZC_ERR_MISMATCH (and aborts the others) before any data
 // moves.
 #include "collectives/collectives.h"
-#include "collectives/links.h"
+#include "collectives/op_ctx.h"
 
 namespace zc::coll {
 namespace {

@@ -89,10 +89,25 @@ class Deadline {
 // check and the sleep is never lost.
 class Backoff {
  public:
+  // Pauses spent spinning before a wait yields: kSpins with a core to
+  // spare, kOversubscribedSpins when more ranks than cores share the host.
+  // Oversubscribed, the flag's setter often waits for this very core, so
+  // every spin delays it; with 16 spins, 4 ranks on 2 cores ran an 8-byte
+  // allreduce at 2.2-2.4 us in some runs and 4.4-6.4 us in others (the two
+  // ranks of a core fell out of step), with 2 at 2.2-2.5 us in every run
+  // (docs/PERFORMANCE.md, issue 14). Whoever knows the host decides (the
+  // Device, for its waits: PeerHealth::spins), not the process: two
+  // communicators may see different hosts.
+  static constexpr uint64_t kSpins = 2000;
+  static constexpr uint64_t kOversubscribedSpins = 2;
+  static constexpr uint64_t SpinsFor(bool oversubscribed) {
+    return oversubscribed ? kOversubscribedSpins : kSpins;
+  }
+
   // driver (notified waits only): who sleeps for us, see WaitDriver.
-  explicit Backoff(bool notified = false, WaitDriver* driver = nullptr)
-      : notified_(notified),
-        driver_(driver), spins_(notified ? kNotifiedSpins : g_spins.load(std::memory_order_relaxed)) {
+  // spins: see kSpins (notified waits spin kNotifiedSpins instead).
+  explicit Backoff(bool notified = false, WaitDriver* driver = nullptr, uint64_t spins = kSpins)
+      : notified_(notified), driver_(driver), spins_(notified ? kNotifiedSpins : spins) {
     if (notified_) epoch_ = Wakeup::Epoch();
   }
   void Pause() {
@@ -139,22 +154,10 @@ class Backoff {
   uint64_t count() const { return n_; }
   // Whether to check the deadline and peers' health now (see above).
   bool Due() const { return n_ >= spins_ || (n_ & (kCheckSpins - 1)) == 0; }
-  // Oversubscribed (more ranks than cores on this host): yield almost at
-  // once. The flag's setter often waits for this very core, so every spin
-  // delays it; with 16 spins, 4 ranks on 2 cores ran an 8-byte allreduce at
-  // 2.2-2.4 us in some runs and 4.4-6.4 us in others (the two ranks of a
-  // core fell out of step), with 2 at 2.2-2.5 us in every run
-  // (docs/PERFORMANCE.md, issue 14). Process-wide; set once by the Device.
-  static void SetOversubscribed(bool on) {
-    g_spins.store(on ? kOversubscribedSpins : kSpins, std::memory_order_relaxed);
-  }
 
  private:
-  static constexpr uint64_t kSpins = 2000;
-  static constexpr uint64_t kOversubscribedSpins = 2;
   static constexpr uint64_t kNotifiedSpins = 64;
   static constexpr uint64_t kCheckSpins = 256;  // a power of two
-  static inline std::atomic<uint64_t> g_spins{kSpins};
   static constexpr int kYieldUs = 1000;
   bool notified_;
   WaitDriver* driver_;

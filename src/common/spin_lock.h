@@ -15,9 +15,12 @@ namespace zc {
 
 class SpinLock {
  public:
+  // How long a waiter spins before it yields (Backoff::kSpins): its owner's
+  // setting, made before the lock is shared.
+  void set_spins(uint64_t spins) { spins_ = spins; }
   void lock() {
     if (try_lock()) return;
-    Backoff backoff;
+    Backoff backoff(/*notified=*/false, nullptr, spins_);
     do {
       // Read before the exchange: waiters share the line, not fight for it.
       while (locked_.load(std::memory_order_relaxed)) backoff.Pause();
@@ -28,6 +31,7 @@ class SpinLock {
 
  private:
   std::atomic<bool> locked_{false};
+  uint64_t spins_ = Backoff::kSpins;
 };
 
 }  // namespace zc

@@ -13,6 +13,7 @@
 #include <memory>
 #include <tuple>
 
+#include "collectives/allreduce_plan.h"
 #include "collectives/collectives.h"
 #include "common/status.h"
 

@@ -3,11 +3,11 @@
 #include <cstdlib>
 
 #include "common/log.h"
-#include "p2p/device.h"
+#include "p2p/local_regions.h"
 
 namespace zc {
 
-Status AllocSites::Alloc(Device* dev, uint64_t site, size_t bytes, void** out) {
+Status AllocSites::Alloc(uint64_t site, size_t bytes, void** out) {
   *out = nullptr;
   if (bytes == 0) return Error(ZC_ERR_INVALID_ARG, "allocation of 0 bytes for site %llu",
                                static_cast<unsigned long long>(site));
@@ -15,7 +15,7 @@ Status AllocSites::Alloc(Device* dev, uint64_t site, size_t bytes, void** out) {
   void* p = nullptr;
   if (pooled) {
     MemRegion* r = nullptr;
-    ZC_RETURN_IF_ERROR(dev->Allocate(bytes, &r));
+    ZC_RETURN_IF_ERROR(pool_->Allocate(bytes, &r));
     p = r->data();
   } else {
     // 64-byte aligned like pool memory, so the two are interchangeable.
@@ -29,7 +29,7 @@ Status AllocSites::Alloc(Device* dev, uint64_t site, size_t bytes, void** out) {
   return Status::Ok();
 }
 
-Status AllocSites::Free(Device* dev, void* ptr) {
+Status AllocSites::Free(void* ptr) {
   Live l;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -39,7 +39,7 @@ Status AllocSites::Free(Device* dev, void* ptr) {
     l = it->second;
     live_.erase(it);
   }
-  if (l.pooled) return dev->Free(ptr);
+  if (l.pooled) return pool_->Free(ptr);
   free(ptr);
   return Status::Ok();
 }

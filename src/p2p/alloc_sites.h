@@ -16,15 +16,17 @@
 
 namespace zc {
 
-class Device;
+class LocalRegions;
 
 class AllocSites {
  public:
+  // Marked sites allocate from pool, the pool of the regions that own this.
+  explicit AllocSites(LocalRegions* pool) : pool_(pool) {}
   // bytes > 0. Pool memory when the site is marked, else malloc'd.
-  Status Alloc(Device* dev, uint64_t site, size_t bytes, void** out);
+  Status Alloc(uint64_t site, size_t bytes, void** out);
   // ptr must come from Alloc; ZC_ERR_INVALID_ARG otherwise.
-  Status Free(Device* dev, void* ptr);
-  // The device exposes [ptr, ptr+bytes) outside the pool to a peer: if it
+  Status Free(void* ptr);
+  // LocalRegions exposes [ptr, ptr+bytes) outside the pool to a peer: if it
   // lies in an allocation of a site, mark the site. Cheap when no site
   // allocation is live.
   void NoteExposed(const void* ptr, size_t bytes);
@@ -36,6 +38,7 @@ class AllocSites {
     size_t bytes;
     bool pooled;
   };
+  LocalRegions* const pool_;
   mutable std::mutex mu_;
   std::map<uintptr_t, Live> live_;  // by base address
   std::set<uint64_t> marked_;

@@ -1,5 +1,7 @@
 #include "p2p/channel.h"
 
+#include "p2p/peer_health.h"
+
 namespace zc {
 
 namespace {
@@ -21,7 +23,7 @@ Status CheckFlag(const FlagWrite* flag, int peer) {
 
 Status Channel::Write(const void* src, size_t bytes, const RemoteRegion& dst, uint64_t dst_off,
                       const FlagWrite* flag, const Deadline& deadline) {
-  ZC_RETURN_IF_ERROR(host_->Health(peer_));
+  ZC_RETURN_IF_ERROR(health_->Health(peer_));
   if (bytes > 0) ZC_RETURN_IF_ERROR(CheckRange(dst, dst_off, bytes, peer_, "write"));
   ZC_RETURN_IF_ERROR(CheckFlag(flag, peer_));
   if (bytes == 0 && !flag) return Status::Ok();
@@ -31,7 +33,7 @@ Status Channel::Write(const void* src, size_t bytes, const RemoteRegion& dst, ui
 
 Status Channel::WriteGather(const SrcPiece* src, int n, const RemoteRegion& dst, uint64_t dst_off,
                             const FlagWrite* flag, const Deadline& deadline) {
-  ZC_RETURN_IF_ERROR(host_->Health(peer_));
+  ZC_RETURN_IF_ERROR(health_->Health(peer_));
   uint64_t bytes = 0;
   for (int i = 0; i < n; ++i) bytes += src[i].bytes;
   if (n < 1) return Error(ZC_ERR_INTERNAL, "gathered write to peer %d without pieces", peer_);
@@ -44,7 +46,7 @@ Status Channel::WriteGather(const SrcPiece* src, int n, const RemoteRegion& dst,
 
 Status Channel::WriteBatch(const GatherWrite* w, int n, const RemoteRegion& dst,
                            const Deadline& deadline) {
-  ZC_RETURN_IF_ERROR(host_->Health(peer_));
+  ZC_RETURN_IF_ERROR(health_->Health(peer_));
   for (int i = 0; i < n; ++i) {
     uint64_t bytes = 0;
     for (int j = 0; j < w[i].n; ++j) bytes += w[i].src[j].bytes;
@@ -56,7 +58,7 @@ Status Channel::WriteBatch(const GatherWrite* w, int n, const RemoteRegion& dst,
 }
 
 Status Channel::WriteFlagLazy(const FlagWrite& flag, const Deadline& deadline) {
-  ZC_RETURN_IF_ERROR(host_->Health(peer_));
+  ZC_RETURN_IF_ERROR(health_->Health(peer_));
   ZC_RETURN_IF_ERROR(CheckFlag(&flag, peer_));
   std::lock_guard<std::mutex> lock(mu_);
   return conn_->WriteFlagLazy(flag, deadline);
@@ -64,7 +66,7 @@ Status Channel::WriteFlagLazy(const FlagWrite& flag, const Deadline& deadline) {
 
 Status Channel::Read(void* dst, size_t bytes, const RemoteRegion& src, uint64_t src_off,
                      const Deadline& deadline) {
-  ZC_RETURN_IF_ERROR(host_->Health(peer_));
+  ZC_RETURN_IF_ERROR(health_->Health(peer_));
   if (bytes == 0) return Status::Ok();
   ZC_RETURN_IF_ERROR(CheckRange(src, src_off, bytes, peer_, "read"));
   std::lock_guard<std::mutex> lock(mu_);

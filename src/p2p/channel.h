@@ -9,10 +9,13 @@
 
 namespace zc {
 
+class PeerHealth;
+
 class Channel {
  public:
-  Channel(TransportHost* host, Connection* conn, int peer, TransportKind kind)
-      : host_(host), conn_(conn), peer_(peer), kind_(kind) {}
+  // health: asked before every transfer (a lost peer or an abort fails it).
+  Channel(const PeerHealth* health, Connection* conn, int peer, TransportKind kind)
+      : health_(health), conn_(conn), peer_(peer), kind_(kind) {}
 
   int peer() const { return peer_; }
   TransportKind kind() const { return kind_; }
@@ -39,7 +42,7 @@ class Channel {
               const Deadline& deadline);
 
  private:
-  TransportHost* host_;
+  const PeerHealth* health_;
   Connection* conn_;
   int peer_;
   TransportKind kind_;

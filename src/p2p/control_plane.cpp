@@ -2,7 +2,9 @@
 
 #include <cstring>
 
-#include "p2p/device.h"
+#include "p2p/channel_table.h"
+#include "p2p/local_regions.h"
+#include "p2p/peer_health.h"
 
 namespace zc {
 namespace {
@@ -19,22 +21,23 @@ SlotLayout ControlLayout(uint64_t max_message) {
 
 std::atomic<uint64_t>* ControlPlane::alert_word() const { return FlagAt(alert_, 0); }
 
-Status ControlPlane::Create(Device* dev, std::unique_ptr<ControlPlane>* out) {
+Status ControlPlane::Create(ChannelTable* channels, PeerHealth* health, LocalRegions* regions,
+                           const Exchange& exchange, std::unique_ptr<ControlPlane>* out) {
   auto cp = std::unique_ptr<ControlPlane>(new ControlPlane());
-  cp->dev_ = dev;
-  int n = dev->size(), me = dev->rank();
+  cp->health_ = health;
+  int n = health->size(), me = health->rank();
   // Both ends of a pair agree on its transport, so on its slot size.
-  auto max_message = [dev](int q) {
-    return dev->transport_to(q) == TransportKind::kShm ? kMaxMessage : kMaxNetworkMessage;
+  auto max_message = [channels](int q) {
+    return channels->kind(q) == TransportKind::kShm ? kMaxMessage : kMaxNetworkMessage;
   };
-  ZC_RETURN_IF_ERROR(dev->Allocate(64, &cp->alert_));
+  ZC_RETURN_IF_ERROR(regions->Allocate(64, &cp->alert_));
   memset(cp->alert_->data(), 0, 64);
   std::vector<MemRegion*> inbound(n, nullptr), credit(n, nullptr);
   std::string blob = cp->alert_->remote().Serialize();
   for (int q = 0; q < n; ++q) {
     if (q != me) {
-      ZC_RETURN_IF_ERROR(dev->Allocate(ControlLayout(max_message(q)).reader_bytes(), &inbound[q]));
-      ZC_RETURN_IF_ERROR(dev->Allocate(SlotLayout::kWriterBytes, &credit[q]));
+      ZC_RETURN_IF_ERROR(regions->Allocate(ControlLayout(max_message(q)).reader_bytes(), &inbound[q]));
+      ZC_RETURN_IF_ERROR(regions->Allocate(SlotLayout::kWriterBytes, &credit[q]));
       memset(inbound[q]->data(), 0, inbound[q]->size());
       memset(credit[q]->data(), 0, credit[q]->size());
       blob += inbound[q]->remote().Serialize() + credit[q]->remote().Serialize();
@@ -43,7 +46,7 @@ Status ControlPlane::Create(Device* dev, std::unique_ptr<ControlPlane>* out) {
     }
   }
   std::vector<std::string> all;
-  ZC_RETURN_IF_ERROR(dev->AllGather("zc.control", blob, &all));
+  ZC_RETURN_IF_ERROR(exchange("zc.control", blob, &all));
   const size_t d = RemoteRegion().Serialize().size();
   cp->peer_alert_.resize(n);
   cp->peers_.resize(n);
@@ -57,13 +60,15 @@ Status ControlPlane::Create(Device* dev, std::unique_ptr<ControlPlane>* out) {
     ZC_RETURN_IF_ERROR(RemoteRegion::Parse(all[q].substr(d * (1 + 2 * me), d), &their_inbound_from_me));
     ZC_RETURN_IF_ERROR(RemoteRegion::Parse(all[q].substr(d * (2 + 2 * me), d), &their_credit_for_me));
     auto p = std::make_unique<Peer>();
+    p->send_mu.set_spins(health->spins());
+    p->recv_mu.set_spins(health->spins());
     p->max_message = max_message(q);
-    p->max_span = dev->transport_to(q) == TransportKind::kTcp ? kSlots : 1;
+    p->max_span = channels->kind(q) == TransportKind::kTcp ? kSlots : 1;
     const SlotLayout layout = ControlLayout(p->max_message);
     // I write into q's inbound-from-me slots; q returns credits into my credit[q].
-    p->writer.Init(dev, q, layout, credit[q], their_inbound_from_me);
+    p->writer.Init(channels, health, q, layout, credit[q], their_inbound_from_me);
     // q writes into my inbound[q]; I return credits into q's credit-for-me word.
-    p->reader.Init(dev, q, layout, inbound[q], their_credit_for_me);
+    p->reader.Init(channels, health, q, layout, inbound[q], their_credit_for_me);
     cp->peers_[q] = std::move(p);
   }
   *out = std::move(cp);
@@ -91,7 +96,7 @@ Status ControlPlane::Send2(int peer, uint64_t tag, const void* a, size_t abytes,
   ZC_RETURN_IF_ERROR(SpanOf(p, peer, abytes + bbytes, &n));
   std::lock_guard<SpinLock> lock(p.send_mu);
   // Shared memory, slot free: the message is a few stores (small zc_send).
-  if (n == 1 && dev_->KnownHealthy(peer) && p.writer.TryPutMapped(a, abytes, b, bbytes, tag, 1))
+  if (n == 1 && health_->KnownHealthy(peer) && p.writer.TryPutMapped(a, abytes, b, bbytes, tag, 1))
     return Status::Ok();
   return Write(p, tag, a, abytes, b, bbytes, n, dl);
 }
@@ -123,7 +128,7 @@ Status ControlPlane::FlushCredits() {
   for (auto& pp : peers_) {
     if (!pp || !pp->credit_pending.load(std::memory_order_relaxed)) continue;
     std::lock_guard<SpinLock> lock(pp->recv_mu);
-    Status st = pp->reader.Credit(dev_->NewDeadline());
+    Status st = pp->reader.Credit(health_->NewDeadline());
     pp->credit_pending.store(false, std::memory_order_relaxed);
     if (first.ok()) first = st;
   }
@@ -174,7 +179,7 @@ Status ControlPlane::TakeOne(Peer& p, uint64_t tag, Consumer consume, void* ctx,
     for (uint32_t j = 0; j < n; ++j) {
       const uint32_t i = j == 0 ? static_cast<uint32_t>(n - 1) : j - 1;
       if (i) {
-        Status st = p.reader.Peek(i, &h, &payload, dev_->NewDeadline());
+        Status st = p.reader.Peek(i, &h, &payload, health_->NewDeadline());
         if (!st.ok()) return st.with_context("the rest of a control message spanning slots");
       } else {
         h = first;
@@ -208,7 +213,7 @@ Status ControlPlane::TrySend2(int peer, uint64_t tag, const void* a, size_t abyt
   ZC_RETURN_IF_ERROR(SpanOf(p, peer, abytes + bbytes, &n));
   std::unique_lock<SpinLock> lock(p.send_mu, std::try_to_lock);
   if (!lock.owns_lock() || !p.writer.HasCredits(n)) return Status::Ok();
-  ZC_RETURN_IF_ERROR(Write(p, tag, a, abytes, b, bbytes, n, dev_->NewDeadline()));
+  ZC_RETURN_IF_ERROR(Write(p, tag, a, abytes, b, bbytes, n, health_->NewDeadline()));
   *sent = true;
   return Status::Ok();
 }
@@ -247,7 +252,7 @@ Status ControlPlane::RecvWith(int peer, uint64_t tag, Consumer consume, void* ct
   if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer])
     return Error(ZC_ERR_INVALID_ARG, "control message from invalid peer %d", peer);
   Peer& p = *peers_[peer];
-  Backoff backoff(dev_->FlagsNotified(peer), dev_->DriverFor(peer));
+  Backoff backoff = health_->BackoffFor(peer);
   bool done = false;
   auto take = [&] {
     std::lock_guard<SpinLock> lock(p.recv_mu);
@@ -266,7 +271,7 @@ Status ControlPlane::RecvWith(int peer, uint64_t tag, Consumer consume, void* ct
     // message that comes within the first spins costs no clock read.
     backoff.Pause();
     if (backoff.Due()) {
-      Status health = dev_->Health(peer);
+      Status health = health_->Health(peer);
       if (!health.ok()) {
         // The message may have come (during the pause) before the peer went
         // away or the job was aborted: it is still ours to take.
@@ -275,7 +280,7 @@ Status ControlPlane::RecvWith(int peer, uint64_t tag, Consumer consume, void* ct
       }
       if (dl.expired())
         return Error(ZC_ERR_TIMEOUT, "waited %.1f s for a message from peer %d (ZC_TIMEOUT=%g s)",
-                     dl.elapsed_s(), peer, dev_->timeout_s());
+                     dl.elapsed_s(), peer, health_->timeout_s());
     }
   }
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -16,7 +17,9 @@
 
 namespace zc {
 
-class Device;
+class ChannelTable;
+class LocalRegions;
+class PeerHealth;
 
 class ControlPlane {
  public:
@@ -32,9 +35,15 @@ class ControlPlane {
   // gets the parts in place, as pieces.
   static constexpr uint64_t kMaxSpanMessage = kSlots * kMaxNetworkMessage;
 
-  // Collective: allocates mailboxes and the alert word, exchanges
-  // descriptors through the bootstrap.
-  static Status Create(Device* dev, std::unique_ptr<ControlPlane>* out);
+  // An exchange through the bootstrap (Device::AllGather): every rank
+  // calls it with the same key and gets every rank's record.
+  using Exchange = std::function<Status(const std::string& key, const std::string& mine,
+                                        std::vector<std::string>* all)>;
+  // Collective: allocates mailboxes and the alert word from regions,
+  // exchanges their descriptors; messages then travel on the channels
+  // (connection 0 of each peer) and wait as health says.
+  static Status Create(ChannelTable* channels, PeerHealth* health, LocalRegions* regions,
+                       const Exchange& exchange, std::unique_ptr<ControlPlane>* out);
 
   Status Send(int peer, uint64_t tag, const void* data, size_t bytes, const Deadline& dl);
   // A message of two parts (a header the caller built, then data), sent
@@ -98,7 +107,7 @@ class ControlPlane {
   // Slots a message of `bytes` takes, or an error when it is too large.
   Status SpanOf(const Peer& p, int peer, size_t bytes, uint32_t* n) const;
 
-  Device* dev_ = nullptr;
+  PeerHealth* health_ = nullptr;
   MemRegion* alert_ = nullptr;
   std::vector<RemoteRegion> peer_alert_;
   std::vector<std::unique_ptr<Peer>> peers_;

@@ -17,10 +17,10 @@ std::vector<int> Group::AllRanks(const Device* dev) {
 }
 
 Status Group::AsyncError() const {
-  ZC_RETURN_IF_ERROR(dev_->Health(-1));
+  ZC_RETURN_IF_ERROR(dev_->health().Health(-1));
   for (int r = 0; r < size(); ++r) {
     if (r == rank_) continue;
-    Status st = dev_->Health(members_[r]);
+    Status st = dev_->health().Health(members_[r]);
     if (!st.ok()) return st;
   }
   return Status::Ok();

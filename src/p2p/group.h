@@ -43,12 +43,12 @@ class Group {
   int host_of(int r) const { return dev_->host_of(members_[r]); }
   TransportKind transport_to(int r) const { return dev_->transport_to(members_[r]); }
   // r = -1: the Device's own health (abort, a peer's alert) only.
-  Status Health(int r) const { return dev_->Health(r < 0 ? -1 : members_[r]); }
-  Status KnownHealth(int r) const { return dev_->KnownHealth(r < 0 ? -1 : members_[r]); }
-  bool KnownHealthy(int r) const { return dev_->KnownHealthy(r < 0 ? -1 : members_[r]); }
+  Status Health(int r) const { return dev_->health().Health(r < 0 ? -1 : members_[r]); }
+  Status KnownHealth(int r) const { return dev_->health().KnownHealth(r < 0 ? -1 : members_[r]); }
+  bool KnownHealthy(int r) const { return dev_->health().KnownHealthy(r < 0 ? -1 : members_[r]); }
   Status WaitFlag(const std::atomic<uint64_t>* flag, uint64_t value, int r, const Deadline& dl,
                   const char* what) const {
-    return dev_->WaitFlag(flag, value, members_[r], dl, what);
+    return dev_->health().WaitFlag(flag, value, members_[r], dl, what);
   }
   // tag below 2^48 (ControlTag(0, class, value)); the context is added here.
   Status SendControl(int r, uint64_t tag, const std::string& msg, const Deadline& dl) {
@@ -62,13 +62,17 @@ class Group {
   // Device-wide: memory, configuration, deadlines, abort.
   const Config& config() const { return dev_->config(); }
   Deadline NewDeadline() const { return dev_->NewDeadline(); }
-  Status Allocate(size_t bytes, MemRegion** out) { return dev_->Allocate(bytes, out); }
-  Status Free(void* ptr) { return dev_->Free(ptr); }
-  // Device ranks: `lost` is the job's lost peer that caused it (Device::LostPeer).
-  void Abort(const Status& why, int lost = -1) { dev_->Abort(why, lost); }
-  int LostPeer() const { return dev_->LostPeer(); }
-  bool aborted() const { return dev_->aborted(); }
+  Status Allocate(size_t bytes, MemRegion** out) { return dev_->regions().Allocate(bytes, out); }
+  Status Free(void* ptr) { return dev_->regions().Free(ptr); }
+  // [ptr, ptr+bytes) exposed to peers until *out is released (LocalRegions::Hold).
+  Status Hold(const void* ptr, size_t bytes, RegionHold* out) { return dev_->regions().Hold(ptr, bytes, out); }
+  // Device ranks: `lost` is the job's lost peer that caused it (PeerHealth::LostPeer).
+  void Abort(const Status& why, int lost = -1) { dev_->health().Abort(why, lost); }
+  int LostPeer() const { return dev_->health().LostPeer(); }
+  bool aborted() const { return dev_->health().aborted(); }
   ControlPlane* control() { return dev_->control(); }
+  // The pause for a wait loop of this group's (the Device's spin setting).
+  Backoff NewBackoff() const { return dev_->health().NewBackoff(); }
 
   // What broke this group, without waiting: the Device's abort or a peer's
   // alert, else the first member known (or now found) to be lost; OK when

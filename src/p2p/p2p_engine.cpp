@@ -137,7 +137,7 @@ Status P2pEngine::Isend(const void* buf, size_t bytes, int peer, int tag,
   op->meta = Meta{bytes, kEager, seq, 0};
   if (bytes > EagerLimit(dev_->transport_to(op->dpeer))) {
     // Rendezvous: expose the source where it lies (pool memory: zero copy).
-    Status st = dev_->HoldLocalRegion(buf, bytes, &op->source);
+    Status st = dev_->regions().Hold(buf, bytes, &op->source);
     if (!st.ok()) return st.with_context(op->What());
     op->meta.mode = kRendezvous;
     op->meta.offset = op->source->offset_of(buf);
@@ -220,14 +220,14 @@ void P2pEngine::Complete(Op& op, const Status& st) {
   op.state = Op::kDone;
   if (op.staged) {
     // The op's result is st; the pool copy's free cannot change it.
-    IgnoreError(dev_->Free(op.staged->data()), "freeing the staged copy of a finished op");
+    IgnoreError(dev_->regions().Free(op.staged->data()), "freeing the staged copy of a finished op");
     op.staged = nullptr;
   }
   // The peer is done with the source: give it back before the caller
   // learns of completion (it may deregister or free the memory next).
   op.source.reset();
   pending_.fetch_sub(1, std::memory_order_relaxed);
-  op.req->Complete(st.ok() ? st : dev_->OperationFailed(st));
+  op.req->Complete(st.ok() ? st : dev_->health().OperationFailed(st));
 }
 
 void P2pEngine::Loop() {
@@ -371,7 +371,7 @@ bool P2pEngine::Pass() {
     Op& op = *ptr;
     if (op.state == Op::kDone) continue;
     int lost = -1;
-    Status h = op.Unmatched() ? AnyPeerLost(&lost) : dev_->Health(op.dpeer);
+    Status h = op.Unmatched() ? AnyPeerLost(&lost) : dev_->health().Health(op.dpeer);
     if (!h.ok() && lost >= 0) {
       Complete(op, h.with_context(Format("%s: peer %d is lost, and it could have been the sender",
                                          op.What().c_str(), lost)));
@@ -444,14 +444,14 @@ Status P2pEngine::AnyPeerLost(int* lost) const {
   *lost = -1;
   for (int p = 0; p < size(); ++p) {
     if (p == my_rank_) continue;
-    Status h = dev_->Health(members_[p]);
+    Status h = dev_->health().Health(members_[p]);
     if (h.ok()) continue;
     // Health fails for every peer once the Device is aborted or alerted:
     // name a peer only when it is the one lost.
     for (int q = 0; q < size(); ++q)
-      if (q != my_rank_ && dev_->peer_lost(members_[q])) {
+      if (q != my_rank_ && dev_->health().peer_lost(members_[q])) {
         *lost = q;
-        return q == p ? h : dev_->Health(members_[q]);
+        return q == p ? h : dev_->health().Health(members_[q]);
       }
     return h;
   }
@@ -532,7 +532,7 @@ void P2pEngine::Dispatch(int dpeer, int tag, const std::string& msg) {
             // The peer cannot reach user memory (cross-memory attach
             // refused): stage through pool memory, which every local peer maps.
             op.restaged = true;
-            Status st = dev_->Allocate(op.bytes, &op.staged);
+            Status st = dev_->regions().Allocate(op.bytes, &op.staged);
             if (!st.ok()) {
               Complete(op, st.with_context(op.What()));
               break;

@@ -1,16 +1,14 @@
 #include "p2p/region_hold.h"
 
-#include "p2p/transport.h"
-
 namespace zc {
 
 RegionHold& RegionHold::operator=(RegionHold&& o) noexcept {
   if (this != &o) {
     reset();
-    host_ = o.host_;
+    owner_ = o.owner_;
     region_ = o.region_;
     id_ = o.id_;
-    o.host_ = nullptr;
+    o.owner_ = nullptr;
     o.region_ = nullptr;
     o.id_ = 0;
   }
@@ -18,8 +16,8 @@ RegionHold& RegionHold::operator=(RegionHold&& o) noexcept {
 }
 
 void RegionHold::reset() {
-  if (host_ && id_) host_->ReleaseRegion(id_);
-  host_ = nullptr;
+  if (owner_ && id_) owner_->Release(id_);
+  owner_ = nullptr;
   region_ = nullptr;
   id_ = 0;
 }

@@ -9,17 +9,25 @@
 namespace zc {
 
 class MemRegion;
-class TransportHost;
+
+// Who takes a hold back: the owner of the registration cache (LocalRegions).
+class RegionOwner {
+ public:
+  virtual void Release(uint64_t id) = 0;
+
+ protected:
+  ~RegionOwner() = default;
+};
 
 class RegionHold {
  public:
   RegionHold() = default;
-  // host == null or id == 0: nothing to give back (pool memory).
-  RegionHold(TransportHost* host, MemRegion* region, uint64_t id)
-      : host_(host), region_(region), id_(id) {}
+  // owner == null or id == 0: nothing to give back (pool memory).
+  RegionHold(RegionOwner* owner, MemRegion* region, uint64_t id)
+      : owner_(owner), region_(region), id_(id) {}
   ~RegionHold() { reset(); }
-  RegionHold(RegionHold&& o) noexcept : host_(o.host_), region_(o.region_), id_(o.id_) {
-    o.host_ = nullptr;
+  RegionHold(RegionHold&& o) noexcept : owner_(o.owner_), region_(o.region_), id_(o.id_) {
+    o.owner_ = nullptr;
     o.region_ = nullptr;
     o.id_ = 0;
   }
@@ -33,7 +41,7 @@ class RegionHold {
   void reset();
 
  private:
-  TransportHost* host_ = nullptr;
+  RegionOwner* owner_ = nullptr;
   MemRegion* region_ = nullptr;
   uint64_t id_ = 0;
 };

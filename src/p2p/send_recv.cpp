@@ -33,7 +33,7 @@ Status SendRendezvous(Device* dev, const void* buf, size_t bytes, int peer, int 
   Meta m{bytes, kEager, 0, 0};
   RegionHold region;
   MemRegion* staged = nullptr;
-  ZC_RETURN_IF_ERROR(dev->HoldLocalRegion(buf, bytes, &region));
+  ZC_RETURN_IF_ERROR(dev->regions().Hold(buf, bytes, &region));
   m.mode = kRendezvous;
   m.offset = region->offset_of(buf);
   std::string desc = region->remote().Serialize();
@@ -57,7 +57,7 @@ Status SendRendezvous(Device* dev, const void* buf, size_t bytes, int peer, int 
     if (ack.code == kAckNeedStaged && round == 0) {
       // The peer cannot reach user memory (cross-memory attach refused):
       // stage through pool memory, which every local peer maps.
-      st = dev->Allocate(bytes, &staged);
+      st = dev->regions().Allocate(bytes, &staged);
       if (!st.ok()) break;
       memcpy(staged->data(), buf, bytes);
       m.offset = 0;
@@ -77,7 +77,7 @@ Status SendRendezvous(Device* dev, const void* buf, size_t bytes, int peer, int 
     break;
   }
   if (staged) {
-    Status freed = dev->Free(staged->data());
+    Status freed = dev->regions().Free(staged->data());
     if (st.ok()) st = freed;
   }
   return st;
@@ -131,19 +131,19 @@ Status RecvOnce(Device* dev, void* buf, size_t bytes, int peer, int tag, uint32_
 
 }  // namespace
 
-// A lost peer fails the whole job (Device::OperationFailed).
+// A lost peer fails the whole job (PeerHealth::OperationFailed).
 Status Send(Device* dev, const void* buf, size_t bytes, int peer, int tag, uint32_t context) {
   const Meta m{bytes, kEager, 0, 0};
   Status st = bytes <= EagerLimit(dev->transport_to(peer))
                   ? SendMeta(dev, peer, tag, context, m, buf, bytes, dev->NewDeadline())
                   : SendRendezvous(dev, buf, bytes, peer, tag, context);
-  dev->NoteFailure(st);
+  dev->health().NoteFailure(st);
   return st;
 }
 
 Status Recv(Device* dev, void* buf, size_t bytes, int peer, int tag, uint32_t context) {
   Status st = RecvOnce(dev, buf, bytes, peer, tag, context);
-  dev->NoteFailure(st);
+  dev->health().NoteFailure(st);
   return st;
 }
 

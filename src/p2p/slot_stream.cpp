@@ -3,13 +3,16 @@
 #include <algorithm>
 #include <cstring>
 
-#include "p2p/device.h"
+#include "p2p/channel_table.h"
+#include "p2p/peer_health.h"
 
 namespace zc {
 
-void SlotWriter::Init(Device* dev, int peer, const SlotLayout& layout, MemRegion* local,
-                      const RemoteRegion& remote, int channel_index) {
-  dev_ = dev;
+void SlotWriter::Init(ChannelTable* channels, const PeerHealth* health, int peer,
+                      const SlotLayout& layout, MemRegion* local, const RemoteRegion& remote,
+                      int channel_index) {
+  channels_ = channels;
+  health_ = health;
   peer_ = peer;
   layout_ = layout;
   local_ = local;
@@ -21,10 +24,12 @@ void SlotWriter::Init(Device* dev, int peer, const SlotLayout& layout, MemRegion
   direct_resolved_ = false;
 }
 
+Channel& SlotWriter::channel(int index) { return channels_->at(peer_, index); }
+
 char* SlotWriter::ResolveDirect() {
   direct_resolved_ = true;
   if (remote_.Contains(0, layout_.reader_bytes()))
-    direct_ = dev_->channel(peer_, channel_).DirectAddress(remote_);
+    direct_ = channel(channel_).DirectAddress(remote_);
   return direct_;
 }
 
@@ -32,7 +37,7 @@ bool SlotWriter::HasCredits(uint32_t n) { return CreditCovers(n); }
 
 Status SlotWriter::WaitCredit(const Deadline& dl, uint32_t n) {
   if (CreditCovers(n)) return Status::Ok();
-  ZC_RETURN_IF_ERROR(dev_->WaitFlag(FlagAt(local_, 0), sent_ + n - layout_.slots, peer_, dl,
+  ZC_RETURN_IF_ERROR(health_->WaitFlag(FlagAt(local_, 0), sent_ + n - layout_.slots, peer_, dl,
                                     "a free slot (credit)"));
   credits_ = FlagAt(local_, 0)->load(std::memory_order_acquire);
   return Status::Ok();
@@ -40,7 +45,7 @@ Status SlotWriter::WaitCredit(const Deadline& dl, uint32_t n) {
 
 Status SlotWriter::Drain(const Deadline& dl) {
   if (sent_ == 0 || !local_) return Status::Ok();
-  return dev_->WaitFlag(FlagAt(local_, 0), sent_, peer_, dl, "the last credits");
+  return health_->WaitFlag(FlagAt(local_, 0), sent_, peer_, dl, "the last credits");
 }
 
 Status SlotWriter::Put(const void* src, uint64_t bytes, const uint64_t* aux, int naux,
@@ -103,13 +108,13 @@ Status SlotWriter::PutSpan(const SrcPiece* pieces, int npieces, uint64_t total, 
                               FlagWrite{&remote_, layout_.flag_offset(k), sent_ + part + 1}};
   }
   if (char* d = Direct()) {
-    ZC_RETURN_IF_ERROR(dev_->KnownHealth(peer_));
+    ZC_RETURN_IF_ERROR(health_->KnownHealth(peer_));
     for (uint32_t part = 0; part < n; ++part)
       WriteMapped(d, parts[part].dst_off, parts[part].src, parts[part].n, &parts[part].flag);
   } else {
     // One batch on one connection (one system call on tcp): the reader
     // gets the whole message at once, in order.
-    ZC_RETURN_IF_ERROR(dev_->channel(peer_, channel_).WriteBatch(parts, static_cast<int>(n), remote_, dl));
+    ZC_RETURN_IF_ERROR(channel(channel_).WriteBatch(parts, static_cast<int>(n), remote_, dl));
   }
   sent_ += n;
   return Status::Ok();
@@ -125,7 +130,7 @@ Status SlotWriter::WriteSlot(const SrcPiece* src, int n, uint64_t bytes, const u
     // Mapped slots (shm): plain stores straight into the slot, no staging
     // of the header and no per-write lookup; the flag's release store
     // orders all of it (a small message is some 60 instructions).
-    if (!dev_->KnownHealthy(peer_)) return dev_->Health(peer_);
+    if (!health_->KnownHealthy(peer_)) return health_->Health(peer_);
     uint64_t* head = reinterpret_cast<uint64_t*>(d + layout_.header_offset(k));
     head[0] = bytes;
     const int words = layout_.aux_words();
@@ -157,15 +162,17 @@ Status SlotWriter::WriteSlot(const SrcPiece* src, int n, uint64_t bytes, const u
   // channel_: they are one word that must never be overwritten by an
   // older value.
   const bool spread = layout_.spread && bytes >= SlotLayout::kSpreadMin;
-  Channel& ch = dev_->channel(peer_, channel_ + (spread ? static_cast<int>(k) : 0));
+  Channel& ch = channel(channel_ + (spread ? static_cast<int>(k) : 0));
   ZC_RETURN_IF_ERROR(ch.WriteGather(pieces, np, remote_, layout_.header_offset(k), &flag, dl));
   ++sent_;
   return Status::Ok();
 }
 
-void SlotReader::Init(Device* dev, int peer, const SlotLayout& layout, MemRegion* local,
-                      const RemoteRegion& remote, int channel_index) {
-  dev_ = dev;
+void SlotReader::Init(ChannelTable* channels, const PeerHealth* health, int peer,
+                      const SlotLayout& layout, MemRegion* local, const RemoteRegion& remote,
+                      int channel_index) {
+  channels_ = channels;
+  health_ = health;
   peer_ = peer;
   layout_ = layout;
   local_ = local;
@@ -178,12 +185,14 @@ void SlotReader::Init(Device* dev, int peer, const SlotLayout& layout, MemRegion
   direct_resolved_ = false;
 }
 
+Channel& SlotReader::channel(int index) { return channels_->at(peer_, index); }
+
 Status SlotReader::Peek(uint32_t ahead, const SlotHeader** header, const void** payload,
                         const Deadline& dl) {
   if (ahead >= layout_.slots) return Error(ZC_ERR_INTERNAL, "slot peek %u ahead of %u slots", ahead, layout_.slots);
   const uint64_t c = consumed_.load(std::memory_order_relaxed) + ahead;
   const uint32_t k = layout_.slot_of(c);
-  ZC_RETURN_IF_ERROR(dev_->WaitFlag(FlagAt(local_, layout_.flag_offset(k)), c + 1, peer_,
+  ZC_RETURN_IF_ERROR(health_->WaitFlag(FlagAt(local_, layout_.flag_offset(k)), c + 1, peer_,
                                     dl, "a slot message"));
   char* base = static_cast<char*>(local_->data());
   *header = reinterpret_cast<const SlotHeader*>(base + layout_.header_offset(k));
@@ -200,7 +209,7 @@ Status SlotReader::WriteCredit(uint64_t c, const Deadline& dl, bool lazy) {
   credited_ = c;
   if (!direct_resolved_) {
     direct_resolved_ = true;
-    if (remote_.Contains(0, 8)) direct_ = dev_->channel(peer_, channel_).DirectAddress(remote_);
+    if (remote_.Contains(0, 8)) direct_ = channel(channel_).DirectAddress(remote_);
   }
   FlagWrite credit{&remote_, 0, c};
   if (direct_) {
@@ -208,8 +217,8 @@ Status SlotReader::WriteCredit(uint64_t c, const Deadline& dl, bool lazy) {
     WriteMapped(direct_, 0, nullptr, 0, &credit);
     return Status::Ok();
   }
-  if (lazy && layout_.lazy_credit) return dev_->channel(peer_, channel_).WriteFlagLazy(credit, dl);
-  return dev_->channel(peer_, channel_).WriteFlag(credit, dl);
+  if (lazy && layout_.lazy_credit) return channel(channel_).WriteFlagLazy(credit, dl);
+  return channel(channel_).WriteFlag(credit, dl);
 }
 
 }  // namespace zc

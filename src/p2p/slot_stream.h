@@ -39,7 +39,9 @@
 
 namespace zc {
 
-class Device;
+class Channel;
+class ChannelTable;
+class PeerHealth;
 
 struct SlotHeader {
   uint64_t bytes;    // payload bytes in this slot
@@ -97,9 +99,10 @@ class SlotWriter {
  public:
   SlotWriter() = default;
   // local: my credit region (>= kWriterBytes, zero-initialised);
-  // remote: the reader's slot region. channel_index picks the connection.
-  void Init(Device* dev, int peer, const SlotLayout& layout, MemRegion* local,
-            const RemoteRegion& remote, int channel_index = 0);
+  // remote: the reader's slot region. Writes go on channels to peer
+  // (channel_index picks the connection), waits ask health.
+  void Init(ChannelTable* channels, const PeerHealth* health, int peer, const SlotLayout& layout,
+            MemRegion* local, const RemoteRegion& remote, int channel_index = 0);
   // Waits for a free slot (credit), then writes header + payload + flag.
   // bytes <= layout.slot_bytes. src may be any memory.
   Status Put(const void* src, uint64_t bytes, const uint64_t* aux, int naux,
@@ -166,7 +169,9 @@ class SlotWriter {
                    const Deadline& dl);
   char* Direct() { return direct_resolved_ ? direct_ : ResolveDirect(); }
   char* ResolveDirect();
-  Device* dev_ = nullptr;
+  Channel& channel(int index);
+  ChannelTable* channels_ = nullptr;
+  const PeerHealth* health_ = nullptr;
   int peer_ = -1, channel_ = 0;
   SlotLayout layout_;
   MemRegion* local_ = nullptr;
@@ -184,8 +189,8 @@ class SlotReader {
   SlotReader() = default;
   // local: my slot region (>= layout.reader_bytes(), zero-initialised);
   // remote: the writer's credit region.
-  void Init(Device* dev, int peer, const SlotLayout& layout, MemRegion* local,
-            const RemoteRegion& remote, int channel_index = 0);
+  void Init(ChannelTable* channels, const PeerHealth* health, int peer, const SlotLayout& layout,
+            MemRegion* local, const RemoteRegion& remote, int channel_index = 0);
   // Waits for the next message; the pointers stay valid until Release().
   Status Next(const SlotHeader** header, const void** payload, const Deadline& dl) {
     return Peek(0, header, payload, dl);
@@ -240,7 +245,9 @@ class SlotReader {
   int peer() const { return peer_; }
 
  private:
-  Device* dev_ = nullptr;
+  Channel& channel(int index);
+  ChannelTable* channels_ = nullptr;
+  const PeerHealth* health_ = nullptr;
   int peer_ = -1, channel_ = 0;
   SlotLayout layout_;
   MemRegion* local_ = nullptr;

@@ -22,7 +22,7 @@
 // Completion: Write returns when the source buffer may be reused (the data
 // may still be in flight); Read returns when the destination holds the data.
 // Both fail with ZC_ERR_PEER_LOST when the connection breaks, ZC_ERR_TIMEOUT
-// at the deadline, ZC_ERR_ABORTED after Device::Abort, and
+// at the deadline, ZC_ERR_ABORTED after PeerHealth::Abort, and
 // ZC_ERR_INVALID_ARG when the range lies outside the remote region.
 #pragma once
 
@@ -70,7 +70,8 @@ struct LinkPlan {
 };
 
 // Services a backend needs from the Device that owns it while it runs:
-// peer health, and the local regions its progress threads and the NIC use.
+// peer health (PeerHealth), and the local regions its progress threads and
+// the NIC use (LocalRegions).
 class TransportHost {
  public:
   virtual ~TransportHost() = default;
@@ -94,8 +95,6 @@ class TransportHost {
   // NIC): a pool region, or user memory registered now through the
   // registration cache, held exposed until the transfer gives it back.
   virtual Status HoldLocalRegion(const void* ptr, size_t bytes, RegionHold* out) = 0;
-  // Gives back a hold taken by HoldLocalRegion (RegionHold calls it).
-  virtual void ReleaseRegion(uint64_t id) { (void)id; }
 };
 
 // One piece of the source of a gathered write.

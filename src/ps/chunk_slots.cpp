@@ -28,7 +28,7 @@ Status WriteRemoteWord(Device* dev, int peer, const RemoteRegion& remote, uint64
                        uint64_t value, int channel, const Deadline& dl) {
   FlagWrite f{&remote, offset, value};
   if (char* d = Resolve(dev, peer, remote, offset + 8)) {
-    if (peer != dev->rank()) ZC_RETURN_IF_ERROR(dev->KnownHealth(peer));
+    if (peer != dev->rank()) ZC_RETURN_IF_ERROR(dev->health().KnownHealth(peer));
     WriteMapped(d, 0, nullptr, 0, &f);
     Wakeup::Notify();  // a co-located waiter may sleep on notifications
     return Status::Ok();
@@ -65,7 +65,7 @@ Status ChunkSlotWriter::Put(uint32_t k, const MsgHeader& h, const void* payload,
   const SrcPiece pieces[2] = {{&h, sizeof(h)}, {payload, bytes}};
   FlagWrite flag{&remote_, layout_.flag_offset(k), sent_[k] + 1};
   if (direct_) {
-    if (peer_ != dev_->rank()) ZC_RETURN_IF_ERROR(dev_->KnownHealth(peer_));
+    if (peer_ != dev_->rank()) ZC_RETURN_IF_ERROR(dev_->health().KnownHealth(peer_));
     WriteMapped(direct_, layout_.slot_offset(k), pieces, 2, &flag);
     Wakeup::Notify();
   } else {

@@ -172,7 +172,7 @@ Status Instance::Run(std::function<Status()> op, DoneFn done) {
   q_cv_.notify_one();
   if (done) return Status::Ok();
   // The operation has its own deadlines; this only waits for it to end.
-  Backoff bo;
+  Backoff bo = sh_->group->device()->health().NewBackoff();
   while (!result->first.load(std::memory_order_acquire)) bo.Pause();
   return result->second;
 }

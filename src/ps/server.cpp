@@ -28,7 +28,7 @@ void Server::Start() {
 }
 
 Status Server::WaitDone() {
-  Backoff bo;
+  Backoff bo = sh_->dev()->health().NewBackoff();
   while (!done_.load(std::memory_order_acquire) && !failed_flag_.load(std::memory_order_acquire))
     bo.Pause();
   std::lock_guard<std::mutex> lock(mu_);
@@ -36,7 +36,7 @@ Status Server::WaitDone() {
 }
 
 Status Server::Finish(const Deadline& dl) {
-  Backoff bo;
+  Backoff bo = sh_->dev()->health().NewBackoff();
   while (!done_.load(std::memory_order_acquire) && !failed_flag_.load(std::memory_order_acquire) &&
          !dl.expired())
     bo.Pause();
@@ -74,7 +74,7 @@ void Server::Fail(const Status& st, int culprit) {
 
 void Server::ControlLoop() {
   Group* g = sh_->group;
-  Backoff bo;
+  Backoff bo = sh_->dev()->health().NewBackoff();
   auto last_health = Clock::now();
   while (!stop_.load(std::memory_order_acquire)) {
     bool progress = false;
@@ -278,8 +278,8 @@ void Server::DataLoop(int tid) {
   // thread of this process (tcp, verbs, or this very rank).
   bool notified = true;
   for (int r : sh_->workers)
-    notified = notified && (r == sh_->group->rank() || sh_->dev()->FlagsNotified(sh_->group->device_rank(r)));
-  Backoff bo(notified);
+    notified = notified && (r == sh_->group->rank() || sh_->dev()->health().FlagsNotified(sh_->group->device_rank(r)));
+  Backoff bo = sh_->dev()->health().NewBackoff(notified);
   while (!stop_.load(std::memory_order_acquire)) {
     if (generation_.load(std::memory_order_acquire) != seen) {
       std::lock_guard<std::mutex> lock(mu_);

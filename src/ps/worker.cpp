@@ -47,7 +47,8 @@ Status Worker::Wait(const std::atomic<uint64_t>* word, uint64_t value, int serve
   if (word->load(std::memory_order_acquire) >= value) return Status::Ok();
   Group* g = sh_->group;
   const int sr = sh_->servers[server];
-  Backoff bo(sr != g->rank() && g->device()->FlagsNotified(g->device_rank(sr)));
+  Backoff bo = g->device()->health().NewBackoff(sr != g->rank() &&
+                                                g->device()->health().FlagsNotified(g->device_rank(sr)));
   for (;;) {
     bo.Pause();
     if (word->load(std::memory_order_acquire) >= value) return Status::Ok();
@@ -156,7 +157,7 @@ Status Worker::Announce(const Key& k, bool has_init, const Deadline& dl) {
 
 Status Worker::AwaitAnswer(int server, uint64_t key, const Deadline& dl, std::string* msg) {
   Group* g = sh_->group;
-  Backoff bo;
+  Backoff bo = g->device()->health().NewBackoff();
   for (;;) {
     Status rs;
     if (sh_->mailbox.TryRecv(server, kAckTag, msg, &rs)) return Status::Ok();

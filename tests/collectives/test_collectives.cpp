@@ -14,6 +14,7 @@
 
 #include "api/comm.h"
 #include "coll_check.h"
+#include "collectives/allreduce_plan.h"
 #include "collectives/collectives.h"
 #include "harness/multiproc.h"
 

@@ -99,7 +99,7 @@ struct FakeGpu {
     o.cache = cache.get();
     o.pool = pool.get();
     zc::Device* dev = comm->device.get();
-    o.known_host = [dev](const void* p, size_t bytes) { return dev->IsPoolMemory(p, bytes); };
+    o.known_host = [dev](const void* p, size_t bytes) { return dev->regions().IsPoolMemory(p, bytes); };
     comm->gpu = std::make_unique<gpu::DevicePath>(o);
   }
 

@@ -262,9 +262,9 @@ TEST_P(P2p, DeregisterDropsCachedRegistrations) {
         CHILD_CHECK(zc_send(comm, p, s, 1, 4) == ZC_OK, "send: %s", zc_last_error(comm));
         // Sent twice: the second send hits the cache (nothing new to drop).
         CHILD_CHECK(zc_send(comm, p, s, 1, 4) == ZC_OK, "send: %s", zc_last_error(comm));
-        size_t dropped = comm->device->Deregister(p + 100, 1);  // any overlap counts
+        size_t dropped = comm->device->regions().Deregister(p + 100, 1);  // any overlap counts
         CHILD_CHECK(dropped == 1, "round %d: %zu registrations dropped, want 1", round, dropped);
-        CHILD_CHECK(comm->device->Deregister(p, s) == 0, "nothing left to drop");
+        CHILD_CHECK(comm->device->regions().Deregister(p, s) == 0, "nothing left to drop");
         CHILD_CHECK(zc_mem_deregister(comm, p, s) == ZC_OK, "deregister: %s", zc_last_error(comm));
       } else {
         for (int k = 0; k < 2; ++k) {
@@ -295,7 +295,7 @@ TEST_P(P2p, OverlappingSendsRegisterOnce) {
     std::vector<uint8_t> buf(100 * unit + 3);
     uint8_t* p = buf.data() + 3;  // unaligned on purpose
     const size_t ranges[3][2] = {{10, 20}, {0, 100}, {50, 60}};
-    const size_t before = comm->device->registrations();
+    const size_t before = comm->device->regions().registrations();
     for (int i = 0; i < 3; ++i) {
       uint8_t* q = p + ranges[i][0] * unit;
       const size_t n = (ranges[i][1] - ranges[i][0]) * unit;
@@ -310,10 +310,10 @@ TEST_P(P2p, OverlappingSendsRegisterOnce) {
       }
     }
     if (rank == 0) {
-      const size_t made = comm->device->registrations() - before;
+      const size_t made = comm->device->regions().registrations() - before;
       fprintf(stderr, "rank 0: %zu registrations for the 3 overlapping sends\n", made);
       CHILD_CHECK(made == 2, "%zu registrations for [10,20), [0,100), [50,60); want 2", made);
-      size_t dropped = comm->device->Deregister(p, 100 * unit);
+      size_t dropped = comm->device->regions().Deregister(p, 100 * unit);
       CHILD_CHECK(dropped == 1, "%zu registrations left to drop; want 1 (the union)", dropped);
     }
     CHILD_CHECK(zc_finalize(comm) == ZC_OK, "finalize: %s", zc_last_error(nullptr));
@@ -342,7 +342,7 @@ TEST_P(P2p, HeldRegionSurvivesReplacement) {
                   zc_last_error(comm));
       CHILD_CHECK(zc_send(comm, buf.data(), buf.size(), 1, 7) == ZC_OK, "send: %s", zc_last_error(comm));
       CHILD_CHECK(zc_wait(req) == ZC_OK, "wait: %s", zc_last_error(comm));
-      size_t dropped = comm->device->Deregister(buf.data(), buf.size());
+      size_t dropped = comm->device->regions().Deregister(buf.data(), buf.size());
       CHILD_CHECK(dropped == 1, "%zu registrations left to drop; want 1 (the union)", dropped);
     } else {
       std::vector<uint8_t> big(buf.size());
@@ -393,8 +393,8 @@ TEST_P(P2p, SlotStreamReuse10000) {
       layout.slot_bytes = 333;
       layout.compact = compact;
       zc::MemRegion *slots, *credit;
-      CHILD_CHECK(dev->Allocate(layout.reader_bytes(), &slots).ok(), "alloc");
-      CHILD_CHECK(dev->Allocate(zc::SlotLayout::kWriterBytes, &credit).ok(), "alloc");
+      CHILD_CHECK(dev->regions().Allocate(layout.reader_bytes(), &slots).ok(), "alloc");
+      CHILD_CHECK(dev->regions().Allocate(zc::SlotLayout::kWriterBytes, &credit).ok(), "alloc");
       memset(slots->data(), 0, slots->size());
       memset(credit->data(), 0, credit->size());
       zc::Deadline dl(60);
@@ -409,8 +409,8 @@ TEST_P(P2p, SlotStreamReuse10000) {
       CHILD_CHECK(zc::RemoteRegion::Parse(b, &left_credit).ok(), "parse");
       zc::SlotWriter w;
       zc::SlotReader r;
-      w.Init(dev, right, layout, credit, right_slots);
-      r.Init(dev, left, layout, slots, left_credit);
+      w.Init(&dev->channels(), &dev->health(), right, layout, credit, right_slots);
+      r.Init(&dev->channels(), &dev->health(), left, layout, slots, left_credit);
       const int kMessages = 10000;
       std::string err;
       std::thread writer([&] {
@@ -464,7 +464,7 @@ TEST_P(P2p, OneSidedReadsFromThreads) {
     zc::Device* dev = comm->device.get();
     const size_t kBytes = (1u << 20) + 3;
     zc::MemRegion* mine;
-    CHILD_CHECK(dev->Allocate(kBytes, &mine).ok(), "alloc");
+    CHILD_CHECK(dev->regions().Allocate(kBytes, &mine).ok(), "alloc");
     Fill(static_cast<uint8_t*>(mine->data()), kBytes, rank, 0, 42);
     zc::Deadline dl(60);
     std::vector<zc::RemoteRegion> theirs(3);

@@ -123,9 +123,9 @@ TEST(P2pBibwTcp, ReadsBehindWritesBothWays) {
     zc::Device* dev = comm->device.get();
     const int peer = 1 - rank;
     zc::MemRegion *src = nullptr, *sink = nullptr, *flag = nullptr;
-    zc::Status st = dev->Allocate(kBytes, &src);
-    if (st.ok()) st = dev->Allocate(kBytes, &sink);
-    if (st.ok()) st = dev->Allocate(64, &flag);
+    zc::Status st = dev->regions().Allocate(kBytes, &src);
+    if (st.ok()) st = dev->regions().Allocate(kBytes, &sink);
+    if (st.ok()) st = dev->regions().Allocate(64, &flag);
     CHILD_CHECK(st.ok(), "allocate: %s", st.message().c_str());
     memset(flag->data(), 0, 64);
     std::vector<std::string> all;
@@ -156,13 +156,13 @@ TEST(P2pBibwTcp, ReadsBehindWritesBothWays) {
       CHILD_CHECK(bad == 0, "round %d: read from %d: %zu wrong words", round, peer, bad);
       // The peer's write is complete once its flag is (the peer may answer
       // our read before it even starts its write).
-      st = dev->WaitFlag(zc::FlagAt(flag, 0), uint64_t(round) + 1, peer, dev->NewDeadline(), "the write");
+      st = dev->health().WaitFlag(zc::FlagAt(flag, 0), uint64_t(round) + 1, peer, dev->NewDeadline(), "the write");
       CHILD_CHECK(st.ok(), "round %d: flag: %s", round, st.message().c_str());
       bad = Wrong(sink->data(), peer, round, 0);
       CHILD_CHECK(bad == 0, "round %d: written by %d: %zu wrong words", round, peer, bad);
       CHILD_OK(zc_barrier(comm));  // before the next round overwrites what the peer reads
     }
-    CHILD_CHECK(dev->Free(src->data()).ok() && dev->Free(sink->data()).ok() && dev->Free(flag->data()).ok(),
+    CHILD_CHECK(dev->regions().Free(src->data()).ok() && dev->regions().Free(sink->data()).ok() && dev->regions().Free(flag->data()).ok(),
                 "free");
     CHILD_CHECK(zc_finalize(comm) == ZC_OK, "finalize: %s", zc_last_error(nullptr));
     return 0;

@@ -124,7 +124,7 @@ class VerbsConnection : public Connection {
   bool ordered_flags_trailing(const FlagWrite* flag, const RemoteRegion& dst, uint64_t dst_off,
                               size_t bytes) const;
 
-  std::mutex post_mu_;        // posting order (Channel + Device::Abort's direct writes)
+  std::mutex post_mu_;        // posting order (Channel + PeerHealth::Abort's direct writes)
   uint64_t posted_ = 0;       // sequence of the last posted send WR
   uint32_t unsignaled_ = 0;   // unsignaled WRs since the last signaled one
   uint64_t imm_count_ = 0;    // landing slots used so far
