@@ -26,7 +26,7 @@
 #include "gpu/device_path.h"
 #include "p2p/device.h"
 #include "p2p/group.h"
-#include "p2p/p2p_engine.h"
+#include "p2p/messenger.h"
 
 namespace zc {
 class Collectives;
@@ -64,7 +64,7 @@ struct zc_request {
   // completes).
   std::shared_ptr<zc::api::CollectiveQueue> queue;
   std::shared_ptr<zc::api::CollectiveQueue::Task> task;
-  // zc_isend / zc_irecv: the engine's request, the error context ("rank R:
+  // zc_isend / zc_irecv: the messenger's request, the error context ("rank R:
   // isend to P"), and what completion still has to do (copy a staged
   // receive to device memory), run once by zc_test or zc_wait.
   std::shared_ptr<zc::P2pRequest> p2p;
@@ -93,7 +93,7 @@ struct zc_comm {
   std::unique_ptr<zc::Group> group;
   std::unique_ptr<zc::Collectives> coll;
   // Point to point (zc_send/recv, zc_isend/irecv), tags scoped by context.
-  std::unique_ptr<zc::P2pEngine> p2p;
+  std::unique_ptr<zc::Messenger> p2p;
   int rank = 0, size = 1, local_rank = 0, local_size = 1;
   std::atomic<uint64_t> op_seq{0};
   // One collective at a time per communicator (a SpinLock: two atomic

@@ -77,7 +77,7 @@ Status MakeComm(const std::shared_ptr<zc::World>& world, std::vector<int> member
   zc::Device* device = world->device.get();
   gpu.known_host = [device](const void* p, size_t bytes) { return device->regions().IsPoolMemory(p, bytes); };
   comm->gpu = std::make_unique<zc::gpu::DevicePath>(gpu);
-  comm->p2p = std::make_unique<zc::P2pEngine>(world->device.get(), comm->group->members(), comm->rank, ctx);
+  comm->p2p = std::make_unique<zc::Messenger>(world->device.get(), comm->group->members(), comm->rank, ctx);
   comm->queue = std::make_shared<zc::api::CollectiveQueue>();
   *out = std::move(comm);
   return Status::Ok();

@@ -1,5 +1,5 @@
 // C ABI: point to point. zc_send/zc_recv and zc_isend/zc_irecv all go
-// through the communicator's p2p engine (p2p/p2p_engine.h), so blocking and
+// through the communicator's messenger (p2p/messenger.h), so blocking and
 // nonblocking calls share one matching order and tags are scoped by the
 // communicator. The communicator's DevicePath stages device buffers (CUDA
 // builds) through pinned host memory: a send's copy is made when it is

@@ -1,5 +1,5 @@
 // The wire format of two-sided send/recv, shared by the blocking zc::Send /
-// zc::Recv (send_recv.cpp) and the P2pEngine (p2p_engine.cpp), so that either
+// zc::Recv (send_recv.cpp) and the Messenger (messenger.cpp), so that either
 // side may use either one.
 //
 //   sender -> receiver, tag ControlTag(context, kSendMeta, user tag):

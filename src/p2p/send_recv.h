@@ -36,7 +36,7 @@ inline size_t EagerLimit(TransportKind kind) {
 }
 
 // peer is a Device rank; context scopes the tags (p2p/control_tag.h) as the
-// communicator's P2pEngine does, which runs these inline when it has no
+// communicator's Messenger does, which runs these inline when it has no
 // request pending (the latency path of zc_send/zc_recv).
 Status Send(Device* dev, const void* buf, size_t bytes, int peer, int tag, uint32_t context = 0);
 Status Recv(Device* dev, void* buf, size_t bytes, int peer, int tag, uint32_t context = 0);

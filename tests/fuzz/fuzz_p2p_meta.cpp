@@ -3,7 +3,7 @@
 // user's buffer, or a rendezvous descriptor), then the descriptor and the
 // read range the receiver would use, and the ack-class messages a sender or
 // a restaging receiver reads (ParseAck, ParseRestaged). send_recv.cpp and
-// p2p_engine.cpp call the same functions.
+// messenger.cpp call the same functions.
 #include <zcomm/zcomm.h>
 
 #include <vector>

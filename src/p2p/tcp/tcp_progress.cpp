@@ -27,7 +27,7 @@ Status Watch(int ep, int fd, void* ptr) {
 // window (a ping-pong): it takes what comes, so this thread sleeps a
 // window without waiting on them (not woken by them, see
 // ProgressGroup::driven), then takes what was left. Where it took few
-// (windows of isend/irecv, which the P2pEngine's thread polls, and one
+// (windows of isend/irecv, which the Messenger's thread polls, and one
 // blocking ack per window), this thread waits on them.
 class MuteWindow {
  public:

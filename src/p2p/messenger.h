@@ -1,4 +1,4 @@
-// P2pEngine: nonblocking point-to-point (zc_isend / zc_irecv, and zc_send /
+// Messenger: nonblocking point-to-point (zc_isend / zc_irecv, and zc_send /
 // zc_recv as an isend or irecv plus its wait) for one communicator.
 //
 // Requests are non-blocking state machines over the control plane (the wire
@@ -13,7 +13,7 @@
 //          stream, below) -> [rendezvous] one-sided Read into the user's
 //          buffer (this may block for the transfer itself) -> send the ack
 //          (again only when a slot is free) -> done
-// One progress thread per engine drives them, started on the first request;
+// One progress thread per messenger drives them, started on the first request;
 // it sleeps on a condition variable when nothing is pending and backs off
 // (yield, then 20-100 us sleeps) while requests wait for their peers. No
 // request ever blocks another one while it waits for a peer, so any set of
@@ -56,14 +56,14 @@ namespace zc {
 
 class Device;
 
-// Completion state of one Isend or Irecv, shared by the engine and the caller.
+// Completion state of one Isend or Irecv, shared by the messenger and the caller.
 class P2pRequest {
  public:
   P2pRequest(bool is_send, size_t bytes) : is_send_(is_send), bytes_(bytes) {}
   // Never blocks: true when the request is complete, *st (may be null) its status.
   bool Test(Status* st) const;
   // Sleeps on a condition variable until the request completes (its status)
-  // or dl passes (ZC_ERR_TIMEOUT; the request stays pending). The engine
+  // or dl passes (ZC_ERR_TIMEOUT; the request stays pending). The messenger
   // completes every request by its own deadline, so Deadline::Never() is safe.
   Status Wait(const Deadline& dl);
   bool is_send() const { return is_send_; }
@@ -74,7 +74,7 @@ class P2pRequest {
   int source() const { return source_.load(std::memory_order_acquire); }
 
  private:
-  friend class P2pEngine;
+  friend class Messenger;
   void Complete(const Status& st);
 
   const bool is_send_;
@@ -86,7 +86,7 @@ class P2pRequest {
   Status status_;
 };
 
-class P2pEngine {
+class Messenger {
  public:
   // The peer of a receive from any source (ZC_ANY_SOURCE).
   static constexpr int kAnySource = -1;
@@ -95,11 +95,11 @@ class P2pEngine {
   // r; my_rank is mine in the communicator; context (< 0x10000) scopes every
   // control tag, so that communicators sharing one Device never take each
   // other's messages. Context 0 speaks with the blocking zc::Send/zc::Recv.
-  P2pEngine(Device* dev, std::vector<int> members, int my_rank, uint32_t context);
+  Messenger(Device* dev, std::vector<int> members, int my_rank, uint32_t context);
   // Pending requests complete with ZC_ERR_ABORTED; the progress thread is joined.
-  ~P2pEngine();
-  P2pEngine(const P2pEngine&) = delete;
-  P2pEngine& operator=(const P2pEngine&) = delete;
+  ~Messenger();
+  Messenger(const Messenger&) = delete;
+  Messenger& operator=(const Messenger&) = delete;
 
   // Nonblocking; peer and tag in communicator terms; the buffer belongs to
   // zcomm until the request completes. Argument errors are returned at once
@@ -128,7 +128,22 @@ class P2pEngine {
   Status CheckFailed(size_t bytes, int peer, const char* what) const;  // the error Check names
   void Post(std::unique_ptr<Op> op);
   void Loop();
+  // What one pass has learnt so far.
+  struct PassState {
+    bool moved = false;                          // some request moved on
+    std::set<int> send_blocked;                  // peers whose next meta found no slot
+    std::set<std::pair<int, int>> recv_blocked;  // (peer, tag) whose oldest receive found nothing
+    std::set<std::pair<int, int>> ack_keys;      // (peer, tag) with requests awaiting ack-class messages
+  };
   bool Pass();  // one turn over every request; true when any moved on
+  // One step of a request in each state; true when it moved on.
+  bool PostMeta(Op& op, PassState* pass);
+  bool SendRestaged(Op& op);
+  bool AwaitMeta(Op& op, PassState* pass);
+  bool SendAck(Op& op);
+  bool TakeAcks(const std::set<std::pair<int, int>>& keys);
+  void FailIfLostOrLate(Op& op);
+  static const char* WaitingFor(const Op& op);
   // A receive from any source looks at every peer's stream that no earlier
   // receive of this pass found empty; true when it took a message (or failed).
   bool MatchAnySource(Op& op, std::set<std::pair<int, int>>* recv_blocked);

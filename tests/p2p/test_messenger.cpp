@@ -1,4 +1,4 @@
-// P2pEngine (src/p2p/p2p_engine.h): nonblocking send/recv per communicator,
+// Messenger (src/p2p/messenger.h): nonblocking send/recv per communicator,
 // across processes, on shm and tcp.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -18,12 +18,12 @@
 #include "harness/multiproc.h"
 #include "harness/shared_counter.h"
 #include "p2p/device.h"
-#include "p2p/p2p_engine.h"
+#include "p2p/messenger.h"
 #include "p2p/send_recv.h"
 
 namespace {
 
-using zc::P2pEngine;
+using zc::Messenger;
 using zc::P2pRequest;
 using zc::test::AllOk;
 using zc::test::Describe;
@@ -56,7 +56,7 @@ std::vector<int> Reversed(int n) {
   return m;
 }
 
-class P2pEngineTest : public ::testing::TestWithParam<const char*> {
+class MessengerTest : public ::testing::TestWithParam<const char*> {
  protected:
   zc::test::Env Env(const char* timeout = "30") {
     return {{"ZC_TRANSPORT", GetParam()}, {"ZC_SOCKET_IFNAME", "lo"}, {"ZC_TIMEOUT", timeout}};
@@ -68,13 +68,13 @@ class P2pEngineTest : public ::testing::TestWithParam<const char*> {
 // order, then waits for all in a shuffled order. Eager and rendezvous sizes
 // on either side of both eager limits; data depends on sender, receiver,
 // size and round.
-TEST_P(P2pEngineTest, ManyInFlightBothWaysReverseTagsAnyOrder) {
+TEST_P(MessengerTest, ManyInFlightBothWaysReverseTagsAnyOrder) {
   for (int n : {2, 4}) {
     auto res = RunRanks(n, [&](int drank) -> int {
       zc_comm* comm;
       CHILD_CHECK(zc_init(&comm) == ZC_OK, "init: %s", zc_last_error(nullptr));
       const int me = n - 1 - drank;
-      auto eng = std::make_unique<P2pEngine>(comm->device.get(), Reversed(n), me, 3);
+      auto eng = std::make_unique<Messenger>(comm->device.get(), Reversed(n), me, 3);
       const int kRounds = 2;
       auto tag_of = [](int round, int k) { return 100 + round * kNumSizes + k; };
       std::vector<std::vector<uint8_t>> sbufs, rbufs;
@@ -129,14 +129,14 @@ TEST_P(P2pEngineTest, ManyInFlightBothWaysReverseTagsAnyOrder) {
 
 // Messages of one (peer, tag) match in posting order, eager and rendezvous
 // mixed (sizes differ, so a wrong match is a mismatch); the blocking
-// context-0 zc::Send/zc::Recv speak with a context-0 engine.
-TEST_P(P2pEngineTest, SameTagFifoAndBlockingInterop) {
+// context-0 zc::Send/zc::Recv speak with a context-0 messenger.
+TEST_P(MessengerTest, SameTagFifoAndBlockingInterop) {
   auto res = RunRanks(3, [&](int rank) -> int {
     zc_comm* comm;
     CHILD_CHECK(zc_init(&comm) == ZC_OK, "init: %s", zc_last_error(nullptr));
     zc::Device* dev = comm->device.get();
-    auto engp = std::make_unique<P2pEngine>(dev, std::vector<int>{0, 1, 2}, rank, 0);
-    P2pEngine& eng = *engp;
+    auto engp = std::make_unique<Messenger>(dev, std::vector<int>{0, 1, 2}, rank, 0);
+    Messenger& eng = *engp;
     const int kMsgs = 24;
     auto size_of = [](int i) { return static_cast<size_t>(i % 3 == 1 ? 50000 + i : 10 + 37 * i); };
     if (rank == 0) {
@@ -157,7 +157,7 @@ TEST_P(P2pEngineTest, SameTagFifoAndBlockingInterop) {
         zc::Status st = r->Wait(zc::Deadline::Never());
         CHILD_CHECK(st.ok(), "isend: %s", st.message().c_str());
       }
-      // Blocking, old entry points, against the engine (both directions).
+      // Blocking, old entry points, against the messenger (both directions).
       std::vector<uint8_t> b(300000);
       Fill(b.data(), 300000, 0, 1, 1000);
       zc::Status st = zc::Send(dev, b.data(), 300000, 1, 8);
@@ -194,28 +194,28 @@ TEST_P(P2pEngineTest, SameTagFifoAndBlockingInterop) {
         CHILD_CHECK(st.ok(), "send: %s", st.message().c_str());
       }
     }
-    engp.reset();  // engines go before their Device
+    engp.reset();  // messengers go before their Device
     CHILD_CHECK(zc_finalize(comm) == ZC_OK, "finalize: %s", zc_last_error(nullptr));
     return 0;
   }, Env());
   ASSERT_TRUE(AllOk(res)) << Describe(res);
 }
 
-// Two engines (contexts 1 and 2) over one Device exchange the same tags from
+// Two messengers (contexts 1 and 2) over one Device exchange the same tags from
 // two threads at once, while a third thread runs allreduces over the same
 // Device: no message crosses from one context to the other.
-TEST_P(P2pEngineTest, ContextsDoNotCrossTalk) {
+TEST_P(MessengerTest, ContextsDoNotCrossTalk) {
   const int n = 3;
   auto res = RunRanks(n, [&](int rank) -> int {
     zc_comm* comm;
     CHILD_CHECK(zc_init(&comm) == ZC_OK, "init: %s", zc_last_error(nullptr));
     zc::Device* dev = comm->device.get();
     std::vector<int> ident = {0, 1, 2};
-    auto ap = std::make_unique<P2pEngine>(dev, ident, rank, 1);
-    auto bp = std::make_unique<P2pEngine>(dev, Reversed(n), n - 1 - rank, 2);
-    P2pEngine &a = *ap, &b = *bp;
+    auto ap = std::make_unique<Messenger>(dev, ident, rank, 1);
+    auto bp = std::make_unique<Messenger>(dev, Reversed(n), n - 1 - rank, 2);
+    Messenger &a = *ap, &b = *bp;
     std::string err[3];
-    auto exchange = [&](P2pEngine* eng, int which) {
+    auto exchange = [&](Messenger* eng, int which) {
       const int me = eng->rank();
       for (int iter = 0; iter < 10; ++iter) {
         std::vector<std::vector<uint8_t>> sb, rb;
@@ -278,13 +278,13 @@ TEST_P(P2pEngineTest, ContextsDoNotCrossTalk) {
 }
 
 // Sizes differ: the receiver fails with both sizes, peer and tag; a
-// rendezvous sender fails too, an eager one has completed. The engine stays usable.
-TEST_P(P2pEngineTest, SizeMismatch) {
+// rendezvous sender fails too, an eager one has completed. The messenger stays usable.
+TEST_P(MessengerTest, SizeMismatch) {
   auto res = RunRanks(2, [&](int rank) -> int {
     zc_comm* comm;
     CHILD_CHECK(zc_init(&comm) == ZC_OK, "init: %s", zc_last_error(nullptr));
-    auto engp = std::make_unique<P2pEngine>(comm->device.get(), std::vector<int>{0, 1}, rank, 5);
-    P2pEngine& eng = *engp;
+    auto engp = std::make_unique<Messenger>(comm->device.get(), std::vector<int>{0, 1}, rank, 5);
+    Messenger& eng = *engp;
     std::vector<uint8_t> buf(200000);
     ReqPtr r1, r2, r3;
     if (rank == 0) {
@@ -328,9 +328,9 @@ TEST_P(P2pEngineTest, SizeMismatch) {
 }
 
 // ZC_TIMEOUT=2: a receive and a rendezvous send whose peer never posts fail
-// with ZC_ERR_TIMEOUT naming operation, peer, tag and size; an engine
+// with ZC_ERR_TIMEOUT naming operation, peer, tag and size; a messenger
 // destroyed with pending requests completes them with ZC_ERR_ABORTED.
-TEST_P(P2pEngineTest, TimeoutAndDestroyWithPending) {
+TEST_P(MessengerTest, TimeoutAndDestroyWithPending) {
   auto res = RunRanks(2, [&](int rank) -> int {
     zc_comm* comm;
     CHILD_CHECK(zc_init(&comm) == ZC_OK, "init: %s", zc_last_error(nullptr));
@@ -338,7 +338,7 @@ TEST_P(P2pEngineTest, TimeoutAndDestroyWithPending) {
     std::vector<uint8_t> big(1 << 20), small(16);
     ReqPtr rr, rs, pend1, pend2;
     {
-      P2pEngine eng(comm->device.get(), {0, 1}, rank, 6);
+      Messenger eng(comm->device.get(), {0, 1}, rank, 6);
       auto t0 = std::chrono::steady_clock::now();
       CHILD_CHECK(eng.Irecv(small.data(), 16, peer, 40 + rank, &rr).ok(), "irecv");
       CHILD_CHECK(eng.Isend(big.data(), big.size(), peer, 50 + rank, &rs).ok(), "isend");
@@ -363,7 +363,7 @@ TEST_P(P2pEngineTest, TimeoutAndDestroyWithPending) {
     CHILD_CHECK(pend2->Test(&st) && st.code() == ZC_ERR_ABORTED, "pending isend: %s", st.message().c_str());
     // Arguments are checked at once.
     {
-      P2pEngine eng2(comm->device.get(), {0, 1}, rank, 7);
+      Messenger eng2(comm->device.get(), {0, 1}, rank, 7);
       ReqPtr r;
       CHILD_CHECK(eng2.Isend(big.data(), 1, rank, 0, &r).code() == ZC_ERR_INVALID_ARG, "self");
       CHILD_CHECK(eng2.Irecv(big.data(), 1, 2, 0, &r).code() == ZC_ERR_INVALID_ARG, "range");
@@ -377,7 +377,7 @@ TEST_P(P2pEngineTest, TimeoutAndDestroyWithPending) {
 
 // A rank killed while others have requests pending with it: they fail with
 // ZC_ERR_PEER_LOST within a few seconds.
-TEST_P(P2pEngineTest, PeerKilled) {
+TEST_P(MessengerTest, PeerKilled) {
   SharedCounter posted, checked;
   auto res = RunRanks(3, [&](int rank) -> int {
     zc_comm* comm;
@@ -387,8 +387,8 @@ TEST_P(P2pEngineTest, PeerKilled) {
       CHILD_CHECK(posted.WaitAtLeast(2, 30), "the survivors never posted their requests");
       raise(SIGKILL);
     }
-    auto engp = std::make_unique<P2pEngine>(comm->device.get(), std::vector<int>{0, 1, 2}, rank, 8);
-    P2pEngine& eng = *engp;
+    auto engp = std::make_unique<Messenger>(comm->device.get(), std::vector<int>{0, 1, 2}, rank, 8);
+    Messenger& eng = *engp;
     std::vector<uint8_t> big(1 << 20), small(16);
     ReqPtr rr, rs;
     auto t0 = std::chrono::steady_clock::now();
@@ -415,18 +415,18 @@ TEST_P(P2pEngineTest, PeerKilled) {
   ASSERT_EQ(res[1].exit_code, 0) << Describe(res);
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, P2pEngineTest, ::testing::Values("shm", "tcp"),
+INSTANTIATE_TEST_SUITE_P(Transports, MessengerTest, ::testing::Values("shm", "tcp"),
                          [](const auto& info) { return std::string(info.param); });
 
 // Cross-memory attach refused: rendezvous from user memory goes through the
 // kAckNeedStaged round (a pool copy's meta in the ack class), with several
-// messages of one tag in flight, and between the engine and zc::Send/Recv.
-TEST(P2pEngineShm, StagedPathWhenCmaRefused) {
+// messages of one tag in flight, and between the messenger and zc::Send/Recv.
+TEST(MessengerShm, StagedPathWhenCmaRefused) {
   auto res = RunRanks(2, [&](int rank) -> int {
     zc_comm* comm;
     CHILD_CHECK(zc_init(&comm) == ZC_OK, "init: %s", zc_last_error(nullptr));
     zc::Device* dev = comm->device.get();
-    auto eng = std::make_unique<P2pEngine>(dev, std::vector<int>{0, 1}, rank, 0);
+    auto eng = std::make_unique<Messenger>(dev, std::vector<int>{0, 1}, rank, 0);
     const int kMsgs = 4;
     auto size_of = [](int i) { return static_cast<size_t>((1u << 20) + 5 + i); };
     std::vector<std::vector<uint8_t>> bufs;
@@ -456,7 +456,7 @@ TEST(P2pEngineShm, StagedPathWhenCmaRefused) {
     if (rank == 0) {
       Fill(b.data() + 3, s, 0, 1, 77);
       st = eng->Send(b.data() + 3, s, 1, 3);
-      CHILD_CHECK(st.ok(), "engine send: %s", st.message().c_str());
+      CHILD_CHECK(st.ok(), "messenger send: %s", st.message().c_str());
       st = zc::Recv(dev, b.data() + 3, s, 1, 4);
       CHILD_CHECK(st.ok(), "zc::Recv: %s", st.message().c_str());
       CHILD_CHECK(Check(b.data() + 3, s, 1, 0, 78) == 0, "wrong data");
@@ -466,7 +466,7 @@ TEST(P2pEngineShm, StagedPathWhenCmaRefused) {
       CHILD_CHECK(Check(b.data() + 3, s, 0, 1, 77) == 0, "wrong data");
       Fill(b.data() + 3, s, 1, 0, 78);
       st = eng->Send(b.data() + 3, s, 0, 4);
-      CHILD_CHECK(st.ok(), "engine send: %s", st.message().c_str());
+      CHILD_CHECK(st.ok(), "messenger send: %s", st.message().c_str());
     }
     eng.reset();
     CHILD_CHECK(zc_finalize(comm) == ZC_OK, "finalize: %s", zc_last_error(nullptr));

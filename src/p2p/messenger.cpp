@@ -1,4 +1,4 @@
-#include "p2p/p2p_engine.h"
+#include "p2p/messenger.h"
 
 #include <cstring>
 #include <set>
@@ -45,7 +45,7 @@ void P2pRequest::Complete(const Status& st) {
 
 // ---- the request state machine ----
 
-struct P2pEngine::Op {
+struct Messenger::Op {
   enum State {
     kPostMeta,      // send: meta (and eager payload) waits for a control slot
     kAwaitAck,      // send, rendezvous: the receiver reads; waits for its ack
@@ -84,10 +84,10 @@ namespace {
 
 }  // namespace
 
-P2pEngine::P2pEngine(Device* dev, std::vector<int> members, int my_rank, uint32_t context)
+Messenger::Messenger(Device* dev, std::vector<int> members, int my_rank, uint32_t context)
     : dev_(dev), members_(std::move(members)), my_rank_(my_rank), context_(context & kMaxContext) {}
 
-P2pEngine::~P2pEngine() {
+Messenger::~Messenger() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -97,12 +97,12 @@ P2pEngine::~P2pEngine() {
   ops_.splice(ops_.end(), incoming_);
   for (auto& op : ops_)
     if (op->state != Op::kDone)
-      Complete(*op, Error(ZC_ERR_ABORTED, "%s: the communicator's p2p engine was destroyed",
+      Complete(*op, Error(ZC_ERR_ABORTED, "%s: the communicator's messenger (point to point) was destroyed",
                           op->What().c_str()));
   ops_.clear();
 }
 
-Status P2pEngine::CheckFailed(size_t bytes, int peer, const char* what) const {
+Status Messenger::CheckFailed(size_t bytes, int peer, const char* what) const {
   if (peer < 0 || peer >= size())
     return Error(ZC_ERR_INVALID_ARG, "%s: peer %d out of range [0, %d)", what, peer, size());
   if (peer == my_rank_)
@@ -110,7 +110,7 @@ Status P2pEngine::CheckFailed(size_t bytes, int peer, const char* what) const {
   return Error(ZC_ERR_INVALID_ARG, "%s: null buffer of %zu bytes", what, bytes);
 }
 
-Status P2pEngine::CheckAnySource(const void* buf, size_t bytes) const {
+Status Messenger::CheckAnySource(const void* buf, size_t bytes) const {
   if (!buf && bytes)
     return Error(ZC_ERR_INVALID_ARG, "irecv from any source: null buffer of %zu bytes", bytes);
   if (size() < 2)
@@ -120,7 +120,7 @@ Status P2pEngine::CheckAnySource(const void* buf, size_t bytes) const {
   return Status::Ok();
 }
 
-Status P2pEngine::Isend(const void* buf, size_t bytes, int peer, int tag,
+Status Messenger::Isend(const void* buf, size_t bytes, int peer, int tag,
                         std::shared_ptr<P2pRequest>* req) {
   ZC_RETURN_IF_ERROR(Check(buf, bytes, peer, "isend"));
   auto op = std::make_unique<Op>();
@@ -150,7 +150,7 @@ Status P2pEngine::Isend(const void* buf, size_t bytes, int peer, int tag,
   return Status::Ok();
 }
 
-Status P2pEngine::Irecv(void* buf, size_t bytes, int peer, int tag,
+Status Messenger::Irecv(void* buf, size_t bytes, int peer, int tag,
                         std::shared_ptr<P2pRequest>* req) {
   const bool any = peer == kAnySource;
   ZC_RETURN_IF_ERROR(any ? CheckAnySource(buf, bytes) : Check(buf, bytes, peer, "irecv"));
@@ -175,7 +175,7 @@ Status P2pEngine::Irecv(void* buf, size_t bytes, int peer, int tag,
 // caller's thread (zc::Send/zc::Recv with this context): no hand-over to the
 // progress thread and back, which would cost the small-message latency. With
 // requests pending it queues behind them, keeping the posting order.
-Status P2pEngine::Send(const void* buf, size_t bytes, int peer, int tag) {
+Status Messenger::Send(const void* buf, size_t bytes, int peer, int tag) {
   if (pending() == 0) {
     ZC_RETURN_IF_ERROR(Check(buf, bytes, peer, "send"));
     return zc::Send(dev_, buf, bytes, members_[peer], tag, context_);
@@ -185,7 +185,7 @@ Status P2pEngine::Send(const void* buf, size_t bytes, int peer, int tag) {
   return req->Wait(Deadline::Never());
 }
 
-Status P2pEngine::Recv(void* buf, size_t bytes, int peer, int tag, int* source) {
+Status Messenger::Recv(void* buf, size_t bytes, int peer, int tag, int* source) {
   if (source) *source = kAnySource;
   if (peer != kAnySource && pending() == 0) {
     ZC_RETURN_IF_ERROR(Check(buf, bytes, peer, "recv"));
@@ -200,13 +200,13 @@ Status P2pEngine::Recv(void* buf, size_t bytes, int peer, int tag, int* source) 
   return st;
 }
 
-void P2pEngine::Post(std::unique_ptr<Op> op) {
+void Messenger::Post(std::unique_ptr<Op> op) {
   pending_.fetch_add(1, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_) {
       // Only during destruction (a caller racing the destructor).
-      Complete(*op, Error(ZC_ERR_ABORTED, "%s: the communicator's p2p engine is being destroyed",
+      Complete(*op, Error(ZC_ERR_ABORTED, "%s: the communicator's messenger (point to point) is being destroyed",
                           op->What().c_str()));
       return;
     }
@@ -216,7 +216,7 @@ void P2pEngine::Post(std::unique_ptr<Op> op) {
   cv_.notify_one();
 }
 
-void P2pEngine::Complete(Op& op, const Status& st) {
+void Messenger::Complete(Op& op, const Status& st) {
   op.state = Op::kDone;
   if (op.staged) {
     // The op's result is st; the pool copy's free cannot change it.
@@ -230,7 +230,7 @@ void P2pEngine::Complete(Op& op, const Status& st) {
   op.req->Complete(st.ok() ? st : dev_->health().OperationFailed(st));
 }
 
-void P2pEngine::Loop() {
+void Messenger::Loop() {
   int idle = 0;      // passes in a row that moved nothing
   int sleep_us = 0;  // current back-off sleep
   for (;;) {
@@ -264,142 +264,150 @@ void P2pEngine::Loop() {
   }
 }
 
-bool P2pEngine::Pass() {
-  ControlPlane* cp = dev_->control();
-  bool moved = false;
-  std::set<int> send_blocked;                // peers whose next meta found no slot this turn
-  std::set<std::pair<int, int>> recv_blocked;  // (peer, tag) whose oldest receive found nothing
-  std::set<std::pair<int, int>> ack_keys;      // (peer, tag) with requests awaiting ack-class messages
+bool Messenger::Pass() {
+  PassState pass;
   for (auto& ptr : ops_) {
     Op& op = *ptr;
     switch (op.state) {
-      case Op::kPostMeta: {
-        // Sends to one peer go out in posting order: once one finds no
-        // slot, later ones wait for the next turn.
-        if (send_blocked.count(op.dpeer)) break;
-        bool sent = false;
-        const bool eager = op.meta.mode == kEager;
-        Status st = cp->TrySend2(op.dpeer, MetaTag(context_, op.tag), &op.meta, sizeof(op.meta),
-                                 eager ? op.sbuf : op.desc.data(), eager ? op.bytes : op.desc.size(),
-                                 &sent);
-        if (!st.ok()) {
-          Complete(op, st.with_context(op.What()));
-        } else if (sent) {
-          moved = true;
-          if (eager) Complete(op, Status::Ok());
-          else op.state = Op::kAwaitAck;
-        } else {
-          send_blocked.insert(op.dpeer);
-        }
-        break;
-      }
-      case Op::kRestage: {
-        Ack a{kAckRestaged, op.meta.seq, op.bytes};
-        std::string head(reinterpret_cast<const char*>(&a), sizeof(a));
-        head.append(reinterpret_cast<const char*>(&op.meta), sizeof(op.meta));
-        bool sent = false;
-        Status st = cp->TrySend2(op.dpeer, AckTag(context_, op.tag), head.data(), head.size(),
-                                 op.desc.data(), op.desc.size(), &sent);
-        if (!st.ok()) {
-          Complete(op, st.with_context(op.What()));
-        } else if (sent) {
-          moved = true;
-          op.state = Op::kAwaitAck;
-        }
-        break;
-      }
-      case Op::kAwaitMeta: {
-        if (op.Unmatched()) {
-          if (MatchAnySource(op, &recv_blocked)) moved = true;
-          break;
-        }
-        // Only the oldest receive of a (peer, tag) looks: FIFO matching.
-        const auto key = std::make_pair(op.dpeer, op.tag);
-        if (recv_blocked.count(key)) break;
-        Arrival in{op.rbuf, op.bytes};
-        Status st;
-        if (!cp->TryRecvWith(op.dpeer, MetaTag(context_, op.tag), &TakeMetaPieces<ControlPlane::Piece>,
-                             &in, &st, /*defer_credit=*/true)) {
-          if (!st.ok()) Complete(op, st.with_context(op.What()));
-          else recv_blocked.insert(key);
-          break;
-        }
-        moved = true;
-        if (!st.ok()) {
-          Complete(op, st.with_context(op.What()));
-          break;
-        }
-        op.meta = in.meta;
-        op.desc = std::move(in.desc);
-        HandleMeta(op);
-        break;
-      }
-      case Op::kSendAck: {
-        Ack a{op.ack_code, op.meta.seq, op.bytes};
-        bool sent = false;
-        Status st = cp->TrySend2(op.dpeer, AckTag(context_, op.tag), &a, sizeof(a), nullptr, 0, &sent);
-        if (!st.ok()) {
-          Complete(op, op.final_status.ok() ? st.with_context(op.What()) : op.final_status);
-        } else if (sent) {
-          moved = true;
-          if (op.ack_code == kAckNeedStaged) op.state = Op::kAwaitRestage;
-          else Complete(op, op.final_status);
-        }
-        break;
-      }
+      case Op::kPostMeta: pass.moved |= PostMeta(op, &pass); break;
+      case Op::kRestage: pass.moved |= SendRestaged(op); break;
+      case Op::kAwaitMeta: pass.moved |= AwaitMeta(op, &pass); break;
+      case Op::kSendAck: pass.moved |= SendAck(op); break;
       case Op::kAwaitAck:
-      case Op::kAwaitRestage:
-        ack_keys.insert({op.dpeer, op.tag});
-        break;
-      case Op::kDone:
-        break;
+      case Op::kAwaitRestage: pass.ack_keys.insert({op.dpeer, op.tag}); break;
+      case Op::kDone: break;
     }
   }
-  // Ack-class messages go to the request with their sequence number.
-  for (const auto& key : ack_keys) {
+  pass.moved |= TakeAcks(pass.ack_keys);
+  // One credit write per peer for all the messages this pass took.
+  IgnoreError(dev_->control()->FlushCredits(), "a lost peer fails its requests through Health below");
+  for (auto& ptr : ops_) FailIfLostOrLate(*ptr);
+  ops_.remove_if([](const std::unique_ptr<Op>& op) { return op->state == Op::kDone; });
+  return pass.moved;
+}
+
+bool Messenger::PostMeta(Op& op, PassState* pass) {
+  // Sends to one peer go out in posting order: once one finds no slot,
+  // later ones wait for the next turn.
+  if (pass->send_blocked.count(op.dpeer)) return false;
+  bool sent = false;
+  const bool eager = op.meta.mode == kEager;
+  Status st = dev_->control()->TrySend2(op.dpeer, MetaTag(context_, op.tag), &op.meta, sizeof(op.meta),
+                                        eager ? op.sbuf : op.desc.data(), eager ? op.bytes : op.desc.size(),
+                                        &sent);
+  if (!st.ok()) {
+    Complete(op, st.with_context(op.What()));
+    return false;
+  }
+  if (!sent) {
+    pass->send_blocked.insert(op.dpeer);
+    return false;
+  }
+  if (eager) Complete(op, Status::Ok());
+  else op.state = Op::kAwaitAck;
+  return true;
+}
+
+bool Messenger::SendRestaged(Op& op) {
+  Ack a{kAckRestaged, op.meta.seq, op.bytes};
+  std::string head(reinterpret_cast<const char*>(&a), sizeof(a));
+  head.append(reinterpret_cast<const char*>(&op.meta), sizeof(op.meta));
+  bool sent = false;
+  Status st = dev_->control()->TrySend2(op.dpeer, AckTag(context_, op.tag), head.data(), head.size(),
+                                        op.desc.data(), op.desc.size(), &sent);
+  if (!st.ok()) {
+    Complete(op, st.with_context(op.What()));
+    return false;
+  }
+  if (sent) op.state = Op::kAwaitAck;
+  return sent;
+}
+
+bool Messenger::AwaitMeta(Op& op, PassState* pass) {
+  if (op.Unmatched()) return MatchAnySource(op, &pass->recv_blocked);
+  // Only the oldest receive of a (peer, tag) looks: FIFO matching.
+  const auto key = std::make_pair(op.dpeer, op.tag);
+  if (pass->recv_blocked.count(key)) return false;
+  Arrival in{op.rbuf, op.bytes};
+  Status st;
+  if (!dev_->control()->TryRecvWith(op.dpeer, MetaTag(context_, op.tag), &TakeMetaPieces<ControlPlane::Piece>,
+                                    &in, &st, /*defer_credit=*/true)) {
+    if (!st.ok()) Complete(op, st.with_context(op.What()));
+    else pass->recv_blocked.insert(key);
+    return false;
+  }
+  if (!st.ok()) {
+    Complete(op, st.with_context(op.What()));
+    return true;
+  }
+  op.meta = in.meta;
+  op.desc = std::move(in.desc);
+  HandleMeta(op);
+  return true;
+}
+
+bool Messenger::SendAck(Op& op) {
+  Ack a{op.ack_code, op.meta.seq, op.bytes};
+  bool sent = false;
+  Status st = dev_->control()->TrySend2(op.dpeer, AckTag(context_, op.tag), &a, sizeof(a), nullptr, 0, &sent);
+  if (!st.ok()) {
+    Complete(op, op.final_status.ok() ? st.with_context(op.What()) : op.final_status);
+    return false;
+  }
+  if (!sent) return false;
+  if (op.ack_code == kAckNeedStaged) op.state = Op::kAwaitRestage;
+  else Complete(op, op.final_status);
+  return true;
+}
+
+// Ack-class messages go to the request with their sequence number.
+bool Messenger::TakeAcks(const std::set<std::pair<int, int>>& keys) {
+  bool moved = false;
+  for (const auto& key : keys) {
     std::string msg;
     Status st;
-    while (cp->TryRecv(key.first, AckTag(context_, key.second), &msg, &st, /*defer_credit=*/true)) {
+    while (dev_->control()->TryRecv(key.first, AckTag(context_, key.second), &msg, &st, /*defer_credit=*/true)) {
       moved = true;
       Dispatch(key.first, key.second, msg);
     }
   }
-  // One credit write per peer for all the messages this pass took.
-  IgnoreError(cp->FlushCredits(), "a lost peer fails its requests through Health below");
-  // Deadlines and peers' health.
-  for (auto& ptr : ops_) {
-    Op& op = *ptr;
-    if (op.state == Op::kDone) continue;
-    int lost = -1;
-    Status h = op.Unmatched() ? AnyPeerLost(&lost) : dev_->health().Health(op.dpeer);
-    if (!h.ok() && lost >= 0) {
-      Complete(op, h.with_context(Format("%s: peer %d is lost, and it could have been the sender",
-                                         op.What().c_str(), lost)));
-    } else if (!h.ok()) {
-      Complete(op, h.with_context(op.What()));
-    } else if (op.dl.expired() && op.state == Op::kSendAck && !op.final_status.ok()) {
-      // The read itself failed (often by this same deadline): that is the
-      // cause, not the acknowledgement still waiting for a slot.
-      Complete(op, op.final_status);
-    } else if (op.dl.expired()) {
-      const char* why = "";
-      switch (op.state) {
-        case Op::kPostMeta: why = "no free control slot (the peer receives nothing)"; break;
-        case Op::kAwaitAck: why = "no acknowledgement of the rendezvous (no matching receive)"; break;
-        case Op::kRestage: case Op::kSendAck: why = "no free control slot"; break;
-        case Op::kAwaitMeta: why = op.Unmatched() ? "no matching send from any peer" : "no matching send"; break;
-        case Op::kAwaitRestage: why = "no staged copy"; break;
-        case Op::kDone: break;
-      }
-      Complete(op, Error(ZC_ERR_TIMEOUT, "%s: %s: waited %.1f s (ZC_TIMEOUT=%g s)", op.What().c_str(),
-                         why, op.dl.elapsed_s(), dev_->timeout_s()));
-    }
-  }
-  ops_.remove_if([](const std::unique_ptr<Op>& op) { return op->state == Op::kDone; });
   return moved;
 }
 
-bool P2pEngine::MatchAnySource(Op& op, std::set<std::pair<int, int>>* recv_blocked) {
+// What a request past its deadline waited for, by state.
+const char* Messenger::WaitingFor(const Op& op) {
+  switch (op.state) {
+    case Op::kPostMeta: return "no free control slot (the peer receives nothing)";
+    case Op::kAwaitAck: return "no acknowledgement of the rendezvous (no matching receive)";
+    case Op::kRestage: case Op::kSendAck: return "no free control slot";
+    case Op::kAwaitMeta: return op.Unmatched() ? "no matching send from any peer" : "no matching send";
+    case Op::kAwaitRestage: return "no staged copy";
+    case Op::kDone: break;
+  }
+  return "";
+}
+
+// Deadlines and peers' health.
+void Messenger::FailIfLostOrLate(Op& op) {
+  if (op.state == Op::kDone) return;
+  int lost = -1;
+  Status h = op.Unmatched() ? AnyPeerLost(&lost) : dev_->health().Health(op.dpeer);
+  if (!h.ok() && lost >= 0) {
+    Complete(op, h.with_context(Format("%s: peer %d is lost, and it could have been the sender",
+                                       op.What().c_str(), lost)));
+  } else if (!h.ok()) {
+    Complete(op, h.with_context(op.What()));
+  } else if (op.dl.expired() && op.state == Op::kSendAck && !op.final_status.ok()) {
+    // The read itself failed (often by this same deadline): that is the
+    // cause, not the acknowledgement still waiting for a slot.
+    Complete(op, op.final_status);
+  } else if (op.dl.expired()) {
+    Complete(op, Error(ZC_ERR_TIMEOUT, "%s: %s: waited %.1f s (ZC_TIMEOUT=%g s)", op.What().c_str(),
+                       WaitingFor(op), op.dl.elapsed_s(), dev_->timeout_s()));
+  }
+}
+
+bool Messenger::MatchAnySource(Op& op, std::set<std::pair<int, int>>* recv_blocked) {
   ControlPlane* cp = dev_->control();
   const int n = size();
   for (int k = 0; k < n; ++k) {
@@ -440,7 +448,7 @@ bool P2pEngine::MatchAnySource(Op& op, std::set<std::pair<int, int>>* recv_block
   return false;
 }
 
-Status P2pEngine::AnyPeerLost(int* lost) const {
+Status Messenger::AnyPeerLost(int* lost) const {
   *lost = -1;
   for (int p = 0; p < size(); ++p) {
     if (p == my_rank_) continue;
@@ -458,7 +466,7 @@ Status P2pEngine::AnyPeerLost(int* lost) const {
   return Status::Ok();
 }
 
-void P2pEngine::HandleMeta(Op& op) {
+void Messenger::HandleMeta(Op& op) {
   if (op.meta.bytes != op.bytes) {
     Status st = Error(ZC_ERR_MISMATCH, "%s: the peer sent %llu bytes", op.What().c_str(),
                       static_cast<unsigned long long>(op.meta.bytes));
@@ -478,7 +486,7 @@ void P2pEngine::HandleMeta(Op& op) {
   StartRead(op);
 }
 
-void P2pEngine::StartRead(Op& op) {
+void Messenger::StartRead(Op& op) {
   // The read may take a while: the peer must not wait for our credits.
   IgnoreError(dev_->control()->FlushCredits(), "a lost peer fails the read too");
   RemoteRegion src;
@@ -499,7 +507,7 @@ void P2pEngine::StartRead(Op& op) {
   }
 }
 
-void P2pEngine::Dispatch(int dpeer, int tag, const std::string& msg) {
+void Messenger::Dispatch(int dpeer, int tag, const std::string& msg) {
   Ack a{};
   if (!ParseAck(msg.data(), msg.size(), &a)) {
     ZC_WARN(kP2p, "p2p: short acknowledgement (%zu bytes) from rank %d", msg.size(), dpeer);
