@@ -336,14 +336,19 @@ bool Messenger::AwaitMeta(Op& op, PassState* pass) {
     else pass->recv_blocked.insert(key);
     return false;
   }
+  Matched(op, st, &in);
+  return true;
+}
+
+// A receive's meta (or its failure to arrive whole) has been taken.
+void Messenger::Matched(Op& op, const Status& st, Arrival* in) {
   if (!st.ok()) {
     Complete(op, st.with_context(op.What()));
-    return true;
+    return;
   }
-  op.meta = in.meta;
-  op.desc = std::move(in.desc);
+  op.meta = in->meta;
+  op.desc = std::move(in->desc);
   HandleMeta(op);
-  return true;
 }
 
 bool Messenger::SendAck(Op& op) {
@@ -432,13 +437,7 @@ bool Messenger::MatchAnySource(Op& op, std::set<std::pair<int, int>>* recv_block
     op.dpeer = dp;
     op.req->source_.store(p, std::memory_order_release);
     any_next_ = (p + 1) % n;
-    if (!st.ok()) {
-      Complete(op, st.with_context(op.What()));
-      return true;
-    }
-    op.meta = in.meta;
-    op.desc = std::move(in.desc);
-    HandleMeta(op);
+    Matched(op, st, &in);
     return true;
   }
   // Nothing from anyone: later receives of this tag must not take what

@@ -53,6 +53,9 @@
 #include "common/status.h"
 
 namespace zc {
+namespace p2p_wire {
+struct Arrival;  // p2p_protocol.h
+}  // namespace p2p_wire
 
 class Device;
 
@@ -144,6 +147,7 @@ class Messenger {
   bool TakeAcks(const std::set<std::pair<int, int>>& keys);
   void FailIfLostOrLate(Op& op);
   static const char* WaitingFor(const Op& op);
+  void Matched(Op& op, const Status& st, p2p_wire::Arrival* in);
   // A receive from any source looks at every peer's stream that no earlier
   // receive of this pass found empty; true when it took a message (or failed).
   bool MatchAnySource(Op& op, std::set<std::pair<int, int>>* recv_blocked);
