@@ -157,13 +157,14 @@ zc_status ProcessGroupZcomm::RunQueued(void* arg) {
 
 void ProcessGroupZcomm::QueuedDone(void* arg, zc_status) {
   std::unique_ptr<Queued> q(static_cast<Queued*>(arg));
-  {
-    std::lock_guard<std::mutex> lock(q->group->done_mu_);
-    q->group->done_requests_.push_back(q->request);
-  }
   // Runs the future's callbacks (DDP's hooks) on this thread; they may
-  // queue further operations (Enqueue only queues).
+  // queue further operations.
   q->work->Complete(q->error);
+  // Only now may Enqueue free the request: zcomm reports it done once this
+  // function has returned, and a callback's Enqueue above must not wait
+  // for its own request.
+  std::lock_guard<std::mutex> lock(q->group->done_mu_);
+  q->group->done_requests_.push_back(q->request);
 }
 
 void ProcessGroupZcomm::FreeDoneRequests() {
