@@ -3,8 +3,6 @@
 #include <ATen/core/jit_type.h>
 #include <c10/util/Exception.h>
 
-#include <thread>
-
 namespace zcomm_torch {
 
 WorkZcomm::WorkZcomm(int rank, c10d::OpType type, std::string what,
@@ -20,7 +18,6 @@ WorkZcomm::WorkZcomm(int rank, c10d::OpType type, std::string what,
 
 void WorkZcomm::Complete(std::exception_ptr error) {
   finish(error);  // wakes wait()
-  done_.store(true, std::memory_order_release);
   if (error)
     future_->setError(error);
   else
@@ -32,12 +29,6 @@ bool WorkZcomm::wait(std::chrono::milliseconds timeout) {
   // the communicator, since an operation that late is stuck for good.
   const bool own = timeout == kNoTimeout;
   const auto limit = own ? deadline_ : timeout;
-  // A small collective completes within microseconds: look for it a little
-  // before sleeping, which would cost a futex wake-up (tens of microseconds
-  // on a loaded machine) on every call.
-  const auto spin_end = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
-  while (!done_.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < spin_end)
-    std::this_thread::yield();
   {
     std::unique_lock<std::mutex> lock(mutex_);
     if (!cv_.wait_for(lock, limit, [&] { return completed_; })) {

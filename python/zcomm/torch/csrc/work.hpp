@@ -1,7 +1,6 @@
-// The Work a ProcessGroupZcomm call returns: completed by the thread that ran
-// it (the communicator's progress thread for collectives, the group's p2p
-// thread for send/recv), never by the caller; wait() and the future carry
-// the outputs or the error (a RuntimeError naming rank, op and cause).
+// The Work a ProcessGroupZcomm call returns: completed by the group's worker
+// (collectives) or p2p thread, never by the caller; wait() and the future
+// carry the outputs or the error (a RuntimeError naming rank, op and cause).
 #pragma once
 
 #include <ATen/core/ivalue.h>
@@ -44,7 +43,6 @@ class WorkZcomm : public c10d::Work {
   std::function<void(const std::string&)> on_deadline_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::atomic<int> source_{-1};
-  std::atomic<bool> done_{false};  // Complete ran; read by wait()'s spin
 };
 
 }  // namespace zcomm_torch
