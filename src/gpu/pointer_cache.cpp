@@ -259,17 +259,23 @@ bool PointerCache::FindCached(uintptr_t p, uintptr_t end, PointerInfo* out) {
   return true;
 }
 
+namespace {
+// A request of bytes at ptr that ends beyond the range info describes;
+// where names that range ("%s": its memory type).
+Status RunsPast(const void* ptr, size_t bytes, const char* where, const PointerInfo& info) {
+  const std::string range = Format(where, MemTypeName(info.type));
+  return Error(ZC_ERR_INVALID_ARG, "classify pointer %p: %zu bytes run past %s [%#lx, %#lx)", ptr, bytes,
+               range.c_str(), static_cast<unsigned long>(info.base),
+               static_cast<unsigned long>(info.base + info.size));
+}
+}  // namespace
+
 Status PointerCache::ClassifyDeclared(const void* ptr, size_t bytes, PointerInfo* out) {
   // No libcuda in the process: no CUDA memory can exist, except what a
   // caller declared (a declared range the request overruns is an error).
   PointerInfo partial;
   if (Lookup(ptr, &partial) && partial.type != MemType::kHost) {
-    return Error(ZC_ERR_INVALID_ARG,
-                 "classify pointer %p: %zu bytes run past the declared %s "
-                 "range [%#lx, %#lx)",
-                 ptr, bytes, MemTypeName(partial.type),
-                 static_cast<unsigned long>(partial.base),
-                 static_cast<unsigned long>(partial.base + partial.size));
+    return RunsPast(ptr, bytes, "the declared %s range", partial);
   }
   *out = HostInfo(reinterpret_cast<uintptr_t>(ptr), bytes);
   return Status::Ok();
@@ -287,12 +293,7 @@ Status PointerCache::ClassifyByDriver(const DriverTable* drv, const void* ptr, s
   }
   const uintptr_t end = p + (bytes != 0 ? bytes : 1);
   if (cacheable && end > info.base + info.size) {
-    return Error(ZC_ERR_INVALID_ARG,
-                 "classify pointer %p: %zu bytes run past the end of its CUDA "
-                 "%s allocation [%#lx, %#lx)",
-                 ptr, bytes, MemTypeName(info.type),
-                 static_cast<unsigned long>(info.base),
-                 static_cast<unsigned long>(info.base + info.size));
+    return RunsPast(ptr, bytes, "the end of its CUDA %s allocation", info);
   }
   if (cacheable) {
     std::unique_lock<std::shared_mutex> lock(mu_);
