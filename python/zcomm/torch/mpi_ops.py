@@ -171,7 +171,7 @@ def init(comm=None, process_sets=None):
     or a single process) and starts the engine, then registers process_sets
     (a list of ProcessSet). Collective; does nothing while the engine runs,
     and starts it anew after it has stopped (a peer's shutdown(), a lost
-    peer)."""
+    peer), whether or not this rank has seen the stop yet."""
     global _atexit_registered, _handle_map
     if comm is not None:
         raise ValueError("zcomm.torch.init: comm= (an MPI communicator or a list of ranks) is "
@@ -182,9 +182,7 @@ def init(comm=None, process_sets=None):
             raise ValueError("zcomm.torch.init: process_sets must be a list of ProcessSet or "
                              "'dynamic', got %r" % (process_sets,))
         process_sets = None  # sets may always be added after init
-    was_running = _eng.is_initialized()
-    _eng.init()
-    if not was_running:
+    if _eng.init():  # a new engine: what belonged to the old one is gone
         with _lock:
             _handle_map = {}
             _noname.clear()
@@ -221,9 +219,11 @@ def shutdown():
 
 
 def is_initialized():
-    """True while the engine runs: False before init(), after shutdown(),
-    and after the engine has stopped (a peer's shutdown(), a lost peer);
-    init() starts it anew then."""
+    """This rank's view: True from init() until this rank's shutdown(), or
+    until one of its operations raised because the engine had stopped (a
+    peer's shutdown(), a lost peer); init() starts the engine anew then.
+    Only this rank's own calls change it, so init(); is_initialized() is
+    True on every rank however soon a peer calls shutdown()."""
     return _eng.is_initialized()
 
 

@@ -9,6 +9,9 @@ join_others: each rank in turn joins first; meanwhile the others'
 allgather and broadcast raise at once, their allreduce works; join returns.
 peer_shutdown: rank 0 shuts down; the others' next call raises, they report
 is_initialized() False, and init() on every rank starts the engine anew.
+reinit_race: the others' shutdown() stops rank 0's engine before it asks
+is_initialized(), which is still True (only a rank's own calls change it);
+then init(); is_initialized(); shutdown(); init() ten times back to back.
 killed: the last rank SIGKILLs itself in the middle of training; every other
 rank's engine ends with an error (no hang), printed as 'ERROR rank R'."""
 import os
@@ -140,10 +143,8 @@ def peer_shutdown():
         try:
             while True:  # until the engine reports rank 0's shutdown
                 hvd.allreduce(torch.ones(1), name="until_shutdown")
-        except hvd.HorovodInternalError as e:  # a pending allreduce learnt it
+        except hvd.HorovodInternalError as e:  # the submission or the wait learnt it
             assert "shut down" in str(e), e
-        except ValueError as e:  # the engine had stopped before the submission
-            assert "hvd.init()" in str(e) and "shut down" in str(e), e
         assert not hvd.is_initialized(), "rank %d: a stopped engine says it runs" % r
         try:
             hvd.allreduce(torch.ones(1))
@@ -155,6 +156,39 @@ def peer_shutdown():
     out = hvd.allreduce(torch.full((2,), float(r)), op=hvd.Sum, name="after_restart")
     assert torch.equal(out, torch.full((2,), float(n * (n - 1) // 2))), out
     hvd.shutdown()
+    print("OK rank %d" % r, flush=True)
+
+
+def reinit_race():
+    # Horovod's test_horovod_is_initialized, in one job with its neighbours:
+    # every rank runs init(); is_initialized(); shutdown(); init(), and a
+    # fast rank's shutdown() stops the slow ranks' new engine before they ask
+    # is_initialized(). They must still see True: only their own calls
+    # change it.
+    hvd.init()
+    r, n = hvd.rank(), hvd.size()
+    hvd.barrier()
+    if r == 0:  # the slow rank: waits until the others' shutdown stopped its engine
+        deadline = time.monotonic() + 60
+        while not hvd.mpi_ops._eng.error():
+            assert time.monotonic() < deadline, "rank 0: the peers' shutdown never arrived"
+            time.sleep(0.001)
+        assert "shut down" in hvd.mpi_ops._eng.error(), hvd.mpi_ops._eng.error()
+        assert hvd.is_initialized(), "rank 0: a peer's shutdown flipped is_initialized() by itself"
+    hvd.shutdown()
+    assert not hvd.is_initialized()
+    hvd.init()  # every rank: a new engine, whatever state rank 0's old one was in
+    assert hvd.is_initialized()
+    for i in range(10):  # the sequence itself, back to back
+        hvd.init()
+        assert hvd.is_initialized(), "rank %d, round %d: not initialized right after init()" % (r, i)
+        hvd.shutdown()
+        assert not hvd.is_initialized()
+        hvd.init()
+        out = hvd.allreduce(torch.full((2,), float(r)), op=hvd.Sum, name="round%d" % i)
+        assert torch.equal(out, torch.full((2,), float(n * (n - 1) // 2))), out
+        hvd.barrier()
+        hvd.shutdown()
     print("OK rank %d" % r, flush=True)
 
 
@@ -188,4 +222,4 @@ def killed():
 
 if __name__ == "__main__":
     {"mismatch": mismatch, "mistakes": mistakes, "peer_shutdown": peer_shutdown,
-     "join_others": join_others, "killed": killed}[sys.argv[1]]()
+     "join_others": join_others, "reinit_race": reinit_race, "killed": killed}[sys.argv[1]]()

@@ -1,7 +1,8 @@
 """Failures of zcomm.torch's Horovod API: a mismatch (same name, another
 shape, dtype or root) raises on every rank naming the tensor and both sides,
 and the engine goes on; local mistakes raise ValueError on that rank only;
-a peer's shutdown() stops this rank's engine, which init() starts anew; a
+a peer's shutdown() stops this rank's engine, which init() starts anew, and
+is_initialized() changes only by this rank's own calls; a
 rank killed in training ends every other rank's engine with an error (no
 hang)."""
 import re
@@ -15,7 +16,7 @@ def main():
         rc, out = h.zcrun(n, "hvd_fail_worker.py", ["mismatch"], timeout=120)
         h.expect_ok("zcrun -np %d mismatch" % n, n, rc, out)
         assert len(h.ok_ranks(out, n, "MISMATCH")) == n, out
-        for mode in ("mistakes", "join_others", "peer_shutdown"):
+        for mode in ("mistakes", "join_others", "peer_shutdown", "reinit_race"):
             rc, out = h.zcrun(n, "hvd_fail_worker.py", [mode], timeout=120)
             h.expect_ok("zcrun -np %d %s" % (n, mode), n, rc, out)
     n = 3

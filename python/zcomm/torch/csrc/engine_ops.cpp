@@ -24,6 +24,14 @@ std::vector<Orphan> g_orphans;
 
 std::string Who() { return Sets().Who(); }
 
+// Every engine error raised to the caller goes through here, so that
+// is_initialized() turns False once this rank has been told that the engine
+// stopped.
+[[noreturn]] void ThrowEngineError(const std::string& msg) {
+  Sets().StopSeen();
+  throw EngineError(msg);
+}
+
 std::string Message(const std::string& what, const std::string& name, zc_status st, const char* detail) {
   return Who() + ": " + what + (name.empty() ? "" : " '" + name + "'") + ": " + zc_status_string(st) + ": " +
          detail;
@@ -35,7 +43,7 @@ std::string Message(const std::string& what, const std::string& name, zc_status 
 [[noreturn]] void FailSubmit(const std::string& what, const std::string& name, zc_status st) {
   std::string msg = Message(what, name, st, zc_last_error(nullptr));
   if (st == ZC_ERR_INVALID_ARG) throw InvalidArgument(msg);
-  throw EngineError(msg);
+  ThrowEngineError(msg);
 }
 
 std::string Prefix(const std::string& what, const std::string& name) {
@@ -98,7 +106,7 @@ Handle::~Handle() {
   g_orphans.push_back(Orphan{h_, std::move(keep_)});
 }
 
-void Handle::Raise(zc_status st) const { throw EngineError(Message(what_, name_, st, zc_last_error(nullptr))); }
+void Handle::Raise(zc_status st) const { ThrowEngineError(Message(what_, name_, st, zc_last_error(nullptr))); }
 
 bool Handle::Poll() {
   int done = 0;
@@ -115,7 +123,7 @@ void Handle::Wait() {
     st = zc_engine_wait(h_);
     if (st != ZC_OK) detail = zc_last_error(nullptr);
   }
-  if (st != ZC_OK) throw EngineError(Message(what_, name_, st, detail.c_str()));
+  if (st != ZC_OK) ThrowEngineError(Message(what_, name_, st, detail.c_str()));
 }
 
 at::Tensor Handle::Output() {

@@ -23,7 +23,7 @@ static void BindEngine(py::module& m) {
   e.attr("MIN") = static_cast<int>(ZC_MIN);
   e.attr("MAX") = static_cast<int>(ZC_MAX);
   e.attr("AVG") = static_cast<int>(ZC_AVG);
-  e.def("init", [] { h::Sets().Init(); });
+  e.def("init", [] { return h::Sets().Init(); });  // True: started an engine
   e.def("shutdown", [] {
     h::Sets().Shutdown();
     h::ReapOrphans(true);  // every operation has ended

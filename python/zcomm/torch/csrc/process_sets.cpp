@@ -41,18 +41,27 @@ std::string ProcessSetTable::Who() const {
 
 bool ProcessSetTable::Running() const {
   std::shared_lock<std::shared_mutex> lock(mu_);
-  auto it = sets_.find(0);
-  if (it == sets_.end()) return false;
-  zc_status err = ZC_OK;
-  return zc_engine_error(it->second->engine, &err) == ZC_OK && err == ZC_OK;
+  return !sets_.empty() && !stop_seen_.load();
 }
 
-void ProcessSetTable::Init() {
+namespace {
+bool EngineStopped(zc_engine* engine) {
+  zc_status err = ZC_OK;
+  return zc_engine_error(engine, &err) != ZC_OK || err != ZC_OK;
+}
+}  // namespace
+
+void ProcessSetTable::StopSeen() {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  auto it = sets_.find(0);
+  if (it != sets_.end() && EngineStopped(it->second->engine)) stop_seen_ = true;
+}
+
+bool ProcessSetTable::Init() {
   GilReleased nogil;
   std::unique_lock<std::shared_mutex> lock(mu_);
   if (!sets_.empty()) {
-    zc_status err = ZC_OK;
-    if (zc_engine_error(sets_.at(0)->engine, &err) == ZC_OK && err == ZC_OK) return;
+    if (!EngineStopped(sets_.at(0)->engine)) return false;
     FreeAll();  // stopped (a peer's shutdown, a lost peer): start anew
   }
   auto global = std::make_unique<ProcessSet>();
@@ -92,6 +101,8 @@ void ProcessSetTable::Init() {
   global->rank = rank;
   sets_[0] = std::move(global);
   next_id_ = 1;
+  stop_seen_ = false;
+  return true;
 }
 
 void ProcessSetTable::FreeAll() {
@@ -111,6 +122,7 @@ void ProcessSetTable::Shutdown() {
   GilReleased nogil;
   std::unique_lock<std::shared_mutex> lock(mu_);
   FreeAll();
+  stop_seen_ = false;
 }
 
 ProcessSetTable::JobLayout ProcessSetTable::Layout(const char* what) const {

@@ -14,6 +14,7 @@
 #include <zcomm/zcomm.h>
 #include <zcomm/zcomm_engine.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -72,12 +73,21 @@ class ProcessSetTable {
   // Makes the global set from the environment (zcrun, PMIx under mpirun, or
   // a single process). Collective. Does nothing while the engine runs; after
   // the engine has stopped (say a peer's shutdown() or a lost peer), frees
-  // what is left and starts anew.
-  void Init();
+  // what is left and starts anew. True when it started an engine.
+  bool Init();
   // Stops every set's engine (pending operations fail) and frees the sets.
   void Shutdown();
-  // The global engine is made and still running.
+  // hvd.is_initialized(): this rank's own view, changed only by its own
+  // calls. True from Init() until Shutdown(), or until an operation of this
+  // rank raised because the engine had stopped (StopSeen). A peer's
+  // shutdown() reaching the engine in between does not flip it by itself:
+  // every rank running init(); is_initialized(); shutdown() must see True,
+  // however fast the others get to their shutdown() (as in Horovod, where
+  // only this rank's shutdown resets it).
   bool Running() const;
+  // An operation is raising an engine error: if the global engine has
+  // stopped, is_initialized() is False from now on (and init() starts anew).
+  void StopSeen();
 
   // Collective over every rank of the job: adds the set of these global
   // ranks and returns its id. InvalidArgument for ranks out of range or
@@ -110,6 +120,7 @@ class ProcessSetTable {
   std::map<int32_t, std::unique_ptr<ProcessSet>> sets_;
   int32_t next_id_ = 1;
   JobLayout job_;
+  std::atomic<bool> stop_seen_{false};
 };
 
 // The process-wide table of the Horovod API.
