@@ -14,11 +14,16 @@ inline void Relax() {
 #endif
 }
 
-// How long the worker and a waiter poll before they block: longer than a
-// small collective takes (a few microseconds), far shorter than a
-// scheduler's time slice, so a spinner never keeps a peer rank that shares
-// its core from running for long.
+// How long a waiter polls before it blocks: longer than a small collective
+// takes (a few microseconds), far shorter than a scheduler's time slice, so
+// a spinner never keeps a peer rank that shares its core from running for
+// long.
 constexpr auto kSpin = std::chrono::microseconds(50);
+// How long the worker leaves a new task to a caller about to wait for it:
+// longer than a framework takes from its submission to its wait (a few
+// microseconds), short against what overlapping work gains (a gradient
+// bucket's allreduce takes milliseconds).
+constexpr auto kGrace = std::chrono::microseconds(100);
 }  // namespace
 
 template <typename Pred>
@@ -42,6 +47,7 @@ std::shared_ptr<CollectiveQueue::Task> CollectiveQueue::Submit(std::function<Sta
   pending_.fetch_add(1, std::memory_order_acq_rel);
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (!running_ && queue_.empty()) t->due = Clock::now() + kGrace;  // else due at once
     queue_.push_back(t);
     queued_.store(static_cast<int>(queue_.size()), std::memory_order_release);
   }
@@ -104,25 +110,26 @@ void CollectiveQueue::MarkDone(Task* t, bool release_queue) {
   cv_.notify_all();
 }
 
-void CollectiveQueue::WorkerLoop() {
-  bool ran = false;
+std::shared_ptr<CollectiveQueue::Task> CollectiveQueue::NextForWorker() {
+  std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    // Right after a task, the next one often follows within microseconds
-    // (a bucket after a bucket): poll for it before sleeping.
-    if (ran) SpinFor([&] { return queued_.load(std::memory_order_acquire) > 0 || stop_flag_.load(std::memory_order_acquire); });
-    std::shared_ptr<Task> t;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      for (;;) {
-        t = TakeHeadLocked();
-        if (t || (stop_ && queue_.empty())) break;
-        cv_.wait(lock);
-      }
+    if (queue_.empty()) {
+      if (stop_) return nullptr;
+      cv_.wait(lock);
+      continue;
     }
-    if (!t) return;
-    RunAndComplete(t);
-    ran = true;
+    if (running_) {  // the head starts once the running task ends
+      cv_.wait(lock);
+      continue;
+    }
+    const Clock::time_point due = queue_.front()->due;
+    if (stop_ || Clock::now() >= due) return TakeHeadLocked();
+    cv_.wait_until(lock, due);  // a waiter may take it meanwhile
   }
+}
+
+void CollectiveQueue::WorkerLoop() {
+  while (std::shared_ptr<Task> t = NextForWorker()) RunAndComplete(t);
 }
 
 Status CollectiveQueue::Wait(Task* task) {
@@ -166,7 +173,6 @@ void CollectiveQueue::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
-    stop_flag_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
   if (worker_.joinable()) worker_.join();

@@ -12,9 +12,13 @@
 //    it itself. A wait right after a submission (every blocking framework
 //    call) so runs the collective on the caller's thread, with no hop to
 //    the worker and back.
-// Neither thread sleeps at once: the worker and a waiter spin briefly
-// (they would otherwise pay a futex wake-up, tens of microseconds on a
-// loaded machine, on every small collective) before they block.
+// The worker leaves a task that has just been submitted alone for a grace
+// period (kGrace), so that a caller about to wait gets it: were the worker
+// to take it, the caller would wait for another thread, and on a host with
+// more threads than cores that thread may not even be running. A task
+// submitted behind others gets no grace: it starts as soon as they end.
+// A waiter does not sleep at once: it spins briefly (a futex wake-up costs
+// tens of microseconds on a loaded machine) before it blocks.
 #pragma once
 
 #include <atomic>
@@ -25,6 +29,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/deadline.h"
 #include "common/status.h"
 
 namespace zc::api {
@@ -34,6 +39,7 @@ class CollectiveQueue {
   // One submitted call. Done once `done` is set; `status` is final then.
   struct Task {
     std::function<Status()> run;
+    Clock::time_point due;  // when the worker may take it (kGrace)
     std::atomic<bool> done{false};
     Status status;
     // Called once, by the thread that completes the task, once status is
@@ -69,6 +75,9 @@ class CollectiveQueue {
   void WorkerLoop();
   // Takes the head task if none runs; null otherwise. mu_ held.
   std::shared_ptr<Task> TakeHeadLocked();
+  // The worker's next task, once it is due (the grace period); null once
+  // stopped with nothing queued.
+  std::shared_ptr<Task> NextForWorker();
   void RunAndComplete(const std::shared_ptr<Task>& t);
   // Sets t done and wakes its waiters; release_queue: t's thread still
   // holds the queue (running_), which it gives up here.
@@ -82,9 +91,8 @@ class CollectiveQueue {
   std::deque<std::shared_ptr<Task>> queue_;
   bool running_ = false;  // a task is running (worker or a waiter)
   bool stop_ = false;
-  std::atomic<bool> stop_flag_{false};  // stop_, read without the lock by the spinning worker
   std::atomic<int> pending_{0};
-  std::atomic<int> queued_{0};  // queue_.size(), read without the lock by spinners
+  std::atomic<int> queued_{0};  // queue_.size(), read without the lock by a spinning waiter
   std::thread worker_;
 };
 

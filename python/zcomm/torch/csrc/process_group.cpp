@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <numeric>
 #include <stdexcept>
 
@@ -42,24 +43,33 @@ void Unflatten(const at::Tensor& flat, const std::vector<at::Tensor>& ts) {
 
 size_t Count(const at::Tensor& t) { return static_cast<size_t>(t.numel()); }
 
+// zcomm's deadline of every wait (ZC_TIMEOUT, 300 s unless set; zc_comm_init_rank
+// refuses a bad value).
+std::chrono::milliseconds ZcommTimeout() {
+  const char* v = std::getenv("ZC_TIMEOUT");
+  double s = v ? std::atof(v) : 0;
+  if (s <= 0) s = 300;
+  return std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+}
+
 }  // namespace
 
 ProcessGroupZcomm::ProcessGroupZcomm(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                      int size, std::chrono::milliseconds timeout)
-    : c10d::ProcessGroup(rank, size), store_(store), timeout_(timeout) {
+    : c10d::ProcessGroup(rank, size),
+      store_(store),
+      timeout_(timeout),
+      run_in_wait_(timeout >= ZcommTimeout()) {
   comm_ = CommFromStore(store, rank, size);
-  worker_ = std::thread([this] { WorkerLoop(); });
   p2p_thread_ = std::thread([this] { P2pLoop(); });
 }
 
 ProcessGroupZcomm::~ProcessGroupZcomm() {
   GilReleased no_gil;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  worker_.join();  // queued collectives still run (each has zcomm's deadline)
+  // Queued collectives still run (each has zcomm's deadline): a no-op
+  // queued last is done once everything before it is.
+  zc_request* last = nullptr;
+  if (zc_comm_enqueue(comm_, [](void*) { return ZC_OK; }, nullptr, &last) == ZC_OK) zc_wait(last);
   {
     std::lock_guard<std::mutex> lock(p2p_mu_);
     p2p_stop_ = true;
@@ -70,6 +80,7 @@ ProcessGroupZcomm::~ProcessGroupZcomm() {
   zc_status err = ZC_OK;
   if (zc_comm_get_async_error(comm_, &err) == ZC_OK && err != ZC_OK) zc_abort(comm_);
   zc_finalize(comm_);
+  FreeDoneRequests();
 }
 
 c10::intrusive_ptr<c10d::ProcessGroup> ProcessGroupZcomm::Create(
@@ -113,44 +124,73 @@ std::string ProcessGroupZcomm::Broken() const {
   return broken_;
 }
 
+struct ProcessGroupZcomm::Queued {
+  ProcessGroupZcomm* group;
+  c10::intrusive_ptr<WorkZcomm> work;
+  std::string what;
+  Body body;
+  zc_request* request = nullptr;
+  std::exception_ptr error;  // what body threw
+};
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::Enqueue(OpType type, const std::string& name,
                                                           std::vector<at::Tensor> outputs,
                                                           Body body) {
+  FreeDoneRequests();
   std::string what = What(name);
   auto work = c10::make_intrusive<WorkZcomm>(rank_, type, what, std::move(outputs), timeout_,
                                              [this](const std::string& why) { Abort(why); });
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(Task{work, std::move(what), std::move(body)});
-  }
-  cv_.notify_one();
+  auto queued = std::make_unique<Queued>(Queued{this, work, std::move(what), std::move(body)});
+  zc_request* req = nullptr;
+  zc_status st = zc_comm_enqueue(comm_, &RunQueued, queued.get(), &req);
+  TORCH_CHECK(st == ZC_OK, "zcomm ", queued->what, " failed: ", zc_status_string(st), ": ",
+              zc_last_error(comm_));
+  queued->request = req;
+  work->SetRequest(req, run_in_wait_);
+  // From here QueuedDone owns it (it may run at once, on this thread).
+  st = zc_request_notify(req, &QueuedDone, queued.release());
+  TORCH_CHECK(st == ZC_OK, "zcomm: zc_request_notify failed: ", zc_last_error(comm_));
   return work;
 }
 
-void ProcessGroupZcomm::WorkerLoop() {
-  for (;;) {
-    Task task;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, and everything queued has run
-      task = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    std::exception_ptr error;
-    const std::string broken = Broken();
-    if (!broken.empty()) {
-      error = std::make_exception_ptr(std::runtime_error(
-          "zcomm " + task.what + " failed: the communicator is broken: " + broken));
-    } else {
-      try {
-        task.body(task.what);
-      } catch (...) {
-        error = std::current_exception();
-      }
-    }
-    task.work->Complete(error);
+zc_status ProcessGroupZcomm::RunQueued(void* arg) {
+  auto* q = static_cast<Queued*>(arg);
+  const std::string broken = q->group->Broken();
+  if (!broken.empty()) {
+    q->error = std::make_exception_ptr(std::runtime_error(
+        "zcomm " + q->what + " failed: the communicator is broken: " + broken));
+    return ZC_OK;  // the error travels in q->error, with its message
   }
+  try {
+    q->body(q->what);
+  } catch (...) {
+    q->error = std::current_exception();
+  }
+  return ZC_OK;
+}
+
+void ProcessGroupZcomm::QueuedDone(void* arg, zc_status) {
+  std::unique_ptr<Queued> q(static_cast<Queued*>(arg));
+  // Runs the future's callbacks (DDP's hooks) on this thread; they may
+  // queue further operations.
+  q->work->Complete(q->error);
+  // A wait() that took the request frees it (its zc_wait returns once this
+  // function has returned).
+  if (!q->work->ReleaseRequest()) return;
+  // Else only now may Enqueue free it: zcomm reports it done once this
+  // function has returned, and a callback's Enqueue above must not wait
+  // for its own request.
+  std::lock_guard<std::mutex> lock(q->group->done_mu_);
+  q->group->done_requests_.push_back(q->request);
+}
+
+void ProcessGroupZcomm::FreeDoneRequests() {
+  std::vector<zc_request*> done;
+  {
+    std::lock_guard<std::mutex> lock(done_mu_);
+    done.swap(done_requests_);
+  }
+  for (zc_request* r : done) zc_wait(r);  // complete already: frees it
 }
 
 // ---- collectives -------------------------------------------------------------

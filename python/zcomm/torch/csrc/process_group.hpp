@@ -1,9 +1,14 @@
 // ProcessGroupZcomm: torch.distributed's ProcessGroup over one zcomm
-// communicator. Collectives are queued in call order and run by one worker
-// thread (one collective at a time per communicator, as zcomm requires);
-// send/recv are posted at once with zc_isend/zc_irecv and completed by a
-// second thread, which is also the watchdog (zc_comm_get_async_error). The
-// calling (Python) thread never waits on the network: only Work::wait does.
+// communicator. Collectives go on the communicator's own queue of
+// nonblocking collectives (zc_comm_enqueue), in call order, the one progress
+// path the C nonblocking calls use too: its progress thread runs them while
+// the caller goes on (DDP's bucket allreduces overlap backward), and
+// completes each Work through zc_request_notify. A Work::wait() that comes
+// before the progress thread has started the collective runs it on the
+// waiting thread instead (zc_wait), so that a blocking call costs no thread
+// hop. send/recv are posted at once with zc_isend/zc_irecv and completed by
+// the group's p2p thread, which is also the watchdog
+// (zc_comm_get_async_error). Only Work::wait waits on the network.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -86,13 +91,10 @@ class ProcessGroupZcomm : public c10d::ProcessGroup {
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
 
  private:
-  // Runs on the worker; reports a failure by throwing (Check).
+  // Runs on the communicator's progress thread (or a thread in zc_wait);
+  // reports a failure by throwing (Check).
   using Body = std::function<void(const std::string& what)>;
-  struct Task {
-    c10::intrusive_ptr<WorkZcomm> work;
-    std::string what;
-    Body body;
-  };
+  struct Queued;  // one collective on the communicator's queue
   struct P2p {
     c10::intrusive_ptr<WorkZcomm> work;
     std::string what;
@@ -115,21 +117,24 @@ class ProcessGroupZcomm : public c10d::ProcessGroup {
   // First cause wins; aborts the communicator so every pending call ends.
   void Abort(const std::string& why);
   std::string Broken() const;
-  void WorkerLoop();
+  // zc_comm_enqueue's function and zc_request_notify's callback.
+  static zc_status RunQueued(void* arg);
+  static void QueuedDone(void* arg, zc_status status);
+  // Frees the requests of completed collectives (zc_wait returns at once).
+  void FreeDoneRequests();
   void P2pLoop();
   bool PollP2p(std::vector<P2p>& pending);
 
   zc_comm* comm_ = nullptr;
   const c10::intrusive_ptr<c10d::Store> store_;  // the group's (monitoredBarrier)
   const std::chrono::milliseconds timeout_;
+  // A blocking call's wait() runs its collective itself (WorkZcomm::SetRequest).
+  const bool run_in_wait_;
   uint64_t monitored_barriers_ = 0;
   std::atomic<uint64_t> seq_{0};
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Task> queue_;
-  bool stop_ = false;
-  std::thread worker_;
+  std::mutex done_mu_;
+  std::vector<zc_request*> done_requests_;  // completed, still to be freed
 
   std::mutex p2p_mu_;
   std::condition_variable p2p_cv_;

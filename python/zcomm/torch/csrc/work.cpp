@@ -3,6 +3,8 @@
 #include <ATen/core/jit_type.h>
 #include <c10/util/Exception.h>
 
+#include <thread>
+
 namespace zcomm_torch {
 
 WorkZcomm::WorkZcomm(int rank, c10d::OpType type, std::string what,
@@ -18,10 +20,22 @@ WorkZcomm::WorkZcomm(int rank, c10d::OpType type, std::string what,
 
 void WorkZcomm::Complete(std::exception_ptr error) {
   finish(error);  // wakes wait()
+  done_.store(true, std::memory_order_release);
   if (error)
     future_->setError(error);
   else
     future_->markCompleted(c10::IValue(outputs_));
+}
+
+void WorkZcomm::SetRequest(zc_request* req, bool run_in_wait) {
+  request_ = req;
+  run_in_wait_ = run_in_wait;
+  request_owner_.store(kUnclaimed, std::memory_order_release);
+}
+
+bool WorkZcomm::ReleaseRequest() {
+  int expected = kUnclaimed;
+  return request_owner_.compare_exchange_strong(expected, kCompletion, std::memory_order_acq_rel);
 }
 
 bool WorkZcomm::wait(std::chrono::milliseconds timeout) {
@@ -29,6 +43,20 @@ bool WorkZcomm::wait(std::chrono::milliseconds timeout) {
   // the communicator, since an operation that late is stuck for good.
   const bool own = timeout == kNoTimeout;
   const auto limit = own ? deadline_ : timeout;
+  int expected = kUnclaimed;
+  if (own && run_in_wait_ &&
+      request_owner_.compare_exchange_strong(expected, kWaiter, std::memory_order_acq_rel)) {
+    // Runs the collective here unless the progress thread has taken it;
+    // returns once Complete has run (the outcome is in exception_), and
+    // frees the request.
+    zc_wait(request_);
+  }
+  // A small collective completes within microseconds: look for it a little
+  // before sleeping, which would cost a futex wake-up (tens of microseconds
+  // on a loaded machine) on every call.
+  const auto spin_end = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+  while (!done_.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < spin_end)
+    std::this_thread::yield();
   {
     std::unique_lock<std::mutex> lock(mutex_);
     if (!cv_.wait_for(lock, limit, [&] { return completed_; })) {

@@ -1,10 +1,12 @@
-// The Work a ProcessGroupZcomm call returns: completed by the group's worker
-// (collectives) or p2p thread, never by the caller; wait() and the future
-// carry the outputs or the error (a RuntimeError naming rank, op and cause).
+// The Work a ProcessGroupZcomm call returns: completed by the thread that ran
+// it (for collectives the communicator's progress thread or a thread in
+// wait(), for send/recv the group's p2p thread); wait() and the future carry
+// the outputs or the error (a RuntimeError naming rank, op and cause).
 #pragma once
 
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
+#include <zcomm/zcomm.h>
 
 #include <atomic>
 #include <chrono>
@@ -34,6 +36,18 @@ class WorkZcomm : public c10d::Work {
 
   // Called once by the thread that ran the operation.
   void Complete(std::exception_ptr error);
+
+  // A collective queued on the communicator (zc_comm_enqueue), before its
+  // completion callback is set. With run_in_wait, wait() without a caller's
+  // timeout runs it itself through zc_wait (the queued collectives before it
+  // too, unless the progress thread has started them): a blocking
+  // dist.all_reduce then costs no thread hop. run_in_wait only where zcomm's
+  // own deadline is no longer than the group's, since a collective running
+  // on the waiter ends by that deadline.
+  void SetRequest(zc_request* req, bool run_in_wait);
+  // From the completion callback, after Complete: true if the caller is to
+  // free the request (no wait() took it, and none will).
+  bool ReleaseRequest();
   const std::string& what() const { return what_; }
 
  private:
@@ -43,6 +57,14 @@ class WorkZcomm : public c10d::Work {
   std::function<void(const std::string&)> on_deadline_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::atomic<int> source_{-1};
+  std::atomic<bool> done_{false};  // Complete ran; read by wait()'s spin
+
+  // Who frees request_ (with zc_wait): the first of wait() and the
+  // completion callback to claim it.
+  enum RequestOwner : int { kNoRequest, kUnclaimed, kWaiter, kCompletion };
+  zc_request* request_ = nullptr;
+  bool run_in_wait_ = false;
+  std::atomic<int> request_owner_{kNoRequest};
 };
 
 }  // namespace zcomm_torch
