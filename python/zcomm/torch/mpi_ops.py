@@ -169,9 +169,10 @@ def _set_rank(process_set):
 def init(comm=None, process_sets=None):
     """Makes the communicator from the environment (zcrun, PMIx under mpirun,
     or a single process) and starts the engine, then registers process_sets
-    (a list of ProcessSet). Collective; does nothing while the engine runs,
-    and starts it anew after it has stopped (a peer's shutdown(), a lost
-    peer), whether or not this rank has seen the stop yet."""
+    (a list of ProcessSet). Collective; starts an engine exactly when
+    is_initialized() is False, so it does nothing while this rank has not
+    been told that the engine stopped, and starts anew after a call raised
+    that it had (a peer's shutdown(), a lost peer)."""
     global _atexit_registered, _handle_map
     if comm is not None:
         raise ValueError("zcomm.torch.init: comm= (an MPI communicator or a list of ranks) is "
@@ -221,9 +222,10 @@ def shutdown():
 def is_initialized():
     """This rank's view: True from init() until this rank's shutdown(), or
     until one of its operations raised because the engine had stopped (a
-    peer's shutdown(), a lost peer); init() starts the engine anew then.
-    Only this rank's own calls change it, so init(); is_initialized() is
-    True on every rank however soon a peer calls shutdown()."""
+    peer's shutdown(), a lost peer); init() starts an engine exactly when it
+    is False. Only this rank's own calls change it, so init();
+    is_initialized() is True on every rank however soon a peer calls
+    shutdown(), and the ranks' init() calls start engines together."""
     return _eng.is_initialized()
 
 

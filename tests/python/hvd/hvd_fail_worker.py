@@ -10,8 +10,9 @@ allgather and broadcast raise at once, their allreduce works; join returns.
 peer_shutdown: rank 0 shuts down; the others' next call raises, they report
 is_initialized() False, and init() on every rank starts the engine anew.
 reinit_race: the others' shutdown() stops rank 0's engine before it asks
-is_initialized(), which is still True (only a rank's own calls change it);
-then init(); is_initialized(); shutdown(); init() ten times back to back.
+is_initialized(), which is still True (only a rank's own calls change it),
+and init() does nothing until this rank's shutdown(); then init();
+is_initialized(); shutdown(); init() ten times back to back.
 killed: the last rank SIGKILLs itself in the middle of training; every other
 rank's engine ends with an error (no hang), printed as 'ERROR rank R'."""
 import os
@@ -175,6 +176,8 @@ def reinit_race():
             time.sleep(0.001)
         assert "shut down" in hvd.mpi_ops._eng.error(), hvd.mpi_ops._eng.error()
         assert hvd.is_initialized(), "rank 0: a peer's shutdown flipped is_initialized() by itself"
+        hvd.init()  # nothing to do while is_initialized() is True: the old engine stays
+        assert hvd.mpi_ops._eng.error(), "rank 0: init() started an engine the others do not start"
     hvd.shutdown()
     assert not hvd.is_initialized()
     hvd.init()  # every rank: a new engine, whatever state rank 0's old one was in

@@ -61,8 +61,11 @@ bool ProcessSetTable::Init() {
   GilReleased nogil;
   std::unique_lock<std::shared_mutex> lock(mu_);
   if (!sets_.empty()) {
-    if (!EngineStopped(sets_.at(0)->engine)) return false;
-    FreeAll();  // stopped (a peer's shutdown, a lost peer): start anew
+    // Only this rank's own calls decide, as for is_initialized(): every
+    // rank's init() then meets the others' in the same count, however
+    // soon a peer's shutdown() stopped the engine.
+    if (!stop_seen_.load()) return false;
+    FreeAll();  // a stop this rank was told of (a peer's shutdown, a lost peer): start anew
   }
   auto global = std::make_unique<ProcessSet>();
   zc_status st = zc_init(&global->comm);

@@ -71,9 +71,10 @@ class SetRef {
 class ProcessSetTable {
  public:
   // Makes the global set from the environment (zcrun, PMIx under mpirun, or
-  // a single process). Collective. Does nothing while the engine runs; after
-  // the engine has stopped (say a peer's shutdown() or a lost peer), frees
-  // what is left and starts anew. True when it started an engine.
+  // a single process) and starts its engine, exactly when Running() is
+  // false: before the first Init(), after Shutdown(), and after an operation
+  // of this rank raised because the engine had stopped (then it frees what
+  // is left first). Collective. True when it started an engine.
   bool Init();
   // Stops every set's engine (pending operations fail) and frees the sets.
   void Shutdown();
@@ -81,9 +82,10 @@ class ProcessSetTable {
   // calls. True from Init() until Shutdown(), or until an operation of this
   // rank raised because the engine had stopped (StopSeen). A peer's
   // shutdown() reaching the engine in between does not flip it by itself:
-  // every rank running init(); is_initialized(); shutdown() must see True,
-  // however fast the others get to their shutdown() (as in Horovod, where
-  // only this rank's shutdown resets it).
+  // every rank running init(); is_initialized(); shutdown(); init() must see
+  // True and start the next engine together, however fast the others get
+  // to their shutdown() (as in Horovod, where only this rank's shutdown
+  // resets it).
   bool Running() const;
   // An operation is raising an engine error: if the global engine has
   // stopped, is_initialized() is False from now on (and init() starts anew).
