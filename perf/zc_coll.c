@@ -3,7 +3,8 @@
  *   zcrun -np N zc_coll [--coll NAME|all] [-b 4] [-e 256M] [-f 2 | -i B]
  *                       [-d float32|all] [-o sum|all] [-r 0|all] [-n 20]
  *                       [-w 5] [-c 1] [-a 1] [--reps 3] [--place both]
- *                       [--buffers zc|malloc] [--json FILE]   (--help)
+ *                       [--buffers zc|malloc] [--nonblocking] [--json FILE]
+ *                       (--help)
  *
  * Output as nccl-tests: "size count type redop root", then time, algbw,
  * busbw and #wrong out of place, the same in place, and at the end
@@ -62,7 +63,7 @@ typedef struct {
   int op[5], nop;
   int root, all_roots;
   int iters, warmup, min_iters, reps, check, average;
-  int out_of_place, in_place, use_zc;
+  int out_of_place, in_place, use_zc, nonblocking;
   const char* json;
 } opts;
 
@@ -108,6 +109,9 @@ static void usage(FILE* f) {
 "      --inplace        the same as --place in\n"
 "      --buffers B      zc: buffers from zc_mem_alloc, registered (default);\n"
 "                       malloc: plain memory (the registration cache)\n"
+"      --nonblocking    each call as its zc_i* variant followed at once by\n"
+"                       zc_wait (the communicator's queue: the waiting\n"
+"                       thread runs it), as a framework's blocking call does\n"
 "      --json FILE      also write every row to FILE as JSON (rank 0)\n"
 "  -h, --help           this text\n"
 "\n"
@@ -221,6 +225,8 @@ static void parse_args(int argc, char** argv, opts* o) {
       static const char* const buffers[] = {"zc", "malloc"};
       o->use_zc = bu_choice_arg(PROG, a, v, buffers, 2) == 0;
       i++;
+    } else if (!strcmp(a, "--nonblocking")) {
+      o->nonblocking = 1;
     } else if (!strcmp(a, "--json")) {
       o->json = bu_arg_str(PROG, a, v), i++;
     } else {
@@ -234,10 +240,30 @@ static void parse_args(int argc, char** argv, opts* o) {
                    o->minb, o->maxb);
 }
 
+static int g_nonblocking; /* --nonblocking */
+
+/* The zc_i* variant of coll, completed by zc_wait. */
+static zc_status run_coll_nonblocking(int coll, const void* send, void* recv, size_t count,
+                                      zc_dtype d, zc_op o, int root) {
+  zc_request* req = NULL;
+  zc_status st;
+  switch (coll) {
+    case BU_ALLREDUCE: st = zc_iallreduce(g_comm, send, recv, count, d, o, &req); break;
+    case BU_BROADCAST: st = zc_ibroadcast(g_comm, recv, count, d, root, &req); break;
+    case BU_REDUCE: st = zc_ireduce(g_comm, send, recv, count, d, o, root, &req); break;
+    case BU_ALLGATHER: st = zc_iallgather(g_comm, send, recv, count, d, &req); break;
+    case BU_REDUCE_SCATTER: st = zc_ireduce_scatter(g_comm, send, recv, count, d, o, &req); break;
+    case BU_ALLTOALL: st = zc_ialltoall(g_comm, send, recv, count, d, &req); break;
+    default: return ZC_ERR_INVALID_ARG;
+  }
+  return st == ZC_OK ? zc_wait(req) : st;
+}
+
 static zc_status run_coll(int coll, const void* send, void* recv, size_t count,
                           int dt, int op, int root) {
   zc_dtype d = (zc_dtype)dt;
   zc_op o = (zc_op)op;
+  if (g_nonblocking) return run_coll_nonblocking(coll, send, recv, count, d, o, root);
   switch (coll) {
     case BU_ALLREDUCE: return zc_allreduce(g_comm, send, recv, count, d, o);
     case BU_BROADCAST: return zc_broadcast(g_comm, recv, count, d, root);
@@ -444,15 +470,16 @@ int main(int argc, char** argv) {
            o.nop > 1 ? "several"
            : (o.ncoll == 1 && !has_op(o.coll[0])) ? "none" : bu_op_names[o.op[0]]);
   snprintf(g_rep.extra, sizeof g_rep.extra,
-           "\"transport\": \"%s\", \"buffers\": \"%s\", \"places\": \"%s\", "
+           "\"transport\": \"%s\", \"buffers\": \"%s\", \"nonblocking\": %s, \"places\": \"%s\", "
            "\"reps\": %d, \"time_shown\": \"%s\", \"timing\": \"time_us: "
            "slowest rank's mean time per call (median over reps), as the peer "
            "programs; time_avg_us: mean over ranks (nccl-tests); time_shown_us: "
            "the printed time column; ip_*: in place\"",
-           transport, o.use_zc ? "zc_mem_alloc" : "malloc",
+           transport, o.use_zc ? "zc_mem_alloc" : "malloc", o.nonblocking ? "true" : "false",
            o.out_of_place && o.in_place ? "both" : o.in_place ? "in" : "out",
            o.reps, k_average_names[o.average]);
 
+  g_nonblocking = o.nonblocking;
   ZC_CHECK(zc_init(&g_comm), "zc_init");
   g_rank = zc_rank(g_comm);
   const int n = zc_size(g_comm);
@@ -503,9 +530,10 @@ int main(int argc, char** argv) {
   memset(recvbuf, 0, bytes);
 
   if (g_rank == 0) {
-    printf("# zc_coll: %d ranks, transport=%s%s%s, buffers=%s, -n %d -w %d "
+    printf("# zc_coll: %d ranks, transport=%s%s%s, buffers=%s%s, -n %d -w %d "
            "--reps %d, check %s\n", n, transport, algo_env ? " ZC_ALGO=" : "",
            algo_env ? algo_env : "", o.use_zc ? "zc_mem_alloc" : "malloc",
+           o.nonblocking ? ", nonblocking (zc_i* + zc_wait)" : "",
            o.iters, o.warmup, o.reps, o.check ? "on" : "off");
     printf("# time: mean per call, %s (-a %d), median of %d repetitions; "
            "slowest: the slowest rank's; min/max: over the repetitions; "

@@ -47,7 +47,7 @@ std::shared_ptr<CollectiveQueue::Task> CollectiveQueue::Submit(std::function<Sta
   pending_.fetch_add(1, std::memory_order_acq_rel);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!running_ && queue_.empty()) t->due = Clock::now() + kGrace;  // else due at once
+    t->grace = !running_ && queue_.empty();  // else due at once
     queue_.push_back(t);
     queued_.store(static_cast<int>(queue_.size()), std::memory_order_release);
   }
@@ -122,9 +122,12 @@ std::shared_ptr<CollectiveQueue::Task> CollectiveQueue::NextForWorker() {
       cv_.wait(lock);
       continue;
     }
-    const Clock::time_point due = queue_.front()->due;
-    if (stop_ || Clock::now() >= due) return TakeHeadLocked();
-    cv_.wait_until(lock, due);  // a waiter may take it meanwhile
+    Task& head = *queue_.front();
+    if (stop_ || !head.grace) return TakeHeadLocked();
+    const Clock::time_point now = Clock::now();
+    if (head.due == Clock::time_point()) head.due = now + kGrace;  // first seen now
+    if (now >= head.due) return TakeHeadLocked();
+    cv_.wait_until(lock, head.due);  // a waiter may take it meanwhile
   }
 }
 

@@ -39,7 +39,11 @@ class CollectiveQueue {
   // One submitted call. Done once `done` is set; `status` is final then.
   struct Task {
     std::function<Status()> run;
-    Clock::time_point due;  // when the worker may take it (kGrace)
+    // Submitted to an idle queue: the worker leaves it alone until `due`,
+    // kGrace after it first saw it (set then, off the caller's path: a
+    // clock read costs tens of nanoseconds in a VM).
+    bool grace = false;
+    Clock::time_point due;
     std::atomic<bool> done{false};
     Status status;
     // Called once, by the thread that completes the task, once status is

@@ -136,6 +136,21 @@ check(sorted(r[4] for r in got if r[3] == "max" and r[4] != "-1") == ["0", "1"],
 check(all(r[8] in ("0", "N/A") and r[12] == "0" for r in got), "#wrong 0 everywhere")
 check(len(got) == 8, "8 rows (4 collectives + 2 roots x 2 rooted): %d" % len(got))
 
+# ---- --nonblocking: every collective through zc_i* + zc_wait, checked ------
+with tempfile.TemporaryDirectory() as tmp:
+    jp = os.path.join(tmp, "nb.json")
+    # 7 and 259 elements (allgather, reduce_scatter, alltoall: 6 and 258)
+    rc, out, err = run(COLL, "--coll", "all", "--nonblocking", "-b", "28", "-e", "1036",
+                       "-f", "37", "-n", "3", "--reps", "1", "-d", "int32", "--json", jp)
+    check(rc == 0, "zc_coll --nonblocking exits 0 (%d: %s)" % (rc, err))
+    check("nonblocking (zc_i* + zc_wait)" in out, "the header names the nonblocking calls")
+    got = rows(out)
+    check(len(got) == 12, "12 rows (6 collectives x 2 sizes): %d" % len(got))
+    check(all(r[8] in ("0", "N/A") and r[12] == "0" for r in got), "#wrong 0 everywhere")
+    data = json.load(open(jp))
+    check(data["nonblocking"] is True and data["complete"] and len(data["results"]) == 12,
+          "the JSON says nonblocking, complete, 12 rows")
+
 # ---- zc_p2p: latency, bw, bibw tables ---------------------------------------
 for transport in ("shm", "tcp"):
     rc, out, err = run(P2P, "-t", "all", "-b", "1", "-e", "4K", "-n", "20",
