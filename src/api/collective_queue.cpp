@@ -45,13 +45,17 @@ std::shared_ptr<CollectiveQueue::Task> CollectiveQueue::Submit(std::function<Sta
   auto t = std::make_shared<Task>();
   t->run = std::move(run);
   pending_.fetch_add(1, std::memory_order_acq_rel);
+  bool wake_worker;
   {
     std::lock_guard<std::mutex> lock(mu_);
     t->grace = !running_ && queue_.empty();  // else due at once
     queue_.push_back(t);
     queued_.store(static_cast<int>(queue_.size()), std::memory_order_release);
+    wake_worker = !worker_timed_;
   }
-  cv_.notify_all();
+  // No waiter needs to hear of it: a waiter whose task is queued does not
+  // sleep while the queue can start (cv_'s predicate in Wait).
+  if (wake_worker) worker_cv_.notify_one();
   return t;
 }
 
@@ -90,22 +94,34 @@ void CollectiveQueue::RunAndComplete(const std::shared_ptr<Task>& t) {
   // The next task may start while fn runs; this one is done (for zc_test
   // and zc_wait) only once fn has returned, so that a waiter never frees
   // what fn uses while fn still runs.
+  ReleaseQueue();
+  notify(st);
+  MarkDone(t.get(), /*release_queue=*/false);
+}
+
+void CollectiveQueue::ReleaseQueue() {
+  bool wake_worker;
   {
     std::lock_guard<std::mutex> lock(mu_);
     running_ = false;
+    wake_worker = !queue_.empty();  // the head may start now
   }
   cv_.notify_all();
-  notify(st);
-  MarkDone(t.get(), /*release_queue=*/false);
+  if (wake_worker) worker_cv_.notify_one();
 }
 
 void CollectiveQueue::MarkDone(Task* t, bool release_queue) {
   // Not pending any more before anyone can see it done.
   pending_.fetch_sub(1, std::memory_order_acq_rel);
   t->done.store(true, std::memory_order_release);
+  if (release_queue) {
+    ReleaseQueue();
+    return;
+  }
   {
-    std::lock_guard<std::mutex> lock(mu_);  // a waiter checks done under mu_
-    if (release_queue) running_ = false;
+    // A waiter checks done under mu_: past this point it either saw done
+    // or sleeps and hears the notification.
+    std::lock_guard<std::mutex> lock(mu_);
   }
   cv_.notify_all();
 }
@@ -115,11 +131,11 @@ std::shared_ptr<CollectiveQueue::Task> CollectiveQueue::NextForWorker() {
   for (;;) {
     if (queue_.empty()) {
       if (stop_) return nullptr;
-      cv_.wait(lock);
+      worker_cv_.wait(lock);
       continue;
     }
     if (running_) {  // the head starts once the running task ends
-      cv_.wait(lock);
+      worker_cv_.wait(lock);
       continue;
     }
     Task& head = *queue_.front();
@@ -127,7 +143,11 @@ std::shared_ptr<CollectiveQueue::Task> CollectiveQueue::NextForWorker() {
     const Clock::time_point now = Clock::now();
     if (head.due == Clock::time_point()) head.due = now + kGrace;  // first seen now
     if (now >= head.due) return TakeHeadLocked();
-    cv_.wait_until(lock, head.due);  // a waiter may take it meanwhile
+    // A waiter may take it meanwhile; whatever is queued then waits for
+    // this wake-up (at most kGrace) unless the queue is released first.
+    worker_timed_ = true;
+    worker_cv_.wait_until(lock, head.due);
+    worker_timed_ = false;
   }
 }
 
@@ -178,6 +198,7 @@ void CollectiveQueue::Stop() {
     stop_ = true;
   }
   cv_.notify_all();
+  worker_cv_.notify_all();
   if (worker_.joinable()) worker_.join();
 }
 

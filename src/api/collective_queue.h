@@ -17,6 +17,9 @@
 // to take it, the caller would wait for another thread, and on a host with
 // more threads than cores that thread may not even be running. A task
 // submitted behind others gets no grace: it starts as soon as they end.
+// A submission does not wake a worker that sleeps until a grace period
+// ends (it looks at the queue then), so submit-and-wait loops cost no
+// wake-up at all.
 // A waiter does not sleep at once: it spins briefly (a futex wake-up costs
 // tens of microseconds on a loaded machine) before it blocks.
 #pragma once
@@ -86,12 +89,19 @@ class CollectiveQueue {
   // Sets t done and wakes its waiters; release_queue: t's thread still
   // holds the queue (running_), which it gives up here.
   void MarkDone(Task* t, bool release_queue);
+  // The running task's thread gives up the queue: the head may start.
+  void ReleaseQueue();
   // Spins a little while pred() is false; true if it became true.
   template <typename Pred>
   static bool SpinFor(Pred pred);
 
   std::mutex mu_;
-  std::condition_variable cv_;  // a task done, a task queued, stop
+  std::condition_variable cv_;         // waiters: a task done, the running one ended, stop
+  std::condition_variable worker_cv_;  // the worker: a task queued, the running one ended, stop
+  // The worker sleeps until a grace period ends and looks at the queue
+  // then: a submission need not wake it (a blocking framework call, whose
+  // waiter runs the task, then costs no wake-up at all).
+  bool worker_timed_ = false;
   std::deque<std::shared_ptr<Task>> queue_;
   bool running_ = false;  // a task is running (worker or a waiter)
   bool stop_ = false;
