@@ -48,7 +48,10 @@ std::shared_ptr<CollectiveQueue::Task> CollectiveQueue::Submit(std::function<Sta
   bool wake_worker;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    t->grace = !running_ && queue_.empty();  // else due at once
+    // Else due at once: behind others, or while nobody waits for what the
+    // queue runs (the worker ran the last new task: DDP's buckets, whose
+    // futures nobody waits on with zc_wait, must not sit out a grace period).
+    t->grace = !running_ && queue_.empty() && waiters_take_new_;
     queue_.push_back(t);
     queued_.store(static_cast<int>(queue_.size()), std::memory_order_release);
     wake_worker = !worker_timed_;
@@ -142,7 +145,10 @@ std::shared_ptr<CollectiveQueue::Task> CollectiveQueue::NextForWorker() {
     if (stop_ || !head.grace) return TakeHeadLocked();
     const Clock::time_point now = Clock::now();
     if (head.due == Clock::time_point()) head.due = now + kGrace;  // first seen now
-    if (now >= head.due) return TakeHeadLocked();
+    if (now >= head.due) {
+      waiters_take_new_ = false;  // nobody came for it
+      return TakeHeadLocked();
+    }
     // A waiter may take it meanwhile; whatever is queued then waits for
     // this wake-up (at most kGrace) unless the queue is released first.
     worker_timed_ = true;
@@ -164,6 +170,7 @@ Status CollectiveQueue::Wait(Task* task) {
       std::unique_lock<std::mutex> lock(mu_);
       if (task->done.load(std::memory_order_acquire)) break;
       t = TakeHeadLocked();
+      if (t) waiters_take_new_ = true;
       if (!t) {
         // Another thread runs the task before ours (or ours): wait for it.
         cv_.wait(lock, [&] { return task->done.load(std::memory_order_acquire) || (!running_ && !queue_.empty()); });

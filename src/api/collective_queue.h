@@ -17,6 +17,10 @@
 // to take it, the caller would wait for another thread, and on a host with
 // more threads than cores that thread may not even be running. A task
 // submitted behind others gets no grace: it starts as soon as they end.
+// Only while waiters come for new tasks: once the worker had to take one
+// after its grace period (work nobody waits for with Wait, as DDP's
+// buckets, whose futures the framework waits on), new tasks start at once
+// until a waiter takes one again.
 // A submission does not wake a worker that sleeps until a grace period
 // ends (it looks at the queue then), so submit-and-wait loops cost no
 // wake-up at all.
@@ -102,6 +106,9 @@ class CollectiveQueue {
   // then: a submission need not wake it (a blocking framework call, whose
   // waiter runs the task, then costs no wake-up at all).
   bool worker_timed_ = false;
+  // Whether a waiter took the last task it waited for before the worker
+  // did: new tasks get a grace period only while waiters come for them.
+  bool waiters_take_new_ = true;
   std::deque<std::shared_ptr<Task>> queue_;
   bool running_ = false;  // a task is running (worker or a waiter)
   bool stop_ = false;
