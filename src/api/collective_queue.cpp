@@ -170,12 +170,12 @@ Status CollectiveQueue::Wait(Task* task) {
       std::unique_lock<std::mutex> lock(mu_);
       if (task->done.load(std::memory_order_acquire)) break;
       t = TakeHeadLocked();
-      if (t) waiters_take_new_ = true;
       if (!t) {
         // Another thread runs the task before ours (or ours): wait for it.
         cv_.wait(lock, [&] { return task->done.load(std::memory_order_acquire) || (!running_ && !queue_.empty()); });
         continue;
       }
+      waiters_take_new_ = true;
     }
     RunAndComplete(t);
   }
