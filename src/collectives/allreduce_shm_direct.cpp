@@ -77,6 +77,11 @@ Status ShmDirect::Allreduce(const Signature& sig, const void* send, void* recv, 
   if (bytes <= kSmallBytes && bytes <= shard_bytes_ &&
       bytes * static_cast<size_t>(n_ - 1) <= kSmallFanoutBytes)
     return SmallRound(sig, in, out, count, dtype, op, dl);
+  if (bytes >= kZeroCopyMinBytes) {
+    bool done = false;
+    ZC_RETURN_IF_ERROR(ZeroCopyRound(sig, in, out, count, dtype, op, dl, &done));
+    if (done) return Status::Ok();
+  }
   for (size_t base = 0; base < count; base += per_round)
     ZC_RETURN_IF_ERROR(Round(sig, in, out, base, std::min(per_round, count - base), dtype, op, dl));
   return Status::Ok();

@@ -35,6 +35,18 @@
 // still sets its done flags, so that a later sharded round's wait for the
 // release of its result area (done >= g - 2) never waits for a round that
 // used none.
+//
+// Large vectors (at least kZeroCopyMinBytes) take a zero-copy round instead
+// (allreduce_shm_zero_copy.cpp): every rank publishes where its input and
+// output are (a pool buffer's segment and offset, or user memory's pid and
+// address) in its input slot of every peer, then each owner reduces its
+// shard straight from every rank's input into every rank's output, chunk by
+// chunk in cache: pool memory through the peers' mappings, user memory
+// through cross-memory attach. Every input byte is read once and every output
+// byte written once, as in the machine's ideal allreduce; one flag per peer
+// says an owner is done. Where a peer's user memory cannot be reached
+// (cross-memory attach refused on some rank) every rank sees it in the
+// published descriptors and takes the sharded rounds instead.
 #pragma once
 
 #include <zcomm/zcomm.h>
@@ -54,6 +66,11 @@ class ShmDirect {
   // outside a core's L2: 2 ranks, 2-16 MiB took 1.1-1.5x the time with 1 MiB
   // shards than with 256 KiB ones (docs/PERFORMANCE.md, issue 14).
   static constexpr size_t kMaxShardBytes = 256 * 1024;
+  // The zero-copy round from here on: below, its two flag exchanges per
+  // call and the descriptor lookups cost more than the copies they save.
+  static constexpr size_t kZeroCopyMinBytes = 1024 * 1024;
+  // An owner's chunk: n inputs' chunks and the result stay in L2.
+  static constexpr size_t kZeroCopyChunkBytes = 64 * 1024;
 
   // Collective over all ranks: allocates the workspace and exchanges
   // descriptors with every peer.
@@ -102,6 +119,25 @@ class ShmDirect {
   // The one-step round for small vectors (see above).
   Status SmallRound(const Signature& sig, const char* send, char* recv, size_t count,
                     zc_dtype dtype, zc_op op, const Deadline& dl);
+
+  // The zero-copy round (allreduce_shm_zero_copy.cpp). Returns false in
+  // *done when some rank's buffer cannot be reached: the caller then runs
+  // the sharded rounds.
+  struct PeerBuffers;
+  Status ZeroCopyRound(const Signature& sig, const char* send, char* recv, size_t count,
+                       zc_dtype dtype, zc_op op, const Deadline& dl, bool* done);
+  // My buffers' descriptor into my input slot of every peer.
+  Status PublishBuffers(const Signature& sig, uint64_t tag, uint64_t g, int set,
+                        const std::string& descriptor, const Deadline& dl);
+  // Every peer's descriptor (signature checked), resolved to addresses
+  // where its memory is mapped here.
+  Status LearnBuffers(const Signature& sig, uint64_t tag, uint64_t g, int set,
+                      std::vector<PeerBuffers>* bufs, const Deadline& dl);
+  static Status ParseBuffers(const char* p, size_t bytes, int owner, PeerBuffers* out);
+  // Elements [begin, begin+len) of every output: the sum of every input.
+  Status ReduceShard(const std::vector<PeerBuffers>& bufs, size_t begin, size_t len,
+                     zc_dtype dtype, zc_op op);
+  std::vector<char> acc_;  // a chunk's result, in cache
 
   Group* group_;
   int me_, n_;

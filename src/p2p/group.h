@@ -64,6 +64,10 @@ class Group {
   Deadline NewDeadline() const { return dev_->NewDeadline(); }
   Status Allocate(size_t bytes, MemRegion** out) { return dev_->regions().Allocate(bytes, out); }
   Status Free(void* ptr) { return dev_->regions().Free(ptr); }
+  // [ptr, ptr+bytes) lies in the registered pool (zc_mem_alloc). Lock-free.
+  bool IsPoolMemory(const void* ptr, size_t bytes) const {
+    return dev_->regions().IsPoolMemory(ptr, bytes);
+  }
   // [ptr, ptr+bytes) exposed to peers until *out is released (LocalRegions::Hold).
   Status Hold(const void* ptr, size_t bytes, RegionHold* out) { return dev_->regions().Hold(ptr, bytes, out); }
   // Device ranks: `lost` is the job's lost peer that caused it (PeerHealth::LostPeer).

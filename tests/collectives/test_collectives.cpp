@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <zcomm/zcomm.h>
 
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -126,6 +127,129 @@ INSTANTIATE_TEST_SUITE_P(Tcp, AllreduceMatrix,
                                            MatrixCase{"hd", "tcp", 3}, MatrixCase{"hd", "tcp", 4},
                                            MatrixCase{"auto", "tcp", 5}),
                          CaseName);
+
+// ---- shm: the zero-copy round on pool buffers ----
+
+// Buffers from zc_mem_alloc on every rank take the zero-copy round from 1 MiB
+// on (owners reduce straight from every rank's input into every rank's
+// output); user memory on any rank sends every rank to the sharded rounds.
+// Counts around the threshold and the chunk size of every element size,
+// pointers at odd offsets inside the pool buffers, every dtype and op, in
+// place and out of place, calls of every path interleaved on the same
+// buffers (the slots and flags they share), then one rank on user memory.
+enum class Memory { kPool, kUserOnLastRank };
+
+int ZeroCopyBody(int rank, Memory memory) {
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  const int n = zc_size(comm);
+  const size_t max_bytes = (size_t{1} << 21) + 4096;
+  void* s = nullptr;
+  void* r = nullptr;
+  CHILD_OK(zc_mem_alloc(comm, max_bytes + 64, &s));
+  CHILD_OK(zc_mem_alloc(comm, max_bytes + 64, &r));
+  std::vector<char> user_s, user_r;
+  if (memory == Memory::kUserOnLastRank && rank == n - 1) {
+    user_s.resize(max_bytes + 64);
+    user_r.resize(max_bytes + 64);
+    s = user_s.data();
+    r = user_r.data();
+  }
+  char* sb = static_cast<char*>(s) + 8;  // inside the pool buffer, not at its start
+  char* rb = static_cast<char*>(r) + 24;
+  int it = 200;
+  auto run = [&](zc_dtype d, zc_op op, size_t count, bool inplace) -> int {
+    ++it;
+    FillInput(d, op, sb, count, rank, it);
+    char* out = inplace ? sb : rb;
+    if (!inplace) memset(rb, 0x7f, count * DtypeSize(d));
+    CHILD_OK(zc_allreduce(comm, sb, out, count, d, op));
+    CHILD_CHECK(n < 2 || strcmp(zc_last_algorithm(comm), "shm") == 0, "algorithm %s",
+                zc_last_algorithm(comm));
+    for (size_t i = 0; i < count; ++i) {
+      std::string err = CheckReduced(d, op, out, i, i, n, it);
+      CHILD_CHECK(err.empty(), "rank %d %s count %zu %s: %s", rank, DtypeName(d), count,
+                  inplace ? "in place" : "out of place", err.c_str());
+    }
+    return 0;
+  };
+  const size_t threshold = size_t{1} << 20, chunk = 64 * 1024;
+  for (zc_dtype d : kAllDtypes) {
+    const size_t es = DtypeSize(d);
+    for (zc_op op : OpsFor(d))
+      for (int inplace = 0; inplace < 2; ++inplace)
+        if (run(d, op, threshold / es + 1, inplace)) return 1;
+    for (size_t count : {threshold / es - 1, threshold / es, threshold / es + chunk / es * n - 1,
+                         threshold / es + chunk / es * n + 1, size_t{(1u << 21) / es - 13}})
+      for (int inplace = 0; inplace < 2; ++inplace)
+        if (run(d, d == ZC_BOOL ? ZC_MAX : ZC_SUM, count, inplace)) return 1;
+  }
+  // Small, sharded and zero-copy calls back to back, in both buffer sets.
+  for (size_t count : {size_t{3}, size_t{262147}, size_t{524309}, size_t{5}, size_t{524309},
+                       size_t{524309}, size_t{1021}, size_t{262147}})
+    for (int inplace = 0; inplace < 2; ++inplace)
+      if (run(ZC_FLOAT32, ZC_SUM, count, inplace)) return 1;
+  if (memory == Memory::kPool || rank != n - 1) {
+    CHILD_OK(zc_mem_free(comm, s));
+    CHILD_OK(zc_mem_free(comm, r));
+  }
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+
+class ShmZeroCopy : public ::testing::TestWithParam<int> {};
+
+TEST_P(ShmZeroCopy, PoolBuffersEveryDtypeOpAroundTheThreshold) {
+  auto res = RunRanks(GetParam(), [&](int rank) { return ZeroCopyBody(rank, Memory::kPool); },
+                      BaseEnv("shm", "auto", "120"), 300);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
+}
+
+TEST_P(ShmZeroCopy, OneRankOnUserMemory) {
+  auto res = RunRanks(GetParam(), [&](int rank) { return ZeroCopyBody(rank, Memory::kUserOnLastRank); },
+                      BaseEnv("shm", "auto", "120"), 300);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, ShmZeroCopy, ::testing::Values(1, 2, 3, 4, 5));
+
+// Ranks that disagree on the count of a zero-copy allreduce, or take
+// different paths for it (rank 1's count is below the threshold), fail with
+// ZC_ERR_MISMATCH naming both calls, well before the deadline (ZC_TIMEOUT=10).
+int ZeroCopyMismatchBody(int rank, size_t count, size_t odd_count) {
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  void* s = nullptr;
+  void* r = nullptr;
+  CHILD_OK(zc_mem_alloc(comm, 4 * count + 64, &s));
+  CHILD_OK(zc_mem_alloc(comm, 4 * count + 64, &r));
+  memset(s, 0, 4 * count);
+  zc_status st = zc_allreduce(comm, s, r, count, ZC_FLOAT32, ZC_SUM);
+  CHILD_CHECK(st == ZC_OK, "first call: %s", zc_last_error(comm));
+  const auto t0 = std::chrono::steady_clock::now();
+  st = zc_allreduce(comm, s, r, rank == 1 ? odd_count : count, ZC_FLOAT32, ZC_SUM);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::string err = zc_last_error(comm);
+  printf("rank %d: %s after %.2f s: %s\n", rank, zc_status_string(st), took, err.c_str());
+  CHILD_CHECK(st != ZC_OK, "rank %d: the mismatched call succeeded", rank);
+  CHILD_CHECK(took < 5, "rank %d: the mismatch took %.2f s to show", rank, took);
+  zc_finalize(comm);
+  return st == ZC_ERR_MISMATCH && err.find("rank 1 called allreduce(count=") != std::string::npos ? 10 : 12;
+}
+
+TEST(ShmZeroCopyMismatch, CountAndPath) {
+  for (size_t odd : {size_t{300001}, size_t{200000}})
+    for (int n : {2, 3}) {
+      auto res = RunRanks(n, [&](int rank) { return ZeroCopyMismatchBody(rank, 300000, odd); },
+                          BaseEnv("shm", "auto", "10"), 60);
+      int named = 0;
+      for (auto& r : res) {
+        EXPECT_TRUE(r.exit_code == 10 || r.exit_code == 12) << Describe(res);
+        named += r.exit_code == 10;
+      }
+      EXPECT_GT(named, 0) << Describe(res);
+    }
+}
 
 // ---- tcp ring: the allgather writes straight into the neighbour's buffer ----
 
