@@ -3,7 +3,7 @@
 
     perf/run_suite.py --build BUILDDIR [--quick | --smoke] [--out DIR]
                       [--only machine,memcpy,p2p,allreduce2,allreduceN,
-                              ps,engine,comm_init,torch,hvd]
+                              limit,ps,engine,comm_init,torch,hvd]
                       [--np N] [--no-docs-img] [--timeout-scale X]
                       [--ps-models vgg16,lstm] [--ps-reps R]
                       [--allow-missing-peers]
@@ -26,6 +26,12 @@ In one run:
              against zcomm allreduce of the same tensors; 2 workers + 2
              co-located servers, and 3 workers + 1 server; the three runs
              alternate (shm, tcp, gRPC, shm, tcp, gRPC, ...), R times;
+  * limit:   the machine's own limit: zcomm's allreduce at 16-256 MiB, out
+             of place and in place, on zc_mem_alloc buffers and on malloc'd
+             memory, against perf/ideal_allreduce (every rank's buffers in
+             one process, each input read once and each output written
+             once, no communication), 2 and N ranks, in rounds: the ideal
+             and zcomm back to back, each ratio within its own round;
   * engine:  perf/zc_engine, the engine's per-step overhead with 128 small
              tensors, fusion on/off, negotiation collectives per cycle;
   * comm_init: perf/zc_comm_init, zc_comm_init_rank / split / dup at 2-5
@@ -88,6 +94,7 @@ MODES = {
         hvd_args=["--pairs", "2", "--steps", "30", "--", "--num-iters", "2",
                   "--num-batches-per-iter", "2", "--num-warmup-batches", "1"],
         hvd_ranks=(2, 4), torch_timeout=600, reps=3,
+        limit_min="16M", limit_max="64M", limit_rounds=3, limit_iters=5,
         timeout=240),
     # smoke: tiny sizes, one repetition: seconds per section; checks that
     # every program runs and the suite's verdict (tests/perf), not numbers.
@@ -103,6 +110,7 @@ MODES = {
         hvd_args=["--pairs", "1", "--steps", "5", "--", "--num-iters", "1",
                   "--num-batches-per-iter", "1", "--num-warmup-batches", "1"],
         hvd_ranks=(2,), torch_timeout=300, reps=1,
+        limit_min="1M", limit_max="2M", limit_rounds=1, limit_iters=2,
         timeout=120),
     "full": dict(
         memcpy_size="256M", memcpy_iters=10,
@@ -120,6 +128,7 @@ MODES = {
         torch_ranks=(2, 4),
         hvd_args=["--pairs", "3", "--steps", "50", "--", "--num-iters", "2",
                   "--num-batches-per-iter", "2", "--num-warmup-batches", "1"],
+        limit_min="16M", limit_max="256M", limit_rounds=5, limit_iters=5,
         hvd_ranks=(2, 4), torch_timeout=600, reps=3,
         timeout=1500),
 }
@@ -277,7 +286,7 @@ class Suite:
         os.makedirs(self.logs, exist_ok=True)
         # results of an earlier run must not mix with this one (only the
         # files this script writes are removed)
-        ours = re.compile(r"^((p2p|allreduce\d+|memcpy|ps|engine|comm_init"
+        ours = re.compile(r"^((p2p|allreduce\d+|limit\d+|memcpy|ps|engine|comm_init"
                           r"|torch|hvd)"
                           r"_[\w.-]+\.(json|png|log)"
                           r"|results\.json|summary\.md)$")
@@ -701,6 +710,47 @@ class Suite:
         self.run(job, ["/usr/bin/python3", script, "-np", str(np_)] + sweep +
                  ["--timeout-s", str(self.timeout), "--json", jp],
                  json_path=jp)
+
+    # ---- the machine's own limit ------------------------------------------
+    def limit(self, np_):
+        """zcomm's allreduce against the ideal allreduce of this machine.
+
+        Each round runs perf/ideal_allreduce (out of place, then in place)
+        and then zc_coll on zc_mem_alloc buffers and on malloc'd memory, back
+        to back: this VM's speed phases last minutes, so every ratio divides
+        a zcomm time by the ideal of its own round."""
+        md = self.mode
+        group = "limit%d" % np_
+        ideal, zc = self.prog("perf/ideal_allreduce"), self.prog("perf/zc_coll")
+        zcrun = self.zcrun_cmd(np_)
+        sizes = ["-b", md["limit_min"], "-e", md["limit_max"]]
+        iters = str(md["limit_iters"])
+        for rnd in range(md["limit_rounds"]):
+            for what, label in (("ideal", "ideal, out of place"),
+                                ("ideal_ip", "ideal, in place"),
+                                ("zc", "zcomm, zc_mem_alloc buffers"),
+                                ("malloc", "zcomm, malloc'd buffers")):
+                key = "%s_%s_r%d" % (group, what, rnd)
+                lib = what if what.startswith("ideal") else "zcomm " + what
+                job = Job(key, "limit %d ranks, round %d: %s" % (
+                    np_, rnd + 1, label), group, lib, "limit")
+                job.rep = rnd
+                jp = os.path.join(self.out, key + ".json")
+                if what.startswith("ideal"):
+                    if not ideal:
+                        self.skip(job, "perf/ideal_allreduce not built")
+                        continue
+                    self.run(job, [ideal, "--ranks", str(np_)] + sizes +
+                             ["-n", iters, "--json", jp] +
+                             (["--inplace"] if what == "ideal_ip" else []),
+                             json_path=jp)
+                    continue
+                if not zc or not zcrun:
+                    self.skip(job, "perf/zc_coll or launcher/zcrun not built")
+                    continue
+                self.run(job, zcrun + [zc] + sizes + [
+                    "-f", "2", "-n", iters, "--reps", "3", "--buffers", what,
+                    "--json", jp], json_path=jp)
 
     # ---- parameter server (Table 2) --------------------------------------
     def ps(self):
@@ -1168,6 +1218,40 @@ def plots(suite, out_dir):
         fig.savefig(path, dpi=110)
         plt.close(fig)
         made.append(path)
+    # zcomm / ideal per size and rank count: median, whiskers min-max over
+    # the rounds.
+    lim = [(g, limit_stats(suite.group_jobs(g))) for g in sorted(
+        {j.group for j in suite.jobs if j.kind == "limit"})]
+    lim = [(g, st) for g, st in lim if st]
+    if lim:
+        fig, ax = plt.subplots(figsize=(7.5, 4.8))
+        for g, st in lim:
+            for key, style, label in (
+                    ("zc_oop", "-o", "zc_mem_alloc"),
+                    ("zc_ip", "-^", "zc_mem_alloc, in place"),
+                    ("malloc_oop", "--s", "malloc"),
+                    ("malloc_ip", "--v", "malloc, in place")):
+                pts = [(e["size"], e[key]) for e in st if e.get(key)]
+                if not pts:
+                    continue
+                ax.errorbar([p[0] for p in pts], [p[1][1] for p in pts],
+                            yerr=[[p[1][1] - p[1][0] for p in pts],
+                                  [p[1][2] - p[1][1] for p in pts]],
+                            fmt=style, markersize=3, capsize=2,
+                            label="%s, %s ranks" % (label, g[len("limit"):]))
+        ax.axhline(1.0, color="gray", linewidth=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel("zcomm allreduce time / ideal allreduce time")
+        ax.set_title("allreduce against this machine's ideal — %s" % tag,
+                     fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        path = os.path.join(out_dir, "allreduce_vs_ideal.png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        made.append(path)
     # PS comparison: push+pull per model and library, allreduce of the same
     # tensors; bars at the median, whiskers min-max over repetitions.
     groups = [(g, w) for g, w in PS_GROUPS if suite.group_jobs(g)]
@@ -1286,6 +1370,66 @@ def ps_report(suite):
         t, m = md_table(
             "PS communication, %s: push+pull vs allreduce of the same "
             "tensors (ms), median (min-max)" % what, heads, rows)
+        texts.append(t)
+        mds.append(m)
+    return texts, mds
+
+
+def limit_stats(jobs):
+    """Per size: the ideal's median time over rounds, and min/median/max
+    over rounds of zcomm's time / the ideal of the same round, for each
+    buffer kind and placement."""
+    rounds = {}
+    for j in jobs:
+        if j.rows:
+            rounds.setdefault(j.rep, {})[j.library] = {
+                r["size"]: r for r in j.rows}
+    sizes = sorted({s for rd in rounds.values() for lib in rd.values()
+                    for s in lib})
+    out = []
+    for size in sizes:
+        e = dict(size=size, ideal=[], ideal_ip=[])
+        for rd in rounds.values():
+            oop = rd.get("ideal", {}).get(size, {}).get("best_us")
+            ip = rd.get("ideal_ip", {}).get(size, {}).get("best_us")
+            e["ideal"].append(oop)
+            e["ideal_ip"].append(ip)
+            for buf in ("zc", "malloc"):
+                r = rd.get("zcomm " + buf, {}).get(size, {})
+                for place, ideal in (("oop", oop), ("ip", ip)):
+                    t = r.get(place + "_time_us")
+                    e.setdefault("%s_%s" % (buf, place), []).append(
+                        t / ideal if t and ideal else None)
+        out.append({k: (mmm(v) if isinstance(v, list) else v)
+                    for k, v in e.items()})
+    return out
+
+
+def limit_report(suite):
+    texts, mds = [], []
+    for g in sorted({j.group for j in suite.jobs if j.kind == "limit"}):
+        jobs = suite.group_jobs(g)
+        n = g[len("limit"):]
+        rounds = len({j.rep for j in jobs if j.rows})
+        heads = ["size", "ideal (us)", "zc_mem_alloc / ideal",
+                 "malloc / ideal", "ideal in place (us)",
+                 "zc_mem_alloc / ideal, in place",
+                 "malloc / ideal, in place"]
+        rows = []
+        for e in limit_stats(jobs):
+            rows.append([human(e["size"]),
+                         fmt(e["ideal"][1] if e["ideal"] else None, 0),
+                         fmt_mmm(e.get("zc_oop"), 2),
+                         fmt_mmm(e.get("malloc_oop"), 2),
+                         fmt(e["ideal_ip"][1] if e["ideal_ip"] else None, 0),
+                         fmt_mmm(e.get("zc_ip"), 2),
+                         fmt_mmm(e.get("malloc_ip"), 2)])
+        notes = ["%s: n/a: %s" % (j.label, j.error) for j in jobs if j.error]
+        t, m = md_table(
+            "allreduce %s ranks against this machine's ideal allreduce "
+            "(float32 sum): zcomm time / ideal time of the same round, "
+            "min / median / max over %d rounds" % (n, rounds), heads, rows,
+            notes)
         texts.append(t)
         mds.append(m)
     return texts, mds
@@ -1495,7 +1639,7 @@ def report(suite):
                       "busbw_GBps", [], digits=3, unit="GB/s")
         texts.append(t)
         mds.append(md)
-    for fn in (ps_report, engine_report, comm_init_report, torch_report,
+    for fn in (limit_report, ps_report, engine_report, comm_init_report, torch_report,
                hvd_report):
         t, md = fn(suite)
         texts += t
@@ -1503,8 +1647,8 @@ def report(suite):
     return "\n".join(texts), "\n".join(mds)
 
 
-SECTIONS = ("machine", "memcpy", "p2p", "allreduce2", "allreduceN", "ps",
-            "engine", "comm_init", "torch", "hvd")
+SECTIONS = ("machine", "memcpy", "p2p", "allreduce2", "allreduceN", "limit",
+            "ps", "engine", "comm_init", "torch", "hvd")
 
 
 def main():
@@ -1579,6 +1723,9 @@ def main():
         suite.allreduce(2, suite.mode["coll_max"])
     if "allreduceN" in only and a.np != 2:
         suite.allreduce(a.np, suite.mode["collN_max"])
+    if "limit" in only:
+        for np_ in sorted({2, a.np}):
+            suite.limit(np_)
     if "ps" in only:
         suite.ps()
     if "engine" in only:

@@ -2,6 +2,7 @@
 
 #include "collectives/reduce_kernels.h"
 #include "common/log.h"
+#include "common/stream_copy.h"
 
 namespace zc::coll {
 namespace {
@@ -60,9 +61,13 @@ Status ShmDirect::Put(int peer, const void* src, size_t bytes, uint64_t off, con
   return Status::Ok();
 }
 
-Status ShmDirect::Get(int peer, void* dst, size_t bytes, uint64_t off, const Deadline& dl) {
+Status ShmDirect::Get(int peer, void* dst, size_t bytes, uint64_t off, bool stream,
+                      const Deadline& dl) {
   if (!peer_direct_[peer]) return group_->channel(peer).Read(dst, bytes, peer_ws_[peer], off, dl);
-  if (bytes) memcpy(dst, peer_direct_[peer] + off, bytes);  // after WaitFlag's acquire
+  if (!bytes) return Status::Ok();
+  // After WaitFlag's acquire.
+  if (stream) StreamCopy(dst, peer_direct_[peer] + off, bytes);
+  else memcpy(dst, peer_direct_[peer] + off, bytes);
   return Status::Ok();
 }
 
@@ -84,15 +89,24 @@ Status ShmDirect::Allreduce(const Signature& sig, const void* send, void* recv, 
   }
   for (size_t base = 0; base < count; base += per_round)
     ZC_RETURN_IF_ERROR(Round(sig, in, out, base, std::min(per_round, count - base), dtype, op, dl));
+  StreamFence();  // the output's non-temporal stores before the caller's next store
   return Status::Ok();
 }
 
 Status ShmDirect::WriteInput(const Signature& sig, uint64_t tag, uint64_t g, int set, int p,
                              const char* src, size_t bytes, const Deadline& dl) {
   if (char* d = peer_direct_[p]; d && group_->KnownHealthy(p)) {
-    // Mapped: payload and header with plain stores, then the flag (a small
-    // allreduce's input is one cache line).
-    if (bytes) memcpy(d + in_payload_off(set, me_, bytes), src, bytes);
+    // Mapped: payload, then header with plain stores, then the flag (a
+    // small allreduce's input is one cache line). A large payload goes
+    // around the caches: the slot's lines sit in the owner's cache (it read
+    // them two rounds ago), and plain stores into another core's lines ran
+    // at 2.2 GB/s on the project's VM against 17.5 GB/s non-temporal.
+    if (bytes >= kStreamBytes) {
+      StreamCopy(d + in_payload_off(set, me_, bytes), src, bytes);
+      StreamFence();
+    } else if (bytes) {
+      memcpy(d + in_payload_off(set, me_, bytes), src, bytes);
+    }
     uint64_t* h = reinterpret_cast<uint64_t*>(d + in_header_off(set, me_));
     h[0] = bytes;
     sig.Pack(h + 1, tag, me_);
@@ -161,6 +175,36 @@ Status ShmDirect::SmallRound(const Signature& sig, const char* in, char* out, si
   return Status::Ok();
 }
 
+void ShmDirect::ReduceOwnShard(const void** srcs, char* result, char* own_out, size_t count,
+                               zc_dtype dtype, zc_op op, bool in_place) {
+  // In L1-sized chunks: reduced into a private buffer, then written to the
+  // result area around the caches (the peers' cores read it next, and its
+  // lines sit in their caches from the last use of this set) and into my
+  // own output.
+  const size_t es = DtypeSize(dtype);
+  const size_t chunk = std::max<size_t>(1, kReduceChunkBytes / es);
+  if (acc_.size() < kZeroCopyChunkBytes) acc_.resize(kZeroCopyChunkBytes);
+  char* acc = acc_.data();
+  // A small shard stays in cache: the peers' next loads find it fastest.
+  const bool stream = count * es >= kStreamBytes;
+  auto put = [stream](char* dst, const char* src, size_t bytes, bool nt) {
+    if (stream && nt) StreamCopy(dst, src, bytes);
+    else memcpy(dst, src, bytes);
+  };
+  const void* at[64];
+  std::vector<const void*> many;
+  const void** a = n_ <= 64 ? at : (many.resize(n_), many.data());
+  for (size_t done = 0; done < count; done += chunk) {
+    const size_t m = std::min(chunk, count - done), off = done * es, bytes = m * es;
+    for (int p = 0; p < n_; ++p) a[p] = static_cast<const char*>(srcs[p]) + off;
+    ReduceN(dtype, op, acc, a, n_, m);
+    if (op == ZC_AVG) ScaleDiv(dtype, acc, m, n_);
+    put(result + off, acc, bytes, true);
+    put(own_out + off, acc, bytes, !in_place);
+  }
+  if (stream) StreamFence();  // before the result flags
+}
+
 Status ShmDirect::Round(const Signature& sig, const char* in, char* out, size_t base, size_t len,
                         zc_dtype dtype, zc_op op, const Deadline& dl) {
   const size_t es = DtypeSize(dtype);
@@ -194,11 +238,8 @@ Status ShmDirect::Round(const Signature& sig, const char* in, char* out, size_t 
                                         "the release of a shared-memory result"));
     ZC_RETURN_IF_ERROR(ReadInput(sig, tag, g, set, p, shard_bytes(me_), dl, &s[p]));
   }
-  size_t mine = shard_bytes(me_) / es;
-  if (mine) {
-    ReduceN(dtype, op, result, s, n_, mine);
-    if (op == ZC_AVG) ScaleDiv(dtype, result, mine, n_);
-  }
+  const bool in_place = in == out;
+  ReduceOwnShard(s, result, out + shard_at(me_), shard_bytes(me_) / es, dtype, op, in_place);
   for (int i = 1; i < n_; ++i) {
     int p = (me_ + i) % n_;
     FlagWrite f{&peer_ws_[p], res_flag_off(me_), g};
@@ -206,12 +247,15 @@ Status ShmDirect::Round(const Signature& sig, const char* in, char* out, size_t 
   }
 
   // c. Every owner's result, straight from its workspace into my output.
-  if (mine) memcpy(out + shard_at(me_), result, mine * es);
+  //    Out of place around the caches (nothing reads the output soon); in
+  //    place the output lines are my input, in cache since step a.
   for (int i = 1; i < n_; ++i) {
     int o = (me_ + i) % n_;
     ZC_RETURN_IF_ERROR(group_->WaitFlag(flag(res_flag_off(o)), g, o, dl, "a shared-memory result"));
     size_t bytes = shard_bytes(o);
-    if (bytes) ZC_RETURN_IF_ERROR(Get(o, out + shard_at(o), bytes, result_off(set), dl));
+    if (bytes)
+      ZC_RETURN_IF_ERROR(
+          Get(o, out + shard_at(o), bytes, result_off(set), !in_place && bytes >= kStreamBytes, dl));
     FlagWrite f{&peer_ws_[o], done_flag_off(me_), g};
     ZC_RETURN_IF_ERROR(IgnorePeerLost(Put(o, nullptr, 0, 0, &f, dl)));
   }

@@ -69,8 +69,19 @@ class ShmDirect {
   // The zero-copy round from here on: below, its two flag exchanges per
   // call and the descriptor lookups cost more than the copies they save.
   static constexpr size_t kZeroCopyMinBytes = 1024 * 1024;
-  // An owner's chunk: n inputs' chunks and the result stay in L2.
-  static constexpr size_t kZeroCopyChunkBytes = 64 * 1024;
+  // An owner's chunk, reduced in cache and then written to every output.
+  // Measured at 64 MiB on 2 ranks (docs/PERFORMANCE.md): out of place
+  // (non-temporal stores) 16 KiB was ahead of 4 and 64 KiB; in place, where
+  // the outputs are the input lines just read, 4 KiB (in L1) was ahead.
+  static constexpr size_t kZeroCopyChunkBytes = 16 * 1024;
+  static constexpr size_t kZeroCopyInPlaceChunkBytes = 4 * 1024;
+  // Copies of at least this many bytes into another core's memory (input
+  // slots, result areas) or into an output nobody reads soon use
+  // non-temporal stores; smaller ones stay in cache, where the reader's
+  // next load finds them fastest.
+  static constexpr size_t kStreamBytes = 16 * 1024;
+  // A sharded round's reduction, chunk by chunk in L1.
+  static constexpr size_t kReduceChunkBytes = 16 * 1024;
 
   // Collective over all ranks: allocates the workspace and exchanges
   // descriptors with every peer.
@@ -149,7 +160,12 @@ class ShmDirect {
   std::vector<char*> peer_direct_;
   Status Put(int peer, const void* src, size_t bytes, uint64_t off, const FlagWrite* flag,
              const Deadline& dl);
-  Status Get(int peer, void* dst, size_t bytes, uint64_t off, const Deadline& dl);
+  // stream: non-temporal stores into dst.
+  Status Get(int peer, void* dst, size_t bytes, uint64_t off, bool stream, const Deadline& dl);
+  // Step b of a sharded round: my shard reduced from srcs (one per rank)
+  // into my result area and my own output.
+  void ReduceOwnShard(const void** srcs, char* result, char* own_out, size_t count, zc_dtype dtype,
+                      zc_op op, bool in_place);
   uint64_t round_ = 0;  // last round started (global across calls)
 };
 

@@ -99,7 +99,10 @@ Status ShmDirect::LearnBuffers(const Signature& sig, uint64_t tag, uint64_t g, i
 Status ShmDirect::ReduceShard(const std::vector<PeerBuffers>& bufs, size_t begin, size_t len,
                               zc_dtype dtype, zc_op op) {
   const size_t es = DtypeSize(dtype);
-  const size_t chunk = std::max<size_t>(1, kZeroCopyChunkBytes / es);
+  bool in_place = true;
+  for (const PeerBuffers& b : bufs) in_place = in_place && b.recv == b.send;
+  const size_t chunk =
+      std::max<size_t>(1, (in_place ? kZeroCopyInPlaceChunkBytes : kZeroCopyChunkBytes) / es);
   const void* srcs[64];
   std::vector<const void*> many;
   const void** s = n_ <= 64 ? srcs : (many.resize(n_), many.data());
@@ -120,6 +123,7 @@ Status ShmDirect::ReduceShard(const std::vector<PeerBuffers>& bufs, size_t begin
       else StreamCopy(b.recv + off, acc, bytes);
     }
   }
+  StreamFence();  // before the done flags
   return Status::Ok();
 }
 

@@ -32,9 +32,14 @@ void StreamCopy(void* dst, const void* src, size_t bytes) {
     _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 48), e);
   }
   memcpy(d + body, s + body, bytes - body);
-  _mm_sfence();
 #else
   memcpy(dst, src, bytes);
+#endif
+}
+
+void StreamFence() {
+#if defined(__x86_64__)
+  _mm_sfence();
 #endif
 }
 

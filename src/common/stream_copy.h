@@ -8,8 +8,11 @@
 namespace zc {
 
 // memcpy(dst, src, bytes) with non-temporal stores where the CPU has them
-// (x86-64), plain memcpy elsewhere. Ends with a store fence: the bytes are
-// visible to other cores before a later release store (a flag) is.
+// (x86-64), plain memcpy elsewhere. Non-temporal stores are weakly ordered:
+// call StreamFence() before a store that tells another core the bytes are
+// there (a flag).
 void StreamCopy(void* dst, const void* src, size_t bytes);
+// Orders every earlier StreamCopy before later stores (sfence).
+void StreamFence();
 
 }  // namespace zc
