@@ -3,7 +3,7 @@
 
     perf/run_suite.py --build BUILDDIR [--quick | --smoke] [--out DIR]
                       [--only machine,memcpy,p2p,allreduce2,allreduceN,
-                              limit,ps,engine,comm_init,torch,hvd]
+                              bestmpi,limit,ps,engine,comm_init,torch,hvd]
                       [--np N] [--no-docs-img] [--timeout-scale X]
                       [--ps-models vgg16,lstm] [--ps-reps R]
                       [--allow-missing-peers]
@@ -26,6 +26,12 @@ In one run:
              against zcomm allreduce of the same tensors; 2 workers + 2
              co-located servers, and 3 workers + 1 server; the three runs
              alternate (shm, tcp, gRPC, shm, tcp, gRPC, ...), R times;
+  * bestmpi: zcomm against the strongest MPI at each size: Open MPI with
+             its default collectives, with han (coll_han_priority 100) and
+             with adapt (coll_adapt_priority 100), and MPICH (each MPI's
+             programs built against it, started by its own mpirun);
+             allreduce 8 B-64 MiB on 2 and N ranks, p2p one-way latency;
+             in rounds, each ratio against the best MPI of its round;
   * limit:   the machine's own limit: zcomm's allreduce at 16-256 MiB, out
              of place and in place, on zc_mem_alloc buffers and on malloc'd
              memory, against perf/ideal_allreduce (every rank's buffers in
@@ -95,6 +101,7 @@ MODES = {
                   "--num-batches-per-iter", "2", "--num-warmup-batches", "1"],
         hvd_ranks=(2, 4), torch_timeout=600, reps=3,
         limit_min="16M", limit_max="64M", limit_rounds=3, limit_iters=5,
+        best_max="16M", best_rounds=2, best_p2p_iters=2000,
         timeout=240),
     # smoke: tiny sizes, one repetition: seconds per section; checks that
     # every program runs and the suite's verdict (tests/perf), not numbers.
@@ -111,6 +118,7 @@ MODES = {
                   "--num-batches-per-iter", "1", "--num-warmup-batches", "1"],
         hvd_ranks=(2,), torch_timeout=300, reps=1,
         limit_min="1M", limit_max="2M", limit_rounds=1, limit_iters=2,
+        best_max="4K", best_rounds=1, best_p2p_iters=50,
         timeout=120),
     "full": dict(
         memcpy_size="256M", memcpy_iters=10,
@@ -129,6 +137,7 @@ MODES = {
         hvd_args=["--pairs", "3", "--steps", "50", "--", "--num-iters", "2",
                   "--num-batches-per-iter", "2", "--num-warmup-batches", "1"],
         limit_min="16M", limit_max="256M", limit_rounds=5, limit_iters=5,
+        best_max="64M", best_rounds=3, best_p2p_iters=10000,
         hvd_ranks=(2, 4), torch_timeout=600, reps=3,
         timeout=1500),
 }
@@ -206,14 +215,33 @@ LOOPBACK_ENV = {
     "GLOO_SOCKET_IFNAME": "lo",
     "OMPI_MCA_btl_tcp_if_include": "lo",
     "OMPI_MCA_oob_tcp_if_include": "lo",
+    # MPICH: its launcher (hydra) and UCX, should they open sockets
+    "HYDRA_IFACE": "lo",
+    "UCX_NET_DEVICES": "lo",
 }
+
+# Each MPI by its own launcher: the mpirun alternative may point to either.
+OPENMPI_RUN = ("mpirun.openmpi", "mpirun")
+MPICH_RUN = ("mpirun.mpich",)
+
+
+def which_first(names):
+    for n in names:
+        path = shutil.which(n)
+        if path:
+            return path
+    return None
 
 # The peers, the Debian package of each that `scripts/setup.sh --perf`
 # installs, what the build makes of it, and the sections that run it.
 PEERS = {
     "mpi": dict(name="Open MPI", package="libopenmpi-dev",
                 progs=("perf/peers/mpi_pingpong", "perf/peers/mpi_allreduce"),
-                sections=("p2p", "allreduce2", "allreduceN")),
+                sections=("p2p", "allreduce2", "allreduceN", "bestmpi")),
+    "mpich": dict(name="MPICH", package="libmpich-dev",
+                  progs=("perf/peers/mpich_pingpong",
+                         "perf/peers/mpich_allreduce"),
+                  sections=("bestmpi",)),
     "gloo": dict(name="Gloo", package="libgloo-dev",
                  progs=("perf/peers/gloo_allreduce",),
                  sections=("allreduce2", "allreduceN")),
@@ -286,7 +314,7 @@ class Suite:
         os.makedirs(self.logs, exist_ok=True)
         # results of an earlier run must not mix with this one (only the
         # files this script writes are removed)
-        ours = re.compile(r"^((p2p|allreduce\d+|limit\d+|memcpy|ps|engine|comm_init"
+        ours = re.compile(r"^((p2p|allreduce\d+|limit\d+|bestmpi|memcpy|ps|engine|comm_init"
                           r"|torch|hvd)"
                           r"_[\w.-]+\.(json|png|log)"
                           r"|results\.json|summary\.md)$")
@@ -476,8 +504,10 @@ class Suite:
             if absent:
                 why.append("%s not built in %s" % (", ".join(absent),
                                                    self.build))
-            if key == "mpi" and not shutil.which("mpirun"):
-                why.append("mpirun not on PATH")
+            if key == "mpi" and not which_first(OPENMPI_RUN):
+                why.append("mpirun.openmpi not on PATH")
+            if key == "mpich" and not which_first(MPICH_RUN):
+                why.append("mpirun.mpich not on PATH")
             if key == "torch" and not self.have_torch():
                 why.append("torch is not importable by /usr/bin/python3")
             if not why:
@@ -521,7 +551,8 @@ class Suite:
         m["date"] = datetime.datetime.now().isoformat(timespec="seconds")
         m["loadavg_start"] = os.getloadavg()
         m["compiler"] = sh(["cc", "--version"]).splitlines()[0:1]
-        m["openmpi"] = (sh(["mpirun", "--allow-run-as-root", "--version"])
+        m["openmpi"] = (sh([which_first(OPENMPI_RUN) or "mpirun",
+                            "--allow-run-as-root", "--version"])
                         .splitlines() or [""])[0]
         gloo_h = "/usr/include/gloo/config.h"
         if os.path.exists(gloo_h):
@@ -569,7 +600,7 @@ class Suite:
         return cmd
 
     def mpirun_cmd(self, np_):
-        mpirun = shutil.which("mpirun")
+        mpirun = which_first(OPENMPI_RUN)
         if not mpirun:
             return None
         bind = "core" if np_ <= self.ncpu else "none"
@@ -710,6 +741,63 @@ class Suite:
         self.run(job, ["/usr/bin/python3", script, "-np", str(np_)] + sweep +
                  ["--timeout-s", str(self.timeout), "--json", jp],
                  json_path=jp)
+
+    # ---- the strongest MPI -------------------------------------------------
+    def mpi_variants(self, np_):
+        """(library, launcher command, program kind) of every MPI to
+        compare; kind "mpi" or "mpich" selects the program build."""
+        out = []
+        ompi = self.mpirun_cmd(np_)
+        if ompi:
+            out += [("Open MPI", ompi, "mpi"),
+                    ("Open MPI han", ompi + ["--mca", "coll_han_priority",
+                                             "100"], "mpi"),
+                    ("Open MPI adapt", ompi + ["--mca", "coll_adapt_priority",
+                                               "100"], "mpi")]
+        mpich = which_first(MPICH_RUN)
+        if mpich:
+            bind = ["-bind-to", "core"] if np_ <= self.ncpu else []
+            out.append(("MPICH", [mpich, "-np", str(np_)] + bind, "mpich"))
+        return out
+
+    def bestmpi(self, np_list):
+        """Rounds of zcomm and every MPI back to back: allreduce on each rank
+        count, then p2p latency. Each ratio divides zcomm's time by the best
+        MPI's of the same round (this VM's speed phases last minutes)."""
+        md = self.mode
+        sweep = ["-b", "8", "-e", md["best_max"], "-f", "2", "-n",
+                 str(md["coll_iters"]), "--min-iters", str(md["coll_min_iters"])]
+        p2p = ["--max-size", "4K", "--iters", str(md["best_p2p_iters"])]
+        zc_coll, zc_p2p = self.prog("perf/zc_coll"), self.prog("perf/zc_p2p")
+        for rnd in range(md["best_rounds"]):
+            for np_ in np_list:
+                group = "bestmpi_ar%d" % np_
+                jobs = [("zcomm", self.zcrun_cmd(np_), zc_coll,
+                         sweep + ["--reps", "1"])]
+                for lib, run, kind in self.mpi_variants(np_):
+                    jobs.append((lib, run, self.prog(
+                        "perf/peers/%s_allreduce" % kind), sweep))
+                self.best_round(group, "allreduce %d ranks" % np_, rnd, jobs)
+            jobs = [("zcomm", self.zcrun_cmd(2), zc_p2p,
+                     p2p + ["-t", "latency", "--reps", "1"])]
+            for lib, run, kind in self.mpi_variants(2):
+                if lib == "Open MPI" or lib == "MPICH":  # no collectives here
+                    jobs.append((lib, run, self.prog(
+                        "perf/peers/%s_pingpong" % kind), p2p + ["--bw-iters",
+                                                                 "1"]))
+            self.best_round("bestmpi_p2p", "p2p latency", rnd, jobs)
+
+    def best_round(self, group, what, rnd, jobs):
+        for lib, run, exe, args in jobs:
+            key = "%s_%s_r%d" % (group, re.sub(r"\W+", "_", lib), rnd)
+            job = Job(key, "%s, round %d: %s" % (what, rnd + 1, lib), group,
+                      lib, "bestmpi")
+            job.rep = rnd
+            if not exe or not run:
+                self.skip(job, "program or launcher not built/found")
+                continue
+            jp = os.path.join(self.out, key + ".json")
+            self.run(job, run + [exe] + args + ["--json", jp], json_path=jp)
 
     # ---- the machine's own limit ------------------------------------------
     def limit(self, np_):
@@ -1218,6 +1306,36 @@ def plots(suite, out_dir):
         fig.savefig(path, dpi=110)
         plt.close(fig)
         made.append(path)
+    # zcomm / the best MPI of each round, per size: median, whiskers
+    # min-max over the rounds.
+    best = [(g, bestmpi_stats(suite.group_jobs(g), "latency_us" if
+                              g.endswith("p2p") else "time_us")[1])
+            for g in sorted({j.group for j in suite.jobs
+                             if j.kind == "bestmpi"})]
+    best = [(g, st) for g, st in best if st]
+    if best:
+        fig, ax = plt.subplots(figsize=(7.5, 4.8))
+        for g, st in best:
+            pts = [(e["size"], e["ratio"]) for e in st if e["ratio"]]
+            label = ("p2p one-way latency" if g.endswith("p2p") else
+                     "allreduce, %s ranks" % g[len("bestmpi_ar"):])
+            ax.errorbar([p[0] for p in pts], [p[1][1] for p in pts],
+                        yerr=[[p[1][1] - p[1][0] for p in pts],
+                              [p[1][2] - p[1][1] for p in pts]],
+                        fmt="-o", markersize=3, capsize=2, label=label)
+        ax.axhline(1.0, color="gray", linewidth=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel("zcomm time / best MPI time (same round)")
+        ax.set_title("zcomm against the best of Open MPI (tuned, han, adapt) "
+                     "and MPICH — %s" % tag, fontsize=9)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = os.path.join(out_dir, "zcomm_vs_best_mpi.png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        made.append(path)
     # zcomm / ideal per size and rank count: median, whiskers min-max over
     # the rounds.
     lim = [(g, limit_stats(suite.group_jobs(g))) for g in sorted(
@@ -1370,6 +1488,68 @@ def ps_report(suite):
         t, m = md_table(
             "PS communication, %s: push+pull vs allreduce of the same "
             "tensors (ms), median (min-max)" % what, heads, rows)
+        texts.append(t)
+        mds.append(m)
+    return texts, mds
+
+
+def bestmpi_stats(jobs, field):
+    """Per size: each library's median over rounds, and min/median/max over
+    rounds of zcomm / the best MPI of the same round (and which MPI was best
+    most often)."""
+    rounds = {}
+    for j in jobs:
+        if j.rows:
+            rounds.setdefault(j.rep, {})[j.library] = {
+                r["size"]: r.get(field) for r in j.rows}
+    libs = sorted({lib for rd in rounds.values() for lib in rd})
+    sizes = sorted({s for rd in rounds.values() for lib in rd.values()
+                    for s in lib})
+    out = []
+    for size in sizes:
+        e = dict(size=size, ratio=[], best=[])
+        for lib in libs:
+            e[lib] = mmm([rd.get(lib, {}).get(size) for rd in rounds.values()])
+        for rd in rounds.values():
+            mpis = [(rd[lib].get(size), lib) for lib in rd
+                    if lib != "zcomm" and rd[lib].get(size)]
+            z = rd.get("zcomm", {}).get(size)
+            if mpis and z:
+                t, lib = min(mpis)
+                e["ratio"].append(z / t)
+                e["best"].append(lib)
+        e["ratio"] = mmm(e["ratio"])
+        e["best"] = max(set(e["best"]), key=e["best"].count) if e["best"] \
+            else "-"
+        out.append(e)
+    return libs, out
+
+
+def bestmpi_report(suite):
+    texts, mds = [], []
+    groups = sorted({j.group for j in suite.jobs if j.kind == "bestmpi"})
+    for g in groups:
+        jobs = suite.group_jobs(g)
+        field = "latency_us" if g.endswith("p2p") else "time_us"
+        libs, st = bestmpi_stats(jobs, field)
+        others = [lib for lib in libs if lib != "zcomm"]
+        heads = ["size", "zcomm (us)"] + ["%s (us)" % lib for lib in others] \
+            + ["best MPI", "zcomm / best MPI"]
+        rows = []
+        for e in st:
+            rows.append([human(e["size"]),
+                         fmt(e["zcomm"][1] if e.get("zcomm") else None, 2)] +
+                        [fmt(e[lib][1] if e.get(lib) else None, 2)
+                         for lib in others] +
+                        [e["best"], fmt_mmm(e["ratio"], 2)])
+        rounds = len({j.rep for j in jobs if j.rows})
+        what = ("p2p one-way latency, 2 ranks" if g.endswith("p2p") else
+                "allreduce %s ranks, float32 sum" % g[len("bestmpi_ar"):])
+        notes = ["%s: n/a: %s" % (j.label, j.error) for j in jobs if j.error]
+        t, m = md_table(
+            "%s against the best MPI of each round: medians over %d rounds; "
+            "zcomm / best MPI min / median / max" % (what, rounds), heads,
+            rows, notes)
         texts.append(t)
         mds.append(m)
     return texts, mds
@@ -1639,7 +1819,7 @@ def report(suite):
                       "busbw_GBps", [], digits=3, unit="GB/s")
         texts.append(t)
         mds.append(md)
-    for fn in (limit_report, ps_report, engine_report, comm_init_report, torch_report,
+    for fn in (bestmpi_report, limit_report, ps_report, engine_report, comm_init_report, torch_report,
                hvd_report):
         t, md = fn(suite)
         texts += t
@@ -1647,8 +1827,8 @@ def report(suite):
     return "\n".join(texts), "\n".join(mds)
 
 
-SECTIONS = ("machine", "memcpy", "p2p", "allreduce2", "allreduceN", "limit",
-            "ps", "engine", "comm_init", "torch", "hvd")
+SECTIONS = ("machine", "memcpy", "p2p", "allreduce2", "allreduceN", "bestmpi",
+            "limit", "ps", "engine", "comm_init", "torch", "hvd")
 
 
 def main():
@@ -1723,6 +1903,8 @@ def main():
         suite.allreduce(2, suite.mode["coll_max"])
     if "allreduceN" in only and a.np != 2:
         suite.allreduce(a.np, suite.mode["collN_max"])
+    if "bestmpi" in only:
+        suite.bestmpi(sorted({2, a.np}))
     if "limit" in only:
         for np_ in sorted({2, a.np}):
             suite.limit(np_)

@@ -2,7 +2,8 @@
 # Installs what zcomm needs from Debian's packages, if missing.
 #   scripts/setup.sh            build + test dependencies
 #   scripts/setup.sh --perf     also the peers the benchmarks compare with
-#                               (Open MPI, Gloo, gRPC, torch, matplotlib)
+#                               (Open MPI, MPICH, Gloo, gRPC, torch,
+#                               matplotlib)
 #   scripts/setup.sh --fuzz     also clang and libFuzzer, for scripts/fuzz.sh
 #                               (the default build and tests need neither)
 # Idempotent: when everything is present it only runs dpkg-query (< 1 s).
@@ -25,6 +26,7 @@ python3 python3-numpy python3-pybind11 pybind11-dev python3-torch libtorch-dev p
 python3-pytest python3-cloudpickle python3-mock"
 if [ "$perf" = 1 ]; then
   pkgs="$pkgs libgloo-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev
+mpich libmpich-dev
 protobuf-compiler python3-matplotlib python3-torchvision"
 fi
 if [ "$fuzz" = 1 ]; then

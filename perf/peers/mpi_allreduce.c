@@ -14,6 +14,11 @@
 
 #include "common/bench_util.h"
 
+/* Which MPI this build links (perf/peers/meson.build sets it). */
+#ifndef BU_MPI_NAME
+#define BU_MPI_NAME "openmpi"
+#endif
+
 static MPI_Datatype mpi_type(int dt) {
   switch (dt) {
     case BU_INT8: return MPI_INT8_T;
@@ -84,7 +89,7 @@ int main(int argc, char** argv) {
   if (factor < 2) factor = 2;
   if (min_iters < 1) min_iters = 1;
   bu_report rep;
-  bu_report_init(&rep, rank == 0 ? json : NULL, "allreduce", "mpi", "openmpi",
+  bu_report_init(&rep, rank == 0 ? json : NULL, "allreduce", "mpi", BU_MPI_NAME,
                  n);
   if (dt < 0 || op < 0 || mpi_type(dt) == MPI_DATATYPE_NULL ||
       (op == BU_AVG && !bu_dtype_is_float(dt))) {

@@ -16,6 +16,11 @@
 
 #include "common/bench_util.h"
 
+/* Which MPI this build links (perf/peers/meson.build sets it). */
+#ifndef BU_MPI_NAME
+#define BU_MPI_NAME "openmpi"
+#endif
+
 enum { TAG_LAT = 11, TAG_BW = 12, TAG_ACK = 13, TAG_CHECK = 14 };
 
 int main(int argc, char** argv) {
@@ -48,7 +53,7 @@ int main(int argc, char** argv) {
   if (window < 1) window = 1;
 
   bu_report rep;
-  bu_report_init(&rep, rank == 0 ? json : NULL, "p2p", "mpi", "openmpi", nranks);
+  bu_report_init(&rep, rank == 0 ? json : NULL, "p2p", "mpi", BU_MPI_NAME, nranks);
   rep.is_p2p = 1;
   snprintf(rep.extra, sizeof rep.extra, "\"buffers\": \"malloc\", \"window\": %d",
            window);

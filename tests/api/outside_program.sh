@@ -15,9 +15,11 @@ export LD_LIBRARY_PATH="$build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 echo "== zcrun -np 3"
 "$zcrun" -np 3 --timeout 60 "$work/prog" | tee "$work/zcrun.out"
 grep -q "c_abi_program: 3 ranks OK" "$work/zcrun.out"
-if command -v mpirun >/dev/null 2>&1 && [ "${ZC_TEST_HAVE_PMIX:-0}" = 1 ]; then
+# Open MPI's by name: the mpirun alternative may point to MPICH's.
+mpirun=$(command -v mpirun.openmpi || command -v mpirun || true)
+if [ -n "$mpirun" ] && [ "${ZC_TEST_HAVE_PMIX:-0}" = 1 ]; then
   echo "== mpirun -np 3"
-  timeout 90 mpirun --allow-run-as-root --oversubscribe -np 3 -x LD_LIBRARY_PATH "$work/prog" \
+  timeout 90 "$mpirun" --allow-run-as-root --oversubscribe -np 3 -x LD_LIBRARY_PATH "$work/prog" \
     | tee "$work/mpirun.out"
   grep -q "c_abi_program: 3 ranks OK" "$work/mpirun.out"
 else

@@ -149,14 +149,17 @@ TEST(LauncherDeath, RanksOfAKilledMpirunExitAndReleaseTheirMemory) {
 #if !ZC_HAVE_PMIX
   GTEST_SKIP() << "zcomm built without PMIx";
 #endif
-  if (system("mpirun --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "no mpirun";
+  // Open MPI's by name: the mpirun alternative may point to MPICH's.
+  std::string mpirun = system("mpirun.openmpi --version >/dev/null 2>&1") == 0 ? "mpirun.openmpi"
+                                                                                : "mpirun";
+  if (system((mpirun + " --version >/dev/null 2>&1").c_str()) != 0) GTEST_SKIP() << "no mpirun";
   std::string dir = TempDir();
   ASSERT_FALSE(dir.empty());
   // mpirun forks the ranks itself (one host): it is their parent.
-  Runner job = Runner::Command({"mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2",
+  Runner job = Runner::Command({mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2",
                                 Probe(), "orphan-wait", dir},
                                {"ZC_TIMEOUT=60"});
-  KillLauncherAndFollow(job, dir, "mpirun");
+  KillLauncherAndFollow(job, dir, mpirun);
 }
 
 // A rank that never calls zcomm (no watch of its own) still dies with zcrun:

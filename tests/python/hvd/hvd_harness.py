@@ -37,14 +37,19 @@ def zcrun(n, script, args=(), env=None, timeout=240):
     return p.returncode, p.stdout + p.stderr
 
 
+def _mpirun_path():
+    # Open MPI's by name: the mpirun alternative may point to MPICH's.
+    return shutil.which("mpirun.openmpi") or shutil.which("mpirun")
+
+
 def have_mpirun():
-    return shutil.which("mpirun") is not None
+    return _mpirun_path() is not None
 
 
 def mpirun(n, script, args=(), env=None, timeout=240):
     """Runs script on n ranks under Open MPI's mpirun (zcomm bootstraps by PMIx)."""
     e = _env(env)
-    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(n),
+    cmd = [_mpirun_path(), "--allow-run-as-root", "--oversubscribe", "-np", str(n),
            "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo"]
     for k in ("PYTHONPATH", "ZC_SOCKET_IFNAME", "ZC_TIMEOUT", "GLOO_SOCKET_IFNAME"):
         cmd += ["-x", k]
