@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <numeric>
 #include <stdexcept>
 
@@ -34,6 +35,24 @@ at::Tensor Flatten(const std::vector<at::Tensor>& ts) {
   return at::cat(flat);
 }
 void Unflatten(const at::Tensor& flat, const std::vector<at::Tensor>& ts) {
+  // Contiguous CPU tensors of the flat tensor's dtype (what all_gather's
+  // outputs usually are): plain copies, without a tensor operation each
+  // (about a microsecond of dispatch per tensor, the larger part of a small
+  // all_gather).
+  bool plain = flat.is_contiguous() && flat.device().is_cpu();
+  for (const at::Tensor& t : ts)
+    plain = plain && t.is_contiguous() && t.device().is_cpu() &&
+            t.scalar_type() == flat.scalar_type();
+  if (plain) {
+    const char* src = static_cast<const char*>(flat.data_ptr());
+    const size_t es = flat.element_size();
+    for (const at::Tensor& t : ts) {
+      const size_t bytes = static_cast<size_t>(t.numel()) * es;
+      if (bytes) std::memcpy(t.data_ptr(), src, bytes);
+      src += bytes;
+    }
+    return;
+  }
   int64_t off = 0;
   for (const at::Tensor& t : ts) {
     t.copy_(flat.narrow(0, off, t.numel()).view(t.sizes()));

@@ -14,17 +14,27 @@ WorkZcomm::WorkZcomm(int rank, c10d::OpType type, std::string what,
       what_(std::move(what)),
       outputs_(std::move(outputs)),
       deadline_(deadline),
-      on_deadline_(std::move(on_deadline)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()))) {}
+      on_deadline_(std::move(on_deadline)) {}
 
 void WorkZcomm::Complete(std::exception_ptr error) {
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  {
+    std::lock_guard<std::mutex> lock(future_mu_);
+    error_ = error;
+    completed_once_ = true;
+    future = future_;  // null: getFuture() completes it when it makes it
+  }
   finish(error);  // wakes wait()
   done_.store(true, std::memory_order_release);
-  if (error)
-    future_->setError(error);
+  if (future) CompleteFuture(future);
+}
+
+void WorkZcomm::CompleteFuture(const c10::intrusive_ptr<c10::ivalue::Future>& future) {
+  // Runs the future's callbacks (DDP's hooks) on this thread.
+  if (error_)
+    future->setError(error_);
   else
-    future_->markCompleted(c10::IValue(outputs_));
+    future->markCompleted(c10::IValue(outputs_));
 }
 
 void WorkZcomm::SetRequest(zc_request* req, bool run_in_wait) {
@@ -79,7 +89,21 @@ std::vector<at::Tensor> WorkZcomm::result() {
   return outputs_;
 }
 
-c10::intrusive_ptr<c10::ivalue::Future> WorkZcomm::getFuture() { return future_; }
+c10::intrusive_ptr<c10::ivalue::Future> WorkZcomm::getFuture() {
+  // Made on first use: most blocking calls never ask for it, and making and
+  // completing one costs a lock, an allocation and a list of the outputs.
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  bool complete_now = false;
+  {
+    std::lock_guard<std::mutex> lock(future_mu_);
+    if (future_) return future_;
+    future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors());
+    future = future_;
+    complete_now = completed_once_;
+  }
+  if (complete_now) CompleteFuture(future);
+  return future;
+}
 
 int WorkZcomm::sourceRank() const {
   if (opType_ != c10d::OpType::RECV && opType_ != c10d::OpType::RECVANYSOURCE)

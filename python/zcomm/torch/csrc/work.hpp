@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -55,7 +56,13 @@ class WorkZcomm : public c10d::Work {
   std::vector<at::Tensor> outputs_;
   const std::chrono::milliseconds deadline_;
   std::function<void(const std::string&)> on_deadline_;
+  void CompleteFuture(const c10::intrusive_ptr<c10::ivalue::Future>& future);
+  // The future, made by the first getFuture(); Complete and getFuture decide
+  // under future_mu_ which of them completes it.
+  std::mutex future_mu_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  bool completed_once_ = false;
+  std::exception_ptr error_;
   std::atomic<int> source_{-1};
   std::atomic<bool> done_{false};  // Complete ran; read by wait()'s spin
 
