@@ -149,6 +149,9 @@ Status ShmDirect::ZeroCopyRound(const Signature& sig, const char* send, char* re
     ZC_RETURN_IF_ERROR(group_->Hold(send, bytes, &send_hold));
     ZC_RETURN_IF_ERROR(group_->Hold(recv, bytes, &recv_hold));
     descriptor = Describe(send_hold, send, recv_hold, recv);
+    // As the peers will read it: a pool without shared segments (no shm
+    // transport made them) is not reachable either.
+    bufs[me_].user_memory = !send_hold->remote().seg_name[0] || !recv_hold->remote().seg_name[0];
   }
   ZC_RETURN_IF_ERROR(PublishBuffers(sig, tag, g, set, descriptor, dl));
   ZC_RETURN_IF_ERROR(LearnBuffers(sig, tag, g, set, &bufs, dl));
