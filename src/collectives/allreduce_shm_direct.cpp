@@ -71,6 +71,21 @@ Status ShmDirect::Get(int peer, void* dst, size_t bytes, uint64_t off, bool stre
   return Status::Ok();
 }
 
+Status ShmDirect::SetDoneFlags(uint64_t g, const Deadline& dl, bool peer_lost_ok) {
+  for (int i = 1; i < n_; ++i) {
+    const int p = (me_ + i) % n_;
+    if (char* d = peer_direct_[p]) {
+      reinterpret_cast<std::atomic<uint64_t>*>(d + done_flag_off(me_))
+          ->store(g, std::memory_order_release);
+      continue;
+    }
+    FlagWrite f{&peer_ws_[p], done_flag_off(me_), g};
+    Status st = Put(p, nullptr, 0, 0, &f, dl);
+    ZC_RETURN_IF_ERROR(peer_lost_ok ? IgnorePeerLost(st) : st);
+  }
+  return Status::Ok();
+}
+
 Status ShmDirect::Allreduce(const Signature& sig, const void* send, void* recv, size_t count,
                             zc_dtype dtype, zc_op op) {
   const size_t es = DtypeSize(dtype);
@@ -162,17 +177,7 @@ Status ShmDirect::SmallRound(const Signature& sig, const char* in, char* out, si
     if (op == ZC_AVG) ScaleDiv(dtype, out, count, n_);
   }
   // No result area was used: release it for the sharded rounds' accounting.
-  for (int i = 1; i < n_; ++i) {
-    const int p = (me_ + i) % n_;
-    if (char* d = peer_direct_[p]) {
-      reinterpret_cast<std::atomic<uint64_t>*>(d + done_flag_off(me_))
-          ->store(g, std::memory_order_release);
-      continue;
-    }
-    FlagWrite f{&peer_ws_[p], done_flag_off(me_), g};
-    ZC_RETURN_IF_ERROR(IgnorePeerLost(Put(p, nullptr, 0, 0, &f, dl)));
-  }
-  return Status::Ok();
+  return SetDoneFlags(g, dl, /*peer_lost_ok=*/true);
 }
 
 void ShmDirect::ReduceOwnShard(const void** srcs, char* result, char* own_out, size_t count,

@@ -127,6 +127,9 @@ class ShmDirect {
   // signature and size, and points *payload at it.
   Status ReadInput(const Signature& sig, uint64_t tag, uint64_t g, int set, int p,
                    size_t expect_bytes, const Deadline& dl, const void** payload);
+  // done[me] = g in every peer's workspace. peer_lost_ok: a peer that
+  // exited is not an error (it needed nothing more from this round).
+  Status SetDoneFlags(uint64_t g, const Deadline& dl, bool peer_lost_ok);
   // The one-step round for small vectors (see above).
   Status SmallRound(const Signature& sig, const char* send, char* recv, size_t count,
                     zc_dtype dtype, zc_op op, const Deadline& dl);

@@ -167,16 +167,7 @@ Status ShmDirect::ZeroCopyRound(const Signature& sig, const char* send, char* re
                                  op));
   // My shard is in every output: tell every rank, then wait until every
   // owner has written mine (and read my input for the last time).
-  for (int i = 1; i < n_; ++i) {
-    const int p = (me_ + i) % n_;
-    if (char* d = peer_direct_[p]) {
-      reinterpret_cast<std::atomic<uint64_t>*>(d + done_flag_off(me_))
-          ->store(g, std::memory_order_release);
-      continue;
-    }
-    FlagWrite f{&peer_ws_[p], done_flag_off(me_), g};
-    ZC_RETURN_IF_ERROR(Put(p, nullptr, 0, 0, &f, dl));
-  }
+  ZC_RETURN_IF_ERROR(SetDoneFlags(g, dl, /*peer_lost_ok=*/false));
   for (int i = 1; i < n_; ++i) {
     const int p = (me_ + i) % n_;
     ZC_RETURN_IF_ERROR(group_->WaitFlag(flag(done_flag_off(p)), g, p, dl,
