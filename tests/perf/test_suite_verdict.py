@@ -62,9 +62,9 @@ sys.exit(1 if mode == "fail" else 0)
 """
 
 
-def suite(build, out, *extra, env=None):
+def suite(build, out, *extra, env=None, only="p2p"):
     cmd = ["/usr/bin/python3", SUITE, "--build", build, "--smoke", "--only",
-           "p2p", "--out", out, "--no-docs-img"] + list(extra)
+           only, "--out", out, "--no-docs-img"] + list(extra)
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True, env=dict(os.environ, **(env or {})),
                        timeout=300)
@@ -114,6 +114,17 @@ with tempfile.TemporaryDirectory() as tmp:
           "real zc_p2p rows: latency, bandwidth, #wrong 0", text)
     check(all(" --reps " in " ".join(j["cmd"]) for j in zc),
           "zc_p2p repeats its timed loops", text)
+
+    # The machine's limit: the ideal and zcomm on both kinds of buffers, 2
+    # and 4 ranks, one round each; every ratio computed.
+    rc, text = suite(REAL_BUILD, out, "--allow-missing-peers", only="limit")
+    check(rc == 0, "real --smoke --only limit: rc %d" % rc, text)
+    res = json.load(open(os.path.join(out, "results.json")))
+    lim = [j for j in res["jobs"] if j["kind"] == "limit"]
+    check(len(lim) == 8 and all(j["rows"] and not j["error"] for j in lim),
+          "8 limit jobs with rows and no error (%d)" % len(lim), text)
+    check("zc_mem_alloc / ideal" in text and "malloc / ideal" in text,
+          "the limit table is printed", text)
 
 if failures:
     print("%d check(s) failed" % len(failures))
