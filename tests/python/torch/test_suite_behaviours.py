@@ -76,6 +76,10 @@ def any_source(rank, world):
             else:
                 raise AssertionError("a send's Work named a source")
     # A size mismatch through an any-source receive names sizes and sender.
+    # After a barrier: rank 0's any-source receives of tag 7 above must all
+    # have matched first, or the second could take this message before the
+    # other sender's large one arrives (seen at load average 15).
+    dist.barrier()
     if rank == 1:
         dist.send(torch.ones(10), 0, tag=7)  # eager: the send itself succeeds
     elif rank == 0:
