@@ -105,19 +105,24 @@ BU_INLINE int bu_first_rank(void) {
   return 1;
 }
 
-/* "PROG: <message>" and a hint, on stderr; exit status 2 (a usage error). */
+/* "PROG: <message>" and a hint, on stderr; exit status 2 (a usage error).
+ * Every rank prints it, in one write: the launcher stops the other ranks as
+ * soon as the first exits, so a message left to one rank (or written in
+ * pieces) could be cut off. */
 #if defined(__GNUC__)
 __attribute__((noreturn, format(printf, 2, 3)))
 #endif
 BU_INLINE void bu_usage_error(const char* prog, const char* fmt, ...) {
-  if (bu_first_rank()) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "%s: ", prog);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, " (%s --help lists the flags)\n", prog);
-  }
+  char msg[1024];
+  int n = snprintf(msg, sizeof msg, "%s: ", prog);
+  va_list ap;
+  va_start(ap, fmt);
+  if (n >= 0 && (size_t)n < sizeof msg) n += vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
+  va_end(ap);
+  if (n >= 0 && (size_t)n < sizeof msg)
+    snprintf(msg + n, sizeof msg - (size_t)n, " (%s --help lists the flags)\n", prog);
+  fputs(msg, stderr);
+  fflush(stderr);
   exit(2);
 }
 
