@@ -1287,6 +1287,22 @@ def plots(suite, out_dir):
         return []
     made = []
 
+    def errorbar_mmm(ax, xs, triples, fmt, label):
+        # median with whiskers min-max, one (min, median, max) per x
+        ax.errorbar(xs, [t[1] for t in triples],
+                    yerr=[[t[1] - t[0] for t in triples],
+                          [t[2] - t[1] for t in triples]],
+                    fmt=fmt, markersize=3, capsize=2, label=label)
+
+    def save(fig, ax, name, legend_size):
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=legend_size)
+        fig.tight_layout()
+        path = os.path.join(out_dir, name)
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        made.append(path)
+
     def one(name, jobs, field, ylabel, title, logy=True):
         jobs = [j for j in jobs if j.rows]
         if not jobs:
@@ -1371,23 +1387,15 @@ def plots(suite, out_dir):
             pts = [(e["size"], e["ratio"]) for e in st if e["ratio"]]
             label = ("p2p one-way latency" if g.endswith("p2p") else
                      "allreduce, %s ranks" % g[len("bestmpi_ar"):])
-            ax.errorbar([p[0] for p in pts], [p[1][1] for p in pts],
-                        yerr=[[p[1][1] - p[1][0] for p in pts],
-                              [p[1][2] - p[1][1] for p in pts]],
-                        fmt="-o", markersize=3, capsize=2, label=label)
+            errorbar_mmm(ax, [p[0] for p in pts], [p[1] for p in pts], "-o",
+                         label)
         ax.axhline(1.0, color="gray", linewidth=0.8)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("message size (bytes)")
         ax.set_ylabel("zcomm time / best MPI time (same round)")
         ax.set_title("zcomm against the best of Open MPI (tuned, han, adapt) "
                      "and MPICH — %s" % tag, fontsize=9)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        path = os.path.join(out_dir, "zcomm_vs_best_mpi.png")
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        made.append(path)
+        save(fig, ax, "zcomm_vs_best_mpi.png", 8)
     # zcomm / ideal per size and rank count: median, whiskers min-max over
     # the rounds.
     lim = [(g, limit_stats(suite.group_jobs(g))) for g in sorted(
@@ -1404,24 +1412,15 @@ def plots(suite, out_dir):
                 pts = [(e["size"], e[key]) for e in st if e.get(key)]
                 if not pts:
                     continue
-                ax.errorbar([p[0] for p in pts], [p[1][1] for p in pts],
-                            yerr=[[p[1][1] - p[1][0] for p in pts],
-                                  [p[1][2] - p[1][1] for p in pts]],
-                            fmt=style, markersize=3, capsize=2,
-                            label="%s, %s ranks" % (label, g[len("limit"):]))
+                errorbar_mmm(ax, [p[0] for p in pts], [p[1] for p in pts],
+                             style, "%s, %s ranks" % (label, g[len("limit"):]))
         ax.axhline(1.0, color="gray", linewidth=0.8)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("message size (bytes)")
         ax.set_ylabel("zcomm allreduce time / ideal allreduce time")
         ax.set_title("allreduce against this machine's ideal — %s" % tag,
                      fontsize=10)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        path = os.path.join(out_dir, "allreduce_vs_ideal.png")
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        made.append(path)
+        save(fig, ax, "allreduce_vs_ideal.png", 7)
     # PS comparison: push+pull per model and library, allreduce of the same
     # tensors; bars at the median, whiskers min-max over repetitions.
     groups = [(g, w) for g, w in PS_GROUPS if suite.group_jobs(g)]
