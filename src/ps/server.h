@@ -1,13 +1,20 @@
 // Server: the server half of a zc_ps. A control thread takes declarations
 // (allocating, per worker, the registered slots that worker's pushes land
 // in and answering with their descriptors) and goodbyes, and watches every
-// member's health; ZC_PS_SERVER_THREADS data threads own the chunks
-// (chunk i -> thread i mod T) and poll their slots' flags: in synchronous
-// mode, once every worker's push of the round is in, the round is reduced
-// with the collectives' vectorized kernels (ReduceN: each input read once),
-// SGD applied if asked, and the result written straight into each worker's
-// reply slot; in asynchronous mode each push is applied on arrival and each
-// pull request answered at once with the current value.
+// member's health; ZC_PS_SERVER_THREADS data threads own the pieces
+// (piece i -> thread i mod T) and poll their slots' flags: in synchronous
+// mode, once every worker's push of a piece is in, the piece is reduced
+// with the collectives' vectorized kernels (ReduceN: each input read once)
+// into the key's results region, SGD applied if asked, and each worker is
+// answered at once, while later pieces are still arriving: a worker that
+// maps this server's memory (this rank, a shared-memory peer) gets a
+// header only and copies the value from the results region itself
+// (kReplyRef), any other gets the value written into its reply slot. The
+// piece's results are overwritten by the next round only once every
+// worker has handed its reply slot back. In asynchronous mode each push is
+// applied on arrival and each pull request answered at once with the
+// current value. A co-located worker's engine steps the pieces itself
+// between its own transfers (Assist); the data threads then stand back.
 //
 // A lost member or a broken write fails the server: every worker is told
 // through its alert word, so nothing waits for a reply that will not come.
@@ -37,6 +44,11 @@ class Server {
   Status WaitDone();
   // Until every worker has said goodbye or dl; then stops the threads.
   Status Finish(const Deadline& dl);
+  // One pass over every piece from a co-located worker's thread (between
+  // its pushes and pulls, so that the reduction runs beside its own
+  // transfers instead of in threads that compete for the cores). True
+  // when something moved. While assisted, the data threads stand back.
+  bool Assist();
 
  private:
   struct PerWorker {
@@ -44,24 +56,30 @@ class Server {
     MemRegion* reply_credits = nullptr;  // the worker returns reply slots here
     ChunkSlotReader push;
     ChunkSlotWriter reply;
+    bool by_ref = false;  // answered with kReplyRef (maps our results region)
   };
   struct Key {
     DeclareHead decl{};
     size_t es = 0;
     ChunkSlotLayout layout;
     std::vector<PerWorker> w;
+    // Per piece (ResultOffset): synchronous sums: the round's sum;
+    // sgd or asynchronous: the variable.
+    MemRegion* results = nullptr;
   };
+  // One piece (the unit of transfer, see Placement::Pieces).
   struct Chunk {
     Key* key = nullptr;
     uint32_t slot = 0;
     uint64_t elems = 0, bytes = 0;
-    MemRegion* value = nullptr;  // sgd or async: the variable
-    MemRegion* accum = nullptr;  // synchronous: the round's sum
-    uint64_t round = 0;          // rounds completed (synchronous)
+    char* value = nullptr;  // sgd or async: the variable (in key->results)
+    char* accum = nullptr;  // synchronous sums: the round's sum (in key->results)
+    uint64_t round = 0;     // rounds completed (synchronous)
     std::vector<uint8_t> arrived;
     std::vector<const void*> srcs;
     int narrived = 0;
     bool init_pending = false;
+    std::atomic<bool> busy{false};  // a data thread or the assisting worker steps it
   };
 
   void ControlLoop();
@@ -70,11 +88,14 @@ class Server {
   Status CompleteDeclarations();
   Status Declare(uint64_t index, const std::vector<std::string>& msgs, std::string* error_text,
                  zc_status* code, std::unique_ptr<Key>* key, std::vector<std::unique_ptr<Chunk>>* chunks);
+  // Steps c unless another thread does (busy). Fails the server on error.
+  void TryStep(Chunk* c, bool* progress);
   Status Step(Chunk* c, bool* progress, int* culprit);
+  // Writes the reply into worker wi's slot (its credit is there: checked
+  // by the caller). by_ref: the header only.
   Status Reply(Chunk* c, int wi, const void* data, uint64_t round, int* culprit);
   void Fail(const Status& st, int culprit);
   void FreeKey(Key* k);
-  void FreeChunk(Chunk* c);
 
   Shared* sh_;
   int W_;
@@ -85,6 +106,12 @@ class Server {
   std::vector<std::unique_ptr<Key>> keys_;
   std::vector<std::unique_ptr<Chunk>> chunks_;
   std::atomic<uint64_t> generation_{0};
+  // Assist(): its own snapshot of chunks_, and when it last ran (steady
+  // clock, ns), so the data threads stand back while a worker assists.
+  std::mutex assist_mu_;
+  std::vector<Chunk*> assist_chunks_;
+  uint64_t assist_seen_ = ~uint64_t{0};
+  std::atomic<int64_t> assisted_ns_{0};
   Status failed_;
   std::atomic<bool> failed_flag_{false};
 
