@@ -124,6 +124,7 @@ Status Instance::Create(Group* group, Role role, const Options& options, uint64_
   sh->alerts = std::move(alert_of);
   sh->my_alerts = alerts;
   const uint32_t piece = h.piece != kAuto ? h.piece : all_shm ? kShmPiece : 0;
+  sh->all_shm = all_shm;
   sh->placement = Placement(partition_bytes, policy, static_cast<int>(sh->servers.size()), piece);
 
   std::unique_ptr<Instance> inst(new Instance(std::move(sh)));

@@ -10,8 +10,15 @@
 // The descriptors are present only when the server holds chunks of the key.
 // Slot messages (MsgHeader::kind):
 //   worker -> server: kInit (first worker's initial value), kPush, kPull
-//   (asynchronous mode: "reply with the current value")
-//   server -> worker: kReply (the round's sum or the updated value), or
+//   (asynchronous mode: "reply with the current value"), kPushRef
+//   (synchronous mode, a worker to the server of its own process: header
+//   only, MsgHeader::pad[0] the piece's address in the worker's tensor,
+//   which the server reduces from in place; the worker's push completes
+//   once the server has handed the slot back, or once the worker took the
+//   piece back, Server::Reclaim)
+//   server -> worker: kReplyDirect (a co-located worker whose pull was
+//   queued before the piece was reduced: the sum was reduced straight into
+//   its tensor; header only), kReply (the round's sum or the updated value), or
 //   kReplyRef (synchronous mode, a worker that maps the server's memory:
 //   this rank or a shared-memory peer): header only, the value is in the
 //   server's results region at the piece's offset (ResultOffset), and stays
@@ -33,7 +40,8 @@ constexpr uint64_t kDeclareTag = ControlTag(0, TagClass::kPs, 1);
 constexpr uint64_t kAckTag = ControlTag(0, TagClass::kPs, 2);
 constexpr uint64_t kByeTag = ControlTag(0, TagClass::kPs, 3);
 
-enum MsgKind : uint64_t { kInit = 1, kPush = 2, kPull = 3, kReply = 4, kReplyRef = 5 };
+enum MsgKind : uint64_t { kInit = 1, kPush = 2, kPull = 3, kReply = 4, kReplyRef = 5, kPushRef = 6,
+                        kReplyDirect = 7 };
 
 struct DeclareHead {
   uint64_t index;  // declaration number (every worker declares in the same order)

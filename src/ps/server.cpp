@@ -163,7 +163,12 @@ Status Server::CompleteDeclarations() {
     }
     if (key || !chunks.empty()) {
       std::lock_guard<std::mutex> lock(mu_);
-      if (key) keys_.push_back(std::move(key));
+      if (key) {
+        key->by_slot.assign(key->layout.n, nullptr);
+        for (auto& c : chunks) key->by_slot[c->slot] = c.get();
+        key_by_id_[key->decl.key] = key.get();
+        keys_.push_back(std::move(key));
+      }
       for (auto& c : chunks) chunks_.push_back(std::move(c));
       generation_.fetch_add(1, std::memory_order_release);
     }
@@ -233,6 +238,12 @@ Status Server::Declare(uint64_t index, const std::vector<std::string>& msgs, std
     pw.by_ref = !sh_->options.async && pw.reply.mapped();
   }
   const bool need_value = sh_->options.async || sh_->options.sgd_lr > 0;
+  key->local = -1;
+  for (int wi = 0; wi < W_; ++wi)
+    if (sh_->workers[wi] == g->rank()) key->local = wi;
+  key->direct_ok = st.ok() && key->local >= 0 && !need_value;
+  for (int wi = 0; st.ok() && wi < W_; ++wi)
+    if (wi != key->local && key->w[wi].by_ref) key->direct_ok = false;
   const uint64_t results_bytes = key->layout.n * ResultStride(key->layout.capacity);
   if (st.ok()) st = g->Allocate(results_bytes, &key->results);
   if (st.ok()) memset(key->results->data(), 0, results_bytes);  // no init: zeros
@@ -240,6 +251,7 @@ Status Server::Declare(uint64_t index, const std::vector<std::string>& msgs, std
     auto c = std::make_unique<Chunk>();
     c->key = key.get();
     c->slot = mine[i].slot;
+    c->offset = mine[i].offset;
     c->elems = mine[i].elems;
     c->bytes = mine[i].elems * es;
     c->arrived.assign(static_cast<size_t>(W_), 0);
@@ -281,13 +293,85 @@ int64_t NowNs() {
 constexpr int64_t kAssistHoldNs = 2'000'000;
 }  // namespace
 
-void Server::TryStep(Chunk* c, bool* progress) {
+void Server::TryStep(Chunk* c, bool* progress, bool* pending) {
   bool expected = false;
+  *pending = true;
   if (!c->busy.compare_exchange_strong(expected, true, std::memory_order_acquire)) return;
   int culprit = -1;
-  Status st = Step(c, progress, &culprit);
+  bool moved = false;
+  Status st = Step(c, &moved, &culprit);
+  if (st.ok()) {
+    bool p = moved || c->narrived > 0 || c->init_pending;
+    for (int wi = 0; !p && wi < W_; ++wi) p = c->key->w[wi].push.Ready(c->slot);
+    *pending = p;
+  }
+  *progress = *progress || moved;
   c->busy.store(false, std::memory_order_release);
   if (!st.ok()) Fail(st, culprit);
+}
+
+bool Server::Scan(const std::vector<Chunk*>& list, ScanState* s) {
+  constexpr size_t kWindow = 16;
+  constexpr uint64_t kFullScan = 32;
+  const size_t n = list.size();
+  bool progress = false, pending = false;
+  if (n == 0) return false;
+  if (++s->scans % kFullScan == 0 || n <= kWindow) {
+    for (Chunk* c : list) {
+      if (failed_flag_.load(std::memory_order_acquire)) break;
+      TryStep(c, &progress, &pending);
+    }
+    return progress;
+  }
+  size_t lead = 0;
+  bool leading = true;
+  for (size_t i = 0; i < kWindow; ++i) {
+    if (failed_flag_.load(std::memory_order_acquire)) break;
+    TryStep(list[(s->cursor + i) % n], &progress, &pending);
+    if (leading && !pending) ++lead;
+    else leading = false;
+  }
+  s->cursor = (s->cursor + lead) % n;
+  return progress;
+}
+
+void Server::OfferPull(uint64_t key, uint64_t round, char* dst) {
+  Key* k = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = key_by_id_.find(key);
+    if (it != key_by_id_.end()) k = it->second;
+  }
+  if (!k || !k->direct_ok) return;
+  k->offer_round.store(0, std::memory_order_release);
+  k->offer_dst.store(dst, std::memory_order_release);
+  k->offer_round.store(round, std::memory_order_release);
+}
+
+void Server::Reclaim(uint64_t key, uint32_t slot, int wi, const void* src, uint64_t bytes) {
+  Chunk* c = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = key_by_id_.find(key);
+    if (it != key_by_id_.end() && slot < it->second->by_slot.size()) c = it->second->by_slot[slot];
+  }
+  if (!c) return;
+  bool expected = false;
+  while (!c->busy.compare_exchange_weak(expected, true, std::memory_order_acquire)) {
+    expected = false;
+    std::this_thread::yield();
+  }
+  ChunkSlotReader& r = c->key->w[wi].push;
+  // Consumed already: no longer arrived and its message handed back.
+  if (c->arrived[wi] || r.Ready(slot)) {
+    auto* h = const_cast<MsgHeader*>(r.header(slot));
+    char* payload = static_cast<char*>(const_cast<void*>(r.payload(slot)));
+    if (bytes) memcpy(payload, src, bytes);
+    h->kind = kPush;
+    h->pad[0] = 0;
+    if (c->arrived[wi]) c->srcs[wi] = payload;
+  }
+  c->busy.store(false, std::memory_order_release);
 }
 
 bool Server::Assist() {
@@ -301,17 +385,13 @@ bool Server::Assist() {
     assist_chunks_.clear();
     for (auto& c : chunks_) assist_chunks_.push_back(c.get());
   }
-  bool progress = false;
-  for (Chunk* c : assist_chunks_) {
-    if (failed_flag_.load(std::memory_order_acquire)) break;
-    TryStep(c, &progress);
-  }
-  return progress;
+  return Scan(assist_chunks_, &assist_scan_);
 }
 
 void Server::DataLoop(int tid) {
   const int T = sh_->options.server_threads;
   std::vector<Chunk*> mine;
+  ScanState scan;
   uint64_t seen = ~uint64_t{0};
   // Sleep on notifications only when every worker's writes are stored by a
   // thread of this process (tcp, verbs, or this very rank).
@@ -334,17 +414,13 @@ void Server::DataLoop(int tid) {
       for (size_t i = 0; i < chunks_.size(); ++i)
         if (static_cast<int>(i % static_cast<size_t>(T)) == tid) mine.push_back(chunks_[i].get());
     }
-    bool progress = false;
-    for (Chunk* c : mine) {
-      if (failed_flag_.load(std::memory_order_acquire)) break;
-      TryStep(c, &progress);
-    }
+    bool progress = Scan(mine, &scan);
     if (progress) bo.Reset();
     else bo.Pause();
   }
 }
 
-Status Server::Reply(Chunk* c, int wi, const void* data, uint64_t round, int* culprit) {
+Status Server::Reply(Chunk* c, int wi, const void* data, uint64_t round, int* culprit, bool direct) {
   PerWorker& pw = c->key->w[wi];
   int r = sh_->workers[wi];
   Deadline dl = sh_->group->NewDeadline();
@@ -354,7 +430,10 @@ Status Server::Reply(Chunk* c, int wi, const void* data, uint64_t round, int* cu
   h.bytes = c->bytes;
   h.key = c->key->decl.key;
   uint64_t payload = c->bytes;
-  if (pw.by_ref && !sh_->options.async) {
+  if (direct) {
+    h.kind = kReplyDirect;
+    payload = 0;
+  } else if (pw.by_ref && !sh_->options.async) {
     h.kind = kReplyRef;
     payload = 0;
   }
@@ -401,10 +480,11 @@ Status Server::Step(Chunk* c, bool* progress, int* culprit) {
     const void* p = r.payload(c->slot);
     *progress = true;
     if (!sh_->options.async) {
-      if (h->kind != kPush || h->bytes != c->bytes) return bad(wi, h, "expected a push");
+      const bool ref = h->kind == kPushRef && sh_->workers[wi] == sh_->group->rank();
+      if ((h->kind != kPush && !ref) || h->bytes != c->bytes) return bad(wi, h, "expected a push");
       if (h->round != c->round + 1) return bad(wi, h, "push of another round");
       c->arrived[wi] = 1;
-      c->srcs[wi] = p;
+      c->srcs[wi] = ref ? reinterpret_cast<const void*>(static_cast<uintptr_t>(h->pad[0])) : p;
       ++c->narrived;
       continue;
     }
@@ -431,9 +511,20 @@ Status Server::Step(Chunk* c, bool* progress, int* culprit) {
   for (int wi = 0; wi < W_; ++wi)
     if (!k.w[wi].reply.HasCredit(c->slot)) return Status::Ok();
   *progress = true;
-  // One pass over all inputs.
+  // One pass over all inputs: into the co-located worker's tensor when its
+  // pull of this round is queued and nobody reads the results region.
+  char* direct = nullptr;
+  if (k.direct_ok) {
+    const uint64_t r1 = k.offer_round.load(std::memory_order_acquire);
+    char* d = k.offer_dst.load(std::memory_order_acquire);
+    const uint64_t r2 = k.offer_round.load(std::memory_order_acquire);
+    if (r1 == c->round + 1 && r2 == r1 && d) direct = d + c->offset * k.es;
+  }
   const void* out = c->accum;
-  if (sh_->options.sgd_lr > 0) {
+  if (direct) {
+    ReduceN(dtype, ZC_SUM, direct, c->srcs.data(), W_, c->elems);
+    out = direct;
+  } else if (sh_->options.sgd_lr > 0) {
     thread_local std::vector<char> scratch;
     if (scratch.size() < c->bytes) scratch.resize(c->bytes);
     ReduceN(dtype, ZC_SUM, scratch.data(), c->srcs.data(), W_, c->elems);
@@ -449,7 +540,11 @@ Status Server::Step(Chunk* c, bool* progress, int* culprit) {
   }
   c->narrived = 0;
   ++c->round;
-  for (int wi = 0; wi < W_; ++wi) ZC_RETURN_IF_ERROR(Reply(c, wi, out, c->round, culprit));
+  // Reduced into the co-located worker's tensor: the others' copies are
+  // sent from it first, and its reply last (then the tensor is the caller's).
+  for (int wi = 0; wi < W_; ++wi)
+    if (!direct || wi != k.local) ZC_RETURN_IF_ERROR(Reply(c, wi, out, c->round, culprit));
+  if (direct) ZC_RETURN_IF_ERROR(Reply(c, k.local, out, c->round, culprit, true));
   return Status::Ok();
 }
 

@@ -1,6 +1,5 @@
 #include "ps/worker.h"
 
-#include <cstdlib>
 #include <cstring>
 
 #include "collectives/dtype.h"
@@ -299,6 +298,8 @@ void Worker::EnqueuePush(Key* k, const void* buf, uint64_t round, DoneFn done) {
 }
 
 void Worker::EnqueuePull(Key* k, void* buf, uint64_t round, DoneFn done) {
+  // This rank's server may reduce the round straight into buf.
+  if (colocated_ && !sh_->options.async) colocated_->OfferPull(k->key, round, static_cast<char*>(buf));
   auto op = std::make_unique<Op>(sh_->group->NewDeadline());
   op->k = k;
   op->dst = static_cast<char*>(buf);
@@ -322,7 +323,17 @@ Status Worker::StepPush(Op* op, int* budget, bool* progress) {
     h.round = op->round;
     h.bytes = c.elems * k->es;
     h.key = k->key;
-    Status st = ps.push.Put(c.slot, h, op->src + c.offset * k->es, h.bytes, op->dl);
+    const char* src = op->src + c.offset * k->es;
+    uint64_t payload = h.bytes;
+    if (colocated_ && c.server == sh_->server_index && !sh_->options.async) {
+      // This process's server reduces straight from the tensor: no copy.
+      h.kind = kPushRef;
+      h.pad[0] = reinterpret_cast<uintptr_t>(src);
+      payload = 0;
+      if (op->refs.empty()) op->refs_since = Clock::now();
+      op->refs.push_back(op->next);
+    }
+    Status st = ps.push.Put(c.slot, h, src, payload, op->dl);
     if (!st.ok()) return st.with_context(Format("push to server rank %d", sh_->servers[c.server]));
     ++op->next;
     --*budget;
@@ -330,6 +341,34 @@ Status Worker::StepPush(Op* op, int* budget, bool* progress) {
     op->dl = sh_->group->NewDeadline();
   }
   return Status::Ok();
+}
+
+bool Worker::SettleRefs(Op* op, bool* progress) {
+  // Microseconds a push waits for its server to consume its references
+  // before it copies them into their slots: the other workers' pieces
+  // normally come within a pass or two; a worker that pushes its keys in
+  // another order must not keep this push (and its caller) waiting.
+  constexpr int kReclaimUs = 500;
+  Key* k = op->k;
+  size_t kept = 0;
+  for (size_t r : op->refs) {
+    const ChunkPlace& c = k->chunks[r];
+    if (!k->s[c.server].push.HasCredit(c.slot)) op->refs[kept++] = r;
+  }
+  if (kept != op->refs.size()) {
+    *progress = true;
+    op->refs.resize(kept);
+    op->refs_since = Clock::now();
+  }
+  if (op->refs.empty()) return true;
+  if (Clock::now() - op->refs_since < std::chrono::microseconds(kReclaimUs)) return false;
+  for (size_t r : op->refs) {
+    const ChunkPlace& c = k->chunks[r];
+    colocated_->Reclaim(k->key, c.slot, sh_->worker_index, op->src + c.offset * k->es, c.elems * k->es);
+  }
+  op->refs.clear();
+  *progress = true;
+  return true;
 }
 
 Status Worker::StepPull(Op* op, bool* progress) {
@@ -367,7 +406,9 @@ Status Worker::StepPull(Op* op, bool* progress) {
     const MsgHeader* h = ps.reply.header(c.slot);
     const uint64_t bytes = c.elems * k->es;
     const bool by_ref = h->kind == kReplyRef && ps.results;
-    if ((h->kind != kReply && !by_ref) || h->round != op->round || h->bytes != bytes || h->key != k->key)
+    const bool direct = h->kind == kReplyDirect && colocated_ && c.server == sh_->server_index;
+    if ((h->kind != kReply && !by_ref && !direct) || h->round != op->round || h->bytes != bytes ||
+        h->key != k->key)
       return Error(ZC_ERR_INTERNAL, "key %llu: reply from server rank %d is for key %llu round %llu "
                    "(kind %llu, %llu bytes), expected round %llu (%llu bytes)",
                    static_cast<unsigned long long>(k->key), sh_->servers[c.server],
@@ -375,7 +416,7 @@ Status Worker::StepPull(Op* op, bool* progress) {
                    static_cast<unsigned long long>(h->kind), static_cast<unsigned long long>(h->bytes),
                    static_cast<unsigned long long>(op->round), static_cast<unsigned long long>(bytes));
     const void* from = by_ref ? ps.results + ResultOffset(c.slot, ps.layout.capacity) : ps.reply.payload(c.slot);
-    StreamCopy(op->dst + c.offset * k->es, from, bytes);
+    if (!direct) StreamCopy(op->dst + c.offset * k->es, from, bytes);
     Status st = ps.reply.Release(c.slot, op->dl);
     if (!st.ok()) return st.with_context(Format("reply credit to server rank %d", sh_->servers[c.server]));
     ++op->next;
@@ -428,13 +469,24 @@ bool Worker::Pass() {
   ++pass_;
   bool progress = false;
   std::vector<std::pair<Op*, Status>> finished;
-  // The first operation of each key moves; the others wait their turn.
+  // The first push and the first pull of each key move (asynchronous
+  // mode: the first operation); the others wait their turn.
   std::vector<Op*> heads;
   heads.reserve(active_.size());
+  const bool async = sh_->options.async;
   for (auto& op : active_) {
     op->what = nullptr;
-    if (op->k->head_pass == pass_) continue;
-    op->k->head_pass = pass_;
+    Key* k = op->k;
+    uint64_t& head = op->push || async ? k->head_push : k->head_pull;
+    if (!op->push && k->head_pull != pass_) k->pull_dst = op->dst;
+    if (head == pass_) continue;
+    head = pass_;
+    if (op->push && k->head_pull == pass_) {
+      // An earlier pull of the key is pending: a push from the same memory
+      // waits for it (it pushes what that pull writes).
+      const size_t bytes = bytes_of(k);
+      if (op->src < k->pull_dst + bytes && k->pull_dst < op->src + bytes) continue;
+    }
     heads.push_back(op.get());
   }
   if (!broken_.ok()) {
@@ -447,8 +499,7 @@ bool Worker::Pass() {
       if (!st.ok() || op->next == op->k->chunks.size()) finished.push_back({op, st});
     }
     // The co-located server's pieces, between this worker's transfers.
-    static const bool assist = !getenv("ZC_PS_ASSIST") || atoi(getenv("ZC_PS_ASSIST"));
-    if (colocated_ && assist) {
+    if (colocated_ && sh_->all_shm) {
       ++assist_calls_;
       progress |= colocated_->Assist();
     }
@@ -462,7 +513,8 @@ bool Worker::Pass() {
         continue;
       }
       Status st = StepPush(op, &budget, &progress);
-      if (!st.ok() || op->next == op->k->chunks.size()) finished.push_back({op, st});
+      if (!st.ok() || (op->next == op->k->chunks.size() && SettleRefs(op, &progress)))
+        finished.push_back({op, st});
     }
   }
   {

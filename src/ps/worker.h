@@ -10,10 +10,15 @@
 // the server's results region.
 //
 // Pushes and pulls are operations run by an engine (Pass), piece by piece:
-// every operation whose key has no earlier operation pending moves at once,
-// so the pulls of the first keys take their pieces while later keys are
-// still being pushed, and a push never waits for a server (a piece goes as
-// soon as its slot's credit is there). Between its pieces the engine steps
+// every push whose key has no earlier push pending moves at once, and so
+// does every pull with no earlier pull of its key: a pull takes a piece as
+// soon as its reply is in, while later pieces of the same key are still
+// being pushed (the reply's flag orders it after the push; a next round's
+// push waits for its slot's credit and the server for every reply slot to
+// be handed back); a push whose tensor overlaps an earlier pull's waits for
+// it (it pushes what the pull wrote). Asynchronous mode keeps each key's operations in call
+// order (a pull request must follow the push before it). A push never
+// waits for a server (a piece goes as soon as its slot's credit is there). Between its pieces the engine steps
 // the co-located server (Server::Assist). Waits are the engine's passes;
 // a stalled operation fails with a server's alert, a lost member or its
 // deadline (ZC_TIMEOUT without progress).
@@ -89,7 +94,10 @@ class Worker {
     // round's push has been admitted (synchronous mode).
     uint64_t pushes = 0, pulls = 0;
     bool pushed = false;
-    uint64_t head_pass = 0;  // engine: the pass that found this key's first operation
+    // Engine: the pass that found this key's first push and first pull
+    // (asynchronous mode: first operation, in head_push).
+    uint64_t head_push = 0, head_pull = 0;
+    const char* pull_dst = nullptr;  // the first pull of this pass's key (push_after checks)
   };
 
  private:
@@ -101,6 +109,10 @@ class Worker {
     uint64_t round = 0;
     size_t next = 0;      // pieces written (push) or taken (pull)
     size_t requests = 0;  // asynchronous pull: requests written
+    // Push: pieces sent by reference to this rank's server (kPushRef) that
+    // it has not handed back yet, and since when the push waits for them.
+    std::vector<size_t> refs;
+    Clock::time_point refs_since{};
     DoneFn done;
     Deadline dl;
     int wait_server = -1;        // what it waits for (stall messages)
@@ -111,6 +123,11 @@ class Worker {
   // still write in this pass. OK with op->next == pieces when done.
   Status StepPush(Op* op, int* budget, bool* progress);
   Status StepPull(Op* op, bool* progress);
+  // A push whose pieces are all written: drops the references the server
+  // has consumed; after kReclaimUs of waiting takes the others back (a
+  // copy into their slots), so that a push never waits for another
+  // worker. True when no reference is left.
+  bool SettleRefs(Op* op, bool* progress);
   // A pass without progress: alerts, members' health and the deadlines of
   // the waiting operations (whose status is set in *failed).
   void CheckStalls(std::vector<std::pair<Op*, Status>>* failed);
