@@ -530,6 +530,14 @@ bool Worker::Pass() {
       if (it->get() != op) continue;
       std::unique_ptr<Op> mine = std::move(*it);
       active_.erase(it);
+      // A failed push: its pieces lent to this rank's server come back
+      // before the caller may free the tensor.
+      for (size_t r : mine->refs) {
+        const ChunkPlace& c = mine->k->chunks[r];
+        colocated_->Reclaim(mine->k->key, c.slot, sh_->worker_index, mine->src + c.offset * mine->k->es,
+                            c.elems * mine->k->es);
+      }
+      mine->refs.clear();
       if (mine->done) mine->done(st);
       in_flight_.fetch_sub(1, std::memory_order_acq_rel);
       break;
