@@ -13,8 +13,9 @@
 // piece's results are overwritten by the next round only once every
 // worker has handed its reply slot back. In asynchronous mode each push is
 // applied on arrival and each pull request answered at once with the
-// current value. A co-located worker's engine steps the pieces itself
-// between its own transfers (Assist); the data threads then stand back.
+// current value. When every peer is on shared memory a co-located
+// worker's engine steps the pieces itself between its own transfers
+// (Assist); the data threads then stand back.
 //
 // A lost member or a broken write fails the server: every worker is told
 // through its alert word, so nothing waits for a reply that will not come.

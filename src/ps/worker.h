@@ -15,13 +15,16 @@
 // soon as its reply is in, while later pieces of the same key are still
 // being pushed (the reply's flag orders it after the push; a next round's
 // push waits for its slot's credit and the server for every reply slot to
-// be handed back); a push whose tensor overlaps an earlier pull's waits for
-// it (it pushes what the pull wrote). Asynchronous mode keeps each key's operations in call
-// order (a pull request must follow the push before it). A push never
-// waits for a server (a piece goes as soon as its slot's credit is there). Between its pieces the engine steps
-// the co-located server (Server::Assist). Waits are the engine's passes;
-// a stalled operation fails with a server's alert, a lost member or its
-// deadline (ZC_TIMEOUT without progress).
+// be handed back); a push whose tensor overlaps an earlier pull's waits
+// for it (it pushes what the pull writes). Asynchronous mode keeps each
+// key's operations in call order (a pull request must follow the push
+// before it). A push never waits for a server (a piece goes as soon as its
+// slot's credit is there), nor for another worker (pieces lent to this
+// rank's server are taken back after kReclaimUs). When every peer is on
+// shared memory the engine steps the co-located server between its pieces
+// (Server::Assist). Waits are the engine's passes; a stalled operation
+// fails with a server's alert, a lost member or its deadline (ZC_TIMEOUT
+// without progress).
 //
 // Order rules are checked by Admit*() in the calling thread, before any
 // transfer, so that a bad call fails at once on the calling rank.
