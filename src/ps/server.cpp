@@ -323,13 +323,15 @@ bool Server::Scan(const std::vector<Chunk*>& list, ScanState* s) {
     }
     return progress;
   }
-  size_t lead = 0;
-  bool leading = true;
-  for (size_t i = 0; i < kWindow; ++i) {
+  // Past the pieces with nothing pending (all of them, at most), then a
+  // window from the first that has something: a scan that finds nothing
+  // has looked at every piece, so work anywhere is seen at once.
+  size_t lead = 0, stepped = 0;
+  for (size_t i = 0; i < n && stepped < kWindow; ++i) {
     if (failed_flag_.load(std::memory_order_acquire)) break;
     TryStep(list[(s->cursor + i) % n], &progress, &pending);
-    if (leading && !pending) ++lead;
-    else leading = false;
+    if (stepped == 0 && !pending) ++lead;
+    else ++stepped;
   }
   s->cursor = (s->cursor + lead) % n;
   return progress;
