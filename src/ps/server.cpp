@@ -310,7 +310,7 @@ void Server::TryStep(Chunk* c, bool* progress, bool* pending) {
   if (!st.ok()) Fail(st, culprit);
 }
 
-bool Server::Scan(const std::vector<Chunk*>& list, ScanState* s) {
+bool Server::Scan(const std::vector<Chunk*>& list, ScanState* s, size_t max_skip) {
   constexpr size_t kWindow = 16;
   constexpr uint64_t kFullScan = 32;
   const size_t n = list.size();
@@ -323,11 +323,10 @@ bool Server::Scan(const std::vector<Chunk*>& list, ScanState* s) {
     }
     return progress;
   }
-  // Past the pieces with nothing pending (all of them, at most), then a
-  // window from the first that has something: a scan that finds nothing
-  // has looked at every piece, so work anywhere is seen at once.
+  // Past at most max_skip pieces with nothing pending, then a window from
+  // the first that has something.
   size_t lead = 0, stepped = 0;
-  for (size_t i = 0; i < n && stepped < kWindow; ++i) {
+  for (size_t i = 0; i < n && stepped < kWindow && lead < max_skip; ++i) {
     if (failed_flag_.load(std::memory_order_acquire)) break;
     TryStep(list[(s->cursor + i) % n], &progress, &pending);
     if (stepped == 0 && !pending) ++lead;
@@ -387,7 +386,9 @@ bool Server::Assist() {
     assist_chunks_.clear();
     for (auto& c : chunks_) assist_chunks_.push_back(c.get());
   }
-  return Scan(assist_chunks_, &assist_scan_);
+  // Called between every two pieces the worker moves: a bounded skip (the
+  // full scans and the next calls cover the rest).
+  return Scan(assist_chunks_, &assist_scan_, 64);
 }
 
 void Server::DataLoop(int tid) {
@@ -416,7 +417,9 @@ void Server::DataLoop(int tid) {
       for (size_t i = 0; i < chunks_.size(); ++i)
         if (static_cast<int>(i % static_cast<size_t>(T)) == tid) mine.push_back(chunks_[i].get());
     }
-    bool progress = Scan(mine, &scan);
+    // A pass that finds nothing has looked at every piece (else it would
+    // sleep between windows and see work late).
+    bool progress = Scan(mine, &scan, mine.size());
     if (progress) bo.Reset();
     else bo.Pause();
   }

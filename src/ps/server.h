@@ -120,7 +120,8 @@ class Server {
     size_t cursor = 0;
     uint64_t scans = 0;
   };
-  bool Scan(const std::vector<Chunk*>& list, ScanState* s);
+  // max_skip: pieces with nothing pending a scan passes at most.
+  bool Scan(const std::vector<Chunk*>& list, ScanState* s, size_t max_skip);
   Status Step(Chunk* c, bool* progress, int* culprit);
   // Writes the reply into worker wi's slot (its credit is there: checked
   // by the caller). by_ref: the header only.
