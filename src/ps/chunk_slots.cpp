@@ -5,6 +5,7 @@
 #include "common/wakeup.h"
 #include "p2p/device.h"
 #include "p2p/slot_stream.h"
+#include "ps/stream_copy.h"
 
 namespace zc::ps {
 namespace {
@@ -64,8 +65,17 @@ Status ChunkSlotWriter::Put(uint32_t k, const MsgHeader& h, const void* payload,
   if (!HasCredit(k)) return Error(ZC_ERR_INTERNAL, "chunk slot %u written before its credit", k);
   const SrcPiece pieces[2] = {{&h, sizeof(h)}, {payload, bytes}};
   FlagWrite flag{&remote_, layout_.flag_offset(k), sent_[k] + 1};
-  if (direct_) {
-    if (peer_ != dev_->rank()) ZC_RETURN_IF_ERROR(dev_->health().KnownHealth(peer_));
+  if (direct_ && peer_ != dev_->rank()) {
+    // Another process's memory, read next by its core: the payload with
+    // non-temporal stores (and a fence), then the flag (release).
+    ZC_RETURN_IF_ERROR(dev_->health().KnownHealth(peer_));
+    char* slot = direct_ + layout_.slot_offset(k);
+    memcpy(slot, &h, sizeof(h));
+    StreamCopy(slot + sizeof(h), payload, bytes);
+    WriteMapped(direct_, 0, nullptr, 0, &flag);
+    Wakeup::Notify();
+  } else if (direct_) {
+    // This process (a co-located server that reduces it next, in cache).
     WriteMapped(direct_, layout_.slot_offset(k), pieces, 2, &flag);
     Wakeup::Notify();
   } else {

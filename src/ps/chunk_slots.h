@@ -73,6 +73,9 @@ class ChunkSlotWriter {
   // different k.
   Status Put(uint32_t k, const MsgHeader& h, const void* payload, uint64_t bytes, const Deadline& dl);
   int peer() const { return peer_; }
+  // True when the reader's memory is mapped here (this very process, or a
+  // shared-memory peer): the reader can map ours as well.
+  bool mapped() const { return direct_ != nullptr; }
 
  private:
   Device* dev_ = nullptr;

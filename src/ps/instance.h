@@ -2,8 +2,9 @@
 // collectively over a communicator's ranks, each a worker, a server or
 // both (the paper's co-located setting: the server runs on threads of the
 // worker's process). It owns the Shared state, the Server and Worker halves
-// present on this rank, and an operation thread that runs nonblocking
-// pushes and pulls in call order.
+// present on this rank, and an operation thread that drives the worker's
+// engine (Worker::Pass) while operations are in flight; a blocking call
+// drives it itself until its operation is done.
 #pragma once
 
 #include <condition_variable>
@@ -53,7 +54,15 @@ class Instance {
 
  private:
   explicit Instance(std::unique_ptr<Shared> sh) : sh_(std::move(sh)) {}
-  Status Run(std::function<Status()> op, DoneFn done);
+  // Drives the engine until *done (or, with done == nullptr, until no
+  // operation is in flight).
+  void Drive(const std::atomic<int>* done);
+  // Queues a push or pull (api_mu_ held: call order); blocking when done
+  // is empty.
+  Status Start(bool push, Worker::Key* k, void* buf, uint64_t round, DoneFn done,
+               std::lock_guard<std::mutex>* api_lock);
+  // Runs fn with no operation in flight and the engine held.
+  Status Quiet(const std::function<Status()>& fn);
   void OpLoop();
 
   std::unique_ptr<Shared> sh_;
@@ -61,13 +70,11 @@ class Instance {
   std::unique_ptr<Server> server_;
   std::mutex api_mu_;  // declarations and order checks
 
+  std::mutex engine_mu_;  // one thread runs Worker::Pass at a time
   std::mutex q_mu_;
   std::condition_variable q_cv_;
-  std::deque<std::function<void()>> queue_;
-  int busy_ = 0;  // queued or running
   bool stopping_ = false;
   std::thread op_thread_;
-  std::mutex exec_mu_;  // one transfer at a time (inline or queued)
 };
 
 }  // namespace zc::ps

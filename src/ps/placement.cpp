@@ -39,4 +39,23 @@ std::vector<ChunkPlace> Placement::Cut(uint64_t key, uint64_t count, size_t elem
   return out;
 }
 
+std::vector<ChunkPlace> Placement::Pieces(const std::vector<ChunkPlace>& chunks,
+                                          size_t elem_size) const {
+  const uint64_t pe = piece_ ? std::max<uint64_t>(1, piece_ / std::max<size_t>(1, elem_size)) : 0;
+  std::vector<ChunkPlace> out;
+  std::vector<uint32_t> per_server(static_cast<size_t>(servers_), 0);
+  for (const ChunkPlace& c : chunks) {
+    const uint64_t step = pe ? pe : std::max<uint64_t>(1, c.elems);
+    for (uint64_t off = 0; off < c.elems; off += step) {
+      ChunkPlace p;
+      p.offset = c.offset + off;
+      p.elems = std::min(step, c.elems - off);
+      p.server = c.server;
+      p.slot = per_server[c.server]++;
+      out.push_back(p);
+    }
+  }
+  return out;
+}
+
 }  // namespace zc::ps

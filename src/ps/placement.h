@@ -28,21 +28,30 @@ struct ChunkPlace {
 
 class Placement {
  public:
-  Placement(uint64_t partition_bytes, PlacementPolicy policy, int servers)
-      : partition_(partition_bytes), policy_(policy), servers_(servers) {}
+  Placement(uint64_t partition_bytes, PlacementPolicy policy, int servers, uint64_t piece_bytes = 0)
+      : partition_(partition_bytes), policy_(policy), servers_(servers), piece_(piece_bytes) {}
   // The chunks of a key of count elements of elem_size bytes, declared
   // after `chunks_before` chunks of earlier keys. count 0: no chunk.
   std::vector<ChunkPlace> Cut(uint64_t key, uint64_t count, size_t elem_size,
                               uint64_t chunks_before) const;
   // Chunks of a key (for the running total of chunks_before).
   uint64_t NumChunks(uint64_t count, size_t elem_size) const;
+  // The unit of transfer: each chunk cut into pieces of at most
+  // piece_bytes (whole elements; 0: the chunk whole), on the chunk's
+  // server, slots renumbered per server in order. A server reduces and
+  // answers a piece as soon as every worker's piece is in, so pushes, the
+  // reduction and the replies overlap piece by piece, in cache-sized steps
+  // (the placement, and so the comparison with other PSs, stays by chunk).
+  std::vector<ChunkPlace> Pieces(const std::vector<ChunkPlace>& chunks, size_t elem_size) const;
   uint64_t partition_bytes() const { return partition_; }
+  uint64_t piece_bytes() const { return piece_; }
 
  private:
   uint64_t ChunkElems(size_t elem_size) const;
   uint64_t partition_;
   PlacementPolicy policy_;
   int servers_;
+  uint64_t piece_;
 };
 
 }  // namespace zc::ps

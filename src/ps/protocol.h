@@ -4,14 +4,25 @@
 // declarations and slot descriptors once per key, and the goodbye.
 //
 //   worker -> every server   kDeclare  {DeclareHead}[reply slots][push credits]
-//   server -> every worker   kAck      {AckHead}[error text][push slots][reply credits]
+//   server -> every worker   kAck      {AckHead}[error text][push slots][reply credits][results]
 //   worker -> every server   kBye      (empty): this worker freed its zc_ps
 //
 // The descriptors are present only when the server holds chunks of the key.
 // Slot messages (MsgHeader::kind):
 //   worker -> server: kInit (first worker's initial value), kPush, kPull
-//   (asynchronous mode: "reply with the current value")
-//   server -> worker: kReply (the round's sum or the updated value)
+//   (asynchronous mode: "reply with the current value"), kPushRef
+//   (synchronous mode, a worker to the server of its own process: header
+//   only, MsgHeader::pad[0] the piece's address in the worker's tensor,
+//   which the server reduces from in place; the worker's push completes
+//   once the server has handed the slot back, or once the worker took the
+//   piece back, Server::Reclaim)
+//   server -> worker: kReplyDirect (a co-located worker whose pull was
+//   queued before the piece was reduced: the sum was reduced straight into
+//   its tensor; header only), kReply (the round's sum or the updated value), or
+//   kReplyRef (synchronous mode, a worker that maps the server's memory:
+//   this rank or a shared-memory peer): header only, the value is in the
+//   server's results region at the piece's offset (ResultOffset), and stays
+//   there until the worker hands the reply slot back.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +40,8 @@ constexpr uint64_t kDeclareTag = ControlTag(0, TagClass::kPs, 1);
 constexpr uint64_t kAckTag = ControlTag(0, TagClass::kPs, 2);
 constexpr uint64_t kByeTag = ControlTag(0, TagClass::kPs, 3);
 
-enum MsgKind : uint64_t { kInit = 1, kPush = 2, kPull = 3, kReply = 4 };
+enum MsgKind : uint64_t { kInit = 1, kPush = 2, kPull = 3, kReply = 4, kReplyRef = 5, kPushRef = 6,
+                        kReplyDirect = 7 };
 
 struct DeclareHead {
   uint64_t index;  // declaration number (every worker declares in the same order)
@@ -74,23 +86,31 @@ inline bool ParseDeclaration(const std::string& msg, Declaration* out) {
 }
 
 // A server's answer as a worker reads it: the head, code's error text, and
-// (when the server holds chunks of the key) the descriptors of the worker's
-// push slots and the server's reply credits. false when truncated.
+// (when the server holds chunks of the key) three descriptors of equal
+// length: the worker's push slots, the server's reply credits and the
+// server's results region (kReplyRef). false when truncated.
 struct Answer {
   AckHead head{};
   std::string text;
-  std::string push_slots, reply_credits;
+  std::string push_slots, reply_credits, results;
 };
 inline bool ParseAnswer(const std::string& msg, Answer* out) {
   size_t pos = 0;
   if (!Unpack(msg, &pos, &out->head) || msg.size() < pos + out->head.text_len) return false;
   out->text = msg.substr(pos, out->head.text_len);
   pos += out->head.text_len;
-  size_t half = (msg.size() - pos) / 2;
-  out->push_slots = msg.substr(pos, half);
-  out->reply_credits = msg.substr(pos + half);
+  size_t third = (msg.size() - pos) / 3;
+  out->push_slots = msg.substr(pos, third);
+  out->reply_credits = msg.substr(pos + third, third);
+  out->results = msg.substr(pos + 2 * third);
   return true;
 }
+
+// Where piece slot k's value lies in a server's results region: the
+// pieces' payloads one after the other, 64-byte aligned (the stride of the
+// key's slot layout without the header).
+inline uint64_t ResultStride(uint64_t capacity) { return (capacity + 63) & ~uint64_t{63}; }
+inline uint64_t ResultOffset(uint32_t k, uint64_t capacity) { return uint64_t{k} * ResultStride(capacity); }
 
 // Alert words (one per server in each worker's memory): a server that
 // fails writes (code << 32) | (group rank of the culprit + 1) so that every

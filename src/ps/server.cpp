@@ -1,6 +1,8 @@
 #include "ps/server.h"
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "collectives/dtype.h"
 #include "collectives/reduce_kernels.h"
@@ -18,7 +20,6 @@ Server::~Server() {
   stop_.store(true);
   for (auto& t : threads_)
     if (t.joinable()) t.join();
-  for (auto& c : chunks_) FreeChunk(c.get());
   for (auto& k : keys_) FreeKey(k.get());
 }
 
@@ -155,13 +156,19 @@ Status Server::CompleteDeclarations() {
       AckHead a{static_cast<int32_t>(code), static_cast<uint32_t>(text.size())};
       std::string msg = Pack(a) + text;
       if (code == ZC_OK && key)
-        msg += key->w[wi].push_slots->remote().Serialize() + key->w[wi].reply_credits->remote().Serialize();
+        msg += key->w[wi].push_slots->remote().Serialize() + key->w[wi].reply_credits->remote().Serialize() +
+               key->results->remote().Serialize();
       Status st = sh_->mailbox.Send(sh_->workers[wi], kAckTag, msg, dl);
       if (!st.ok()) return st.with_context(Format("declaration answer to rank %d", sh_->workers[wi]));
     }
     if (key || !chunks.empty()) {
       std::lock_guard<std::mutex> lock(mu_);
-      if (key) keys_.push_back(std::move(key));
+      if (key) {
+        key->by_slot.assign(key->layout.n, nullptr);
+        for (auto& c : chunks) key->by_slot[c->slot] = c.get();
+        key_by_id_[key->decl.key] = key.get();
+        keys_.push_back(std::move(key));
+      }
       for (auto& c : chunks) chunks_.push_back(std::move(c));
       generation_.fetch_add(1, std::memory_order_release);
     }
@@ -193,8 +200,9 @@ Status Server::Declare(uint64_t index, const std::vector<std::string>& msgs, std
   }
   auto dtype = static_cast<zc_dtype>(h0.dtype);
   size_t es = DtypeSize(dtype);
-  std::vector<ChunkPlace> places = sh_->placement.Cut(h0.key, h0.count, es, chunks_before_);
-  chunks_before_ += places.size();
+  std::vector<ChunkPlace> chunk_places = sh_->placement.Cut(h0.key, h0.count, es, chunks_before_);
+  chunks_before_ += chunk_places.size();
+  std::vector<ChunkPlace> places = sh_->placement.Pieces(chunk_places, es);
   std::vector<ChunkPlace> mine;
   for (const auto& p : places)
     if (p.server == sh_->server_index) mine.push_back(p);
@@ -224,26 +232,37 @@ Status Server::Declare(uint64_t index, const std::vector<std::string>& msgs, std
     int peer = g->device_rank(sh_->workers[wi]);
     pw.push.Init(dev, peer, key->layout, pw.push_slots, push_credits);
     pw.reply.Init(dev, peer, key->layout, pw.reply_credits, reply_slots);
+    // A worker that maps our memory copies a synchronous round's value
+    // from the results region itself: one copy less, and it runs on the
+    // worker's core. (Asynchronous values change under a reader.)
+    pw.by_ref = !sh_->options.async && pw.reply.mapped();
   }
   const bool need_value = sh_->options.async || sh_->options.sgd_lr > 0;
+  key->local = -1;
+  for (int wi = 0; wi < W_; ++wi)
+    if (sh_->workers[wi] == g->rank()) key->local = wi;
+  key->direct_ok = st.ok() && key->local >= 0 && !need_value;
+  for (int wi = 0; st.ok() && wi < W_; ++wi)
+    if (wi != key->local && key->w[wi].by_ref) key->direct_ok = false;
+  const uint64_t results_bytes = key->layout.n * ResultStride(key->layout.capacity);
+  if (st.ok()) st = g->Allocate(results_bytes, &key->results);
+  if (st.ok()) memset(key->results->data(), 0, results_bytes);  // no init: zeros
   for (size_t i = 0; st.ok() && i < mine.size(); ++i) {
     auto c = std::make_unique<Chunk>();
     c->key = key.get();
     c->slot = mine[i].slot;
+    c->offset = mine[i].offset;
     c->elems = mine[i].elems;
     c->bytes = mine[i].elems * es;
     c->arrived.assign(static_cast<size_t>(W_), 0);
     c->srcs.assign(static_cast<size_t>(W_), nullptr);
     c->init_pending = h0.has_init != 0;
-    if (need_value) {
-      st = g->Allocate(c->bytes, &c->value);
-      if (st.ok()) memset(c->value->data(), 0, c->bytes);  // no init: zeros
-    }
-    if (st.ok() && !sh_->options.async) st = g->Allocate(c->bytes, &c->accum);
+    char* r = static_cast<char*>(key->results->data()) + ResultOffset(c->slot, key->layout.capacity);
+    if (need_value) c->value = r;
+    else c->accum = r;
     chunks->push_back(std::move(c));
   }
   if (!st.ok()) {
-    for (auto& c : *chunks) FreeChunk(c.get());
     chunks->clear();
     FreeKey(key.get());
     *code = st.code();
@@ -262,17 +281,120 @@ void Server::FreeKey(Key* k) {
       IgnoreError(sh_->group->Free(pw.reply_credits->data()), "freeing a key: best effort");
     pw.push_slots = pw.reply_credits = nullptr;
   }
+  if (k->results) IgnoreError(sh_->group->Free(k->results->data()), "freeing a key: best effort");
+  k->results = nullptr;
 }
 
-void Server::FreeChunk(Chunk* c) {
-  if (c->value) IgnoreError(sh_->group->Free(c->value->data()), "freeing a chunk: best effort");
-  if (c->accum) IgnoreError(sh_->group->Free(c->accum->data()), "freeing a chunk: best effort");
-  c->value = c->accum = nullptr;
+namespace {
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+// A data thread stands back while a worker has assisted this recently.
+constexpr int64_t kAssistHoldNs = 2'000'000;
+}  // namespace
+
+void Server::TryStep(Chunk* c, bool* progress, bool* pending) {
+  bool expected = false;
+  *pending = true;
+  if (!c->busy.compare_exchange_strong(expected, true, std::memory_order_acquire)) return;
+  int culprit = -1;
+  bool moved = false;
+  Status st = Step(c, &moved, &culprit);
+  if (st.ok()) {
+    bool p = moved || c->narrived > 0 || c->init_pending;
+    for (int wi = 0; !p && wi < W_; ++wi) p = c->key->w[wi].push.Ready(c->slot);
+    *pending = p;
+  }
+  *progress = *progress || moved;
+  c->busy.store(false, std::memory_order_release);
+  if (!st.ok()) Fail(st, culprit);
+}
+
+bool Server::Scan(const std::vector<Chunk*>& list, ScanState* s, size_t max_skip) {
+  constexpr size_t kWindow = 16;
+  constexpr uint64_t kFullScan = 32;
+  const size_t n = list.size();
+  bool progress = false, pending = false;
+  if (n == 0) return false;
+  if (++s->scans % kFullScan == 0 || n <= kWindow) {
+    for (Chunk* c : list) {
+      if (failed_flag_.load(std::memory_order_acquire)) break;
+      TryStep(c, &progress, &pending);
+    }
+    return progress;
+  }
+  // Past at most max_skip pieces with nothing pending, then a window from
+  // the first that has something.
+  size_t lead = 0, stepped = 0;
+  for (size_t i = 0; i < n && stepped < kWindow && lead < max_skip; ++i) {
+    if (failed_flag_.load(std::memory_order_acquire)) break;
+    TryStep(list[(s->cursor + i) % n], &progress, &pending);
+    if (stepped == 0 && !pending) ++lead;
+    else ++stepped;
+  }
+  s->cursor = (s->cursor + lead) % n;
+  return progress;
+}
+
+void Server::OfferPull(uint64_t key, uint64_t round, char* dst) {
+  Key* k = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = key_by_id_.find(key);
+    if (it != key_by_id_.end()) k = it->second;
+  }
+  if (!k || !k->direct_ok) return;
+  k->offer_round.store(0, std::memory_order_release);
+  k->offer_dst.store(dst, std::memory_order_release);
+  k->offer_round.store(round, std::memory_order_release);
+}
+
+void Server::Reclaim(uint64_t key, uint32_t slot, int wi, const void* src, uint64_t bytes) {
+  Chunk* c = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = key_by_id_.find(key);
+    if (it != key_by_id_.end() && slot < it->second->by_slot.size()) c = it->second->by_slot[slot];
+  }
+  if (!c) return;
+  bool expected = false;
+  while (!c->busy.compare_exchange_weak(expected, true, std::memory_order_acquire)) {
+    expected = false;
+    std::this_thread::yield();
+  }
+  ChunkSlotReader& r = c->key->w[wi].push;
+  // Consumed already: no longer arrived and its message handed back.
+  if (c->arrived[wi] || r.Ready(slot)) {
+    auto* h = const_cast<MsgHeader*>(r.header(slot));
+    char* payload = static_cast<char*>(const_cast<void*>(r.payload(slot)));
+    if (bytes) memcpy(payload, src, bytes);
+    h->kind = kPush;
+    h->pad[0] = 0;
+    if (c->arrived[wi]) c->srcs[wi] = payload;
+  }
+  c->busy.store(false, std::memory_order_release);
+}
+
+bool Server::Assist() {
+  if (failed_flag_.load(std::memory_order_acquire)) return false;
+  std::unique_lock<std::mutex> guard(assist_mu_, std::try_to_lock);
+  if (!guard.owns_lock()) return false;
+  assisted_ns_.store(NowNs(), std::memory_order_relaxed);
+  if (generation_.load(std::memory_order_acquire) != assist_seen_) {
+    std::lock_guard<std::mutex> lock(mu_);
+    assist_seen_ = generation_.load();
+    assist_chunks_.clear();
+    for (auto& c : chunks_) assist_chunks_.push_back(c.get());
+  }
+  // Called between every two pieces the worker moves: a bounded skip (the
+  // full scans and the next calls cover the rest).
+  return Scan(assist_chunks_, &assist_scan_, 64);
 }
 
 void Server::DataLoop(int tid) {
   const int T = sh_->options.server_threads;
   std::vector<Chunk*> mine;
+  ScanState scan;
   uint64_t seen = ~uint64_t{0};
   // Sleep on notifications only when every worker's writes are stored by a
   // thread of this process (tcp, verbs, or this very rank).
@@ -281,6 +403,13 @@ void Server::DataLoop(int tid) {
     notified = notified && (r == sh_->group->rank() || sh_->dev()->health().FlagsNotified(sh_->group->device_rank(r)));
   Backoff bo = sh_->dev()->health().NewBackoff(notified);
   while (!stop_.load(std::memory_order_acquire)) {
+    if (sh_->worker_index >= 0 &&
+        NowNs() - assisted_ns_.load(std::memory_order_relaxed) < kAssistHoldNs) {
+      // The co-located worker steps the pieces between its transfers.
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      bo.Reset();
+      continue;
+    }
     if (generation_.load(std::memory_order_acquire) != seen) {
       std::lock_guard<std::mutex> lock(mu_);
       seen = generation_.load();
@@ -288,36 +417,32 @@ void Server::DataLoop(int tid) {
       for (size_t i = 0; i < chunks_.size(); ++i)
         if (static_cast<int>(i % static_cast<size_t>(T)) == tid) mine.push_back(chunks_[i].get());
     }
-    bool progress = false;
-    if (!failed_flag_.load(std::memory_order_acquire)) {
-      for (Chunk* c : mine) {
-        int culprit = -1;
-        Status st = Step(c, &progress, &culprit);
-        if (!st.ok()) {
-          Fail(st, culprit);
-          break;
-        }
-      }
-    }
+    // A pass that finds nothing has looked at every piece (else it would
+    // sleep between windows and see work late).
+    bool progress = Scan(mine, &scan, mine.size());
     if (progress) bo.Reset();
     else bo.Pause();
   }
 }
 
-Status Server::Reply(Chunk* c, int wi, const void* data, uint64_t round, int* culprit) {
+Status Server::Reply(Chunk* c, int wi, const void* data, uint64_t round, int* culprit, bool direct) {
   PerWorker& pw = c->key->w[wi];
   int r = sh_->workers[wi];
   Deadline dl = sh_->group->NewDeadline();
-  // The worker took the previous reply before it could ask for this one;
-  // the credit is normally there already.
-  Status st = sh_->group->WaitFlag(pw.reply.credit(c->slot), pw.reply.sent(c->slot), r, dl,
-                                   "a reply slot's credit");
   MsgHeader h{};
   h.kind = kReply;
   h.round = round;
   h.bytes = c->bytes;
   h.key = c->key->decl.key;
-  if (st.ok()) st = pw.reply.Put(c->slot, h, data, c->bytes, dl);
+  uint64_t payload = c->bytes;
+  if (direct) {
+    h.kind = kReplyDirect;
+    payload = 0;
+  } else if (pw.by_ref && !sh_->options.async) {
+    h.kind = kReplyRef;
+    payload = 0;
+  }
+  Status st = pw.reply.Put(c->slot, h, data, payload, dl);
   if (!st.ok()) {
     *culprit = r;
     return st.with_context(Format("reply to worker rank %d (key %llu)", r,
@@ -347,7 +472,7 @@ Status Server::Step(Chunk* c, bool* progress, int* culprit) {
     if (!r.Ready(c->slot)) return Status::Ok();
     const MsgHeader* h = r.header(c->slot);
     if (h->kind != kInit || h->bytes != c->bytes) return bad(0, h, "expected the initial value");
-    if (c->value) memcpy(c->value->data(), r.payload(c->slot), c->bytes);
+    if (c->value) memcpy(c->value, r.payload(c->slot), c->bytes);
     c->init_pending = false;
     *progress = true;
     ZC_RETURN_IF_ERROR(credit(0, r.Release(c->slot, dl)));
@@ -360,33 +485,58 @@ Status Server::Step(Chunk* c, bool* progress, int* culprit) {
     const void* p = r.payload(c->slot);
     *progress = true;
     if (!sh_->options.async) {
-      if (h->kind != kPush || h->bytes != c->bytes) return bad(wi, h, "expected a push");
+      const bool ref = h->kind == kPushRef && sh_->workers[wi] == sh_->group->rank();
+      if ((h->kind != kPush && !ref) || h->bytes != c->bytes) return bad(wi, h, "expected a push");
       if (h->round != c->round + 1) return bad(wi, h, "push of another round");
       c->arrived[wi] = 1;
-      c->srcs[wi] = p;
+      c->srcs[wi] = ref ? reinterpret_cast<const void*>(static_cast<uintptr_t>(h->pad[0])) : p;
       ++c->narrived;
       continue;
     }
     if (h->kind == kPush) {
       if (h->bytes != c->bytes) return bad(wi, h, "push of another size");
-      if (sh_->options.sgd_lr > 0) SgdUpdate(dtype, c->value->data(), p, c->elems, sh_->options.sgd_lr);
-      else ReduceInto(dtype, ZC_SUM, c->value->data(), p, c->elems);
+      if (sh_->options.sgd_lr > 0) SgdUpdate(dtype, c->value, p, c->elems, sh_->options.sgd_lr);
+      else ReduceInto(dtype, ZC_SUM, c->value, p, c->elems);
       ZC_RETURN_IF_ERROR(credit(wi, r.Release(c->slot, dl)));
     } else if (h->kind == kPull) {
+      // The worker took the previous reply before it asked again: the
+      // reply slot's credit is normally there; else answer on a later pass.
+      if (!k.w[wi].reply.HasCredit(c->slot)) continue;
       uint64_t req = h->round;
       ZC_RETURN_IF_ERROR(credit(wi, r.Release(c->slot, dl)));
-      ZC_RETURN_IF_ERROR(Reply(c, wi, c->value->data(), req, culprit));
+      ZC_RETURN_IF_ERROR(Reply(c, wi, c->value, req, culprit));
     } else {
       return bad(wi, h, "unexpected message");
     }
   }
   if (sh_->options.async || c->narrived < W_) return Status::Ok();
-  // Every worker's push of the round is here: one pass over all inputs.
-  ReduceN(dtype, ZC_SUM, c->accum->data(), c->srcs.data(), W_, c->elems);
-  const void* out = c->accum->data();
-  if (sh_->options.sgd_lr > 0) {
-    SgdUpdate(dtype, c->value->data(), c->accum->data(), c->elems, sh_->options.sgd_lr / W_);
-    out = c->value->data();
+  // Every worker's push of the round is here. The previous round's value
+  // stays where it is until every worker has taken it (by reference, or
+  // out of its reply slot, which it hands back after): else a later pass.
+  for (int wi = 0; wi < W_; ++wi)
+    if (!k.w[wi].reply.HasCredit(c->slot)) return Status::Ok();
+  *progress = true;
+  // One pass over all inputs: into the co-located worker's tensor when its
+  // pull of this round is queued and nobody reads the results region.
+  char* direct = nullptr;
+  if (k.direct_ok) {
+    const uint64_t r1 = k.offer_round.load(std::memory_order_acquire);
+    char* d = k.offer_dst.load(std::memory_order_acquire);
+    const uint64_t r2 = k.offer_round.load(std::memory_order_acquire);
+    if (r1 == c->round + 1 && r2 == r1 && d) direct = d + c->offset * k.es;
+  }
+  const void* out = c->accum;
+  if (direct) {
+    ReduceN(dtype, ZC_SUM, direct, c->srcs.data(), W_, c->elems);
+    out = direct;
+  } else if (sh_->options.sgd_lr > 0) {
+    thread_local std::vector<char> scratch;
+    if (scratch.size() < c->bytes) scratch.resize(c->bytes);
+    ReduceN(dtype, ZC_SUM, scratch.data(), c->srcs.data(), W_, c->elems);
+    SgdUpdate(dtype, c->value, scratch.data(), c->elems, sh_->options.sgd_lr / W_);
+    out = c->value;
+  } else {
+    ReduceN(dtype, ZC_SUM, c->accum, c->srcs.data(), W_, c->elems);
   }
   for (int wi = 0; wi < W_; ++wi) {
     ZC_RETURN_IF_ERROR(credit(wi, k.w[wi].push.Release(c->slot, dl)));
@@ -395,7 +545,11 @@ Status Server::Step(Chunk* c, bool* progress, int* culprit) {
   }
   c->narrived = 0;
   ++c->round;
-  for (int wi = 0; wi < W_; ++wi) ZC_RETURN_IF_ERROR(Reply(c, wi, out, c->round, culprit));
+  // Reduced into the co-located worker's tensor: the others' copies are
+  // sent from it first, and its reply last (then the tensor is the caller's).
+  for (int wi = 0; wi < W_; ++wi)
+    if (!direct || wi != k.local) ZC_RETURN_IF_ERROR(Reply(c, wi, out, c->round, culprit));
+  if (direct) ZC_RETURN_IF_ERROR(Reply(c, k.local, out, c->round, culprit, true));
   return Status::Ok();
 }
 

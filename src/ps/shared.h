@@ -30,6 +30,12 @@ struct Shared {
   std::vector<int> servers;  // group ranks, in server-index order
   int worker_index = -1;     // mine, or -1
   int server_index = -1;
+  // Every rank's peers are on shared memory: a server's replies are stores
+  // (no socket), so a co-located worker's engine steps its server's pieces
+  // (Server::Assist) instead of data threads that would compete with it
+  // for the cores. Over sockets the data threads send replies while the
+  // engine sends pushes.
+  bool all_shm = false;
   // Per worker: its alert region (one word per server index, 64 bytes apart).
   std::vector<RemoteRegion> alerts;
   MemRegion* my_alerts = nullptr;  // workers: the region itself

@@ -6,10 +6,24 @@
 #include "common/log.h"
 #include "p2p/device.h"
 #include "p2p/slot_stream.h"
+#include "ps/server.h"
+#include "ps/stream_copy.h"
 
 namespace zc::ps {
 
-Worker::Worker(Shared* shared) : sh_(shared) {}
+Worker::Worker(Shared* shared, Server* colocated) : sh_(shared), colocated_(colocated) {
+  // The engine sleeps on notifications only when every flag it waits for is
+  // stored by a thread of this process (tcp's progress threads, verbs', or
+  // this rank's server) and wakes it.
+  Group* g = sh_->group;
+  notified_ = true;
+  for (int r : sh_->servers)
+    notified_ = notified_ && (r == g->rank() || g->device()->health().FlagsNotified(g->device_rank(r)));
+  // The co-located server's pieces are pushed by the other workers too.
+  if (colocated_)
+    for (int r : sh_->workers)
+      notified_ = notified_ && (r == g->rank() || g->device()->health().FlagsNotified(g->device_rank(r)));
+}
 
 Worker::~Worker() {
   for (auto& [key, k] : keys_) FreeKey(k.get());
@@ -103,7 +117,7 @@ Status Worker::Declare(uint64_t key, size_t count, zc_dtype dtype, const void* i
     return st;
   }
   ++declarations_;
-  chunks_before_ += k->chunks.size();
+  chunks_before_ += k->placement_chunks;
   if (has_init) {
     if (Status sent = SendInitialValue(*k, init, dl); !sent.ok()) {
       FreeKey(k.get());
@@ -120,7 +134,9 @@ std::unique_ptr<Worker::Key> Worker::CutKey(uint64_t key, size_t count, zc_dtype
   k->count = count;
   k->dtype = dtype;
   k->es = DtypeSize(dtype);
-  k->chunks = sh_->placement.Cut(key, count, k->es, chunks_before_);
+  std::vector<ChunkPlace> chunks = sh_->placement.Cut(key, count, k->es, chunks_before_);
+  k->placement_chunks = chunks.size();
+  k->chunks = sh_->placement.Pieces(chunks, k->es);
   k->s.resize(sh_->servers.size());
   for (const auto& c : k->chunks) {
     PerServer& ps = k->s[c.server];
@@ -188,12 +204,19 @@ Status Worker::AwaitAnswers(Key* k, const Deadline& dl, Status* verdict) {
     }
     PerServer& ps = k->s[s];
     if (!ps.used) continue;
-    RemoteRegion push_slots, reply_credits;
+    RemoteRegion push_slots, reply_credits, results;
     ZC_RETURN_IF_ERROR(RemoteRegion::Parse(a.push_slots, &push_slots));
     ZC_RETURN_IF_ERROR(RemoteRegion::Parse(a.reply_credits, &reply_credits));
+    ZC_RETURN_IF_ERROR(RemoteRegion::Parse(a.results, &results));
+    Device* dev = sh_->group->device();
     int peer = sh_->group->device_rank(sh_->servers[s]);
-    ps.push.Init(sh_->group->device(), peer, ps.layout, ps.push_credits, push_slots);
-    ps.reply.Init(sh_->group->device(), peer, ps.layout, ps.reply_slots, reply_credits);
+    ps.push.Init(dev, peer, ps.layout, ps.push_credits, push_slots);
+    ps.reply.Init(dev, peer, ps.layout, ps.reply_slots, reply_credits);
+    // The server's results, where kReplyRef answers point: this process's
+    // memory, or a shared-memory peer's mapped here.
+    if (results.size >= ps.layout.n * ResultStride(ps.layout.capacity))
+      ps.results = peer == dev->rank() ? reinterpret_cast<const char*>(results.addr)
+                                       : dev->channel(peer, 0).DirectAddress(results);
   }
   return Status::Ok();
 }
@@ -258,58 +281,269 @@ Status Worker::AdmitPull(uint64_t key, Key** out, uint64_t* round) {
   return Status::Ok();
 }
 
-Status Worker::DoPush(Key* k, const void* buf, uint64_t round) {
-  ZC_RETURN_IF_ERROR(broken_);
-  Deadline dl = sh_->group->NewDeadline();
-  const char* src = static_cast<const char*>(buf);
-  for (const auto& c : k->chunks) {
+void Worker::Enqueue(std::unique_ptr<Op> op) {
+  in_flight_.fetch_add(1, std::memory_order_acq_rel);
+  std::lock_guard<std::mutex> lock(q_mu_);
+  incoming_.push_back(std::move(op));
+}
+
+void Worker::EnqueuePush(Key* k, const void* buf, uint64_t round, DoneFn done) {
+  auto op = std::make_unique<Op>(sh_->group->NewDeadline());
+  op->push = true;
+  op->k = k;
+  op->src = static_cast<const char*>(buf);
+  op->round = round;
+  op->done = std::move(done);
+  Enqueue(std::move(op));
+}
+
+void Worker::EnqueuePull(Key* k, void* buf, uint64_t round, DoneFn done) {
+  // This rank's server may reduce the round straight into buf.
+  if (colocated_ && !sh_->options.async) colocated_->OfferPull(k->key, round, static_cast<char*>(buf));
+  auto op = std::make_unique<Op>(sh_->group->NewDeadline());
+  op->k = k;
+  op->dst = static_cast<char*>(buf);
+  op->round = round;
+  op->done = std::move(done);
+  Enqueue(std::move(op));
+}
+
+Status Worker::StepPush(Op* op, int* budget, bool* progress) {
+  Key* k = op->k;
+  while (op->next < k->chunks.size() && *budget > 0) {
+    const ChunkPlace& c = k->chunks[op->next];
     PerServer& ps = k->s[c.server];
-    ZC_RETURN_IF_ERROR(Wait(ps.push.credit(c.slot), ps.push.sent(c.slot), c.server, "a push slot", dl));
+    if (!ps.push.HasCredit(c.slot)) {
+      op->wait_server = c.server;
+      op->what = "a push slot";
+      return Status::Ok();
+    }
     MsgHeader h{};
     h.kind = kPush;
-    h.round = round;
+    h.round = op->round;
     h.bytes = c.elems * k->es;
     h.key = k->key;
-    Status st = ps.push.Put(c.slot, h, src + c.offset * k->es, h.bytes, dl);
+    const char* src = op->src + c.offset * k->es;
+    uint64_t payload = h.bytes;
+    if (colocated_ && c.server == sh_->server_index && !sh_->options.async) {
+      // This process's server reduces straight from the tensor: no copy.
+      h.kind = kPushRef;
+      h.pad[0] = reinterpret_cast<uintptr_t>(src);
+      payload = 0;
+      if (op->refs.empty()) op->refs_since = Clock::now();
+      op->refs.push_back(op->next);
+    }
+    Status st = ps.push.Put(c.slot, h, src, payload, op->dl);
     if (!st.ok()) return st.with_context(Format("push to server rank %d", sh_->servers[c.server]));
+    ++op->next;
+    --*budget;
+    *progress = true;
+    op->dl = sh_->group->NewDeadline();
   }
   return Status::Ok();
 }
 
-Status Worker::DoPull(Key* k, void* buf, uint64_t round) {
-  ZC_RETURN_IF_ERROR(broken_);
-  Deadline dl = sh_->group->NewDeadline();
+bool Worker::SettleRefs(Op* op, bool* progress) {
+  // Microseconds a push waits for its server to consume its references
+  // before it copies them into their slots: the other workers' pieces
+  // normally come within a pass or two; a worker that pushes its keys in
+  // another order must not keep this push (and its caller) waiting.
+  constexpr int kReclaimUs = 500;
+  Key* k = op->k;
+  size_t kept = 0;
+  for (size_t r : op->refs) {
+    const ChunkPlace& c = k->chunks[r];
+    if (!k->s[c.server].push.HasCredit(c.slot)) op->refs[kept++] = r;
+  }
+  if (kept != op->refs.size()) {
+    *progress = true;
+    op->refs.resize(kept);
+    op->refs_since = Clock::now();
+  }
+  if (op->refs.empty()) return true;
+  if (Clock::now() - op->refs_since < std::chrono::microseconds(kReclaimUs)) return false;
+  for (size_t r : op->refs) {
+    const ChunkPlace& c = k->chunks[r];
+    colocated_->Reclaim(k->key, c.slot, sh_->worker_index, op->src + c.offset * k->es, c.elems * k->es);
+  }
+  op->refs.clear();
+  *progress = true;
+  return true;
+}
+
+Status Worker::StepPull(Op* op, bool* progress) {
+  Key* k = op->k;
+  const size_t n = k->chunks.size();
   if (sh_->options.async) {
-    // A request per chunk first, so that every server works at once.
-    for (const auto& c : k->chunks) {
+    // A request per piece first, so that every server works at once.
+    while (op->requests < n) {
+      const ChunkPlace& c = k->chunks[op->requests];
       PerServer& ps = k->s[c.server];
-      ZC_RETURN_IF_ERROR(Wait(ps.push.credit(c.slot), ps.push.sent(c.slot), c.server, "a push slot", dl));
+      if (!ps.push.HasCredit(c.slot)) {
+        op->wait_server = c.server;
+        op->what = "a push slot";
+        return Status::Ok();
+      }
       MsgHeader h{};
       h.kind = kPull;
-      h.round = round;
+      h.round = op->round;
       h.key = k->key;
-      Status st = ps.push.Put(c.slot, h, nullptr, 0, dl);
+      Status st = ps.push.Put(c.slot, h, nullptr, 0, op->dl);
       if (!st.ok()) return st.with_context(Format("pull request to server rank %d", sh_->servers[c.server]));
+      ++op->requests;
+      *progress = true;
+      op->dl = sh_->group->NewDeadline();
     }
   }
-  char* dst = static_cast<char*>(buf);
-  for (const auto& c : k->chunks) {
+  while (op->next < n) {
+    const ChunkPlace& c = k->chunks[op->next];
     PerServer& ps = k->s[c.server];
-    ZC_RETURN_IF_ERROR(Wait(ps.reply.flag(c.slot), ps.reply.consumed(c.slot) + 1, c.server, "a pull reply", dl));
+    if (!ps.reply.Ready(c.slot)) {
+      op->wait_server = c.server;
+      op->what = "a pull reply";
+      return Status::Ok();
+    }
     const MsgHeader* h = ps.reply.header(c.slot);
     const uint64_t bytes = c.elems * k->es;
-    if (h->kind != kReply || h->round != round || h->bytes != bytes || h->key != k->key)
+    const bool by_ref = h->kind == kReplyRef && ps.results;
+    const bool direct = h->kind == kReplyDirect && colocated_ && c.server == sh_->server_index;
+    if ((h->kind != kReply && !by_ref && !direct) || h->round != op->round || h->bytes != bytes ||
+        h->key != k->key)
       return Error(ZC_ERR_INTERNAL, "key %llu: reply from server rank %d is for key %llu round %llu "
-                   "(%llu bytes), expected round %llu (%llu bytes)",
+                   "(kind %llu, %llu bytes), expected round %llu (%llu bytes)",
                    static_cast<unsigned long long>(k->key), sh_->servers[c.server],
                    static_cast<unsigned long long>(h->key), static_cast<unsigned long long>(h->round),
-                   static_cast<unsigned long long>(h->bytes), static_cast<unsigned long long>(round),
-                   static_cast<unsigned long long>(bytes));
-    memcpy(dst + c.offset * k->es, ps.reply.payload(c.slot), bytes);
-    Status st = ps.reply.Release(c.slot, dl);
+                   static_cast<unsigned long long>(h->kind), static_cast<unsigned long long>(h->bytes),
+                   static_cast<unsigned long long>(op->round), static_cast<unsigned long long>(bytes));
+    const void* from = by_ref ? ps.results + ResultOffset(c.slot, ps.layout.capacity) : ps.reply.payload(c.slot);
+    if (!direct) StreamCopy(op->dst + c.offset * k->es, from, bytes);
+    Status st = ps.reply.Release(c.slot, op->dl);
     if (!st.ok()) return st.with_context(Format("reply credit to server rank %d", sh_->servers[c.server]));
+    ++op->next;
+    *progress = true;
+    op->dl = sh_->group->NewDeadline();
   }
   return Status::Ok();
+}
+
+void Worker::CheckStalls(std::vector<std::pair<Op*, Status>>* failed) {
+  Group* g = sh_->group;
+  Status cause = Alert();
+  if (cause.ok()) {
+    for (int r = 0; r < g->size(); ++r) {
+      if (r == g->rank()) continue;
+      Status st = g->Health(r);
+      if (!st.ok()) {
+        bool is_server = false;
+        for (int s : sh_->servers) is_server |= s == r;
+        cause = st.with_context(Format("%s rank %d lost", is_server ? "server" : "rank", r));
+        break;
+      }
+    }
+  }
+  for (auto& op : active_) {
+    // Only operations that wait for a server (the first of their key).
+    if (op->what == nullptr) continue;
+    bool listed = false;
+    for (auto& f : *failed) listed |= f.first == op.get();
+    if (listed) continue;
+    const int sr = op->wait_server >= 0 ? sh_->servers[op->wait_server] : -1;
+    if (!cause.ok()) {
+      failed->push_back({op.get(), cause});
+      continue;
+    }
+    if (op->dl.expired())
+      failed->push_back({op.get(), Error(ZC_ERR_TIMEOUT, "waited %.1f s for %s from server rank %d (ZC_TIMEOUT=%g s)",
+                                         op->dl.elapsed_s(), op->what, sr, g->config().timeout_s)});
+  }
+}
+
+bool Worker::Pass() {
+  {
+    std::lock_guard<std::mutex> lock(q_mu_);
+    while (!incoming_.empty()) {
+      active_.push_back(std::move(incoming_.front()));
+      incoming_.pop_front();
+    }
+  }
+  ++pass_;
+  bool progress = false;
+  std::vector<std::pair<Op*, Status>> finished;
+  // The first push and the first pull of each key move (asynchronous
+  // mode: the first operation); the others wait their turn.
+  std::vector<Op*> heads;
+  heads.reserve(active_.size());
+  const bool async = sh_->options.async;
+  for (auto& op : active_) {
+    op->what = nullptr;
+    Key* k = op->k;
+    uint64_t& head = op->push || async ? k->head_push : k->head_pull;
+    if (!op->push && k->head_pull != pass_) k->pull_dst = op->dst;
+    if (head == pass_) continue;
+    head = pass_;
+    if (op->push && k->head_pull == pass_) {
+      // An earlier pull of the key is pending: a push from the same memory
+      // waits for it (it pushes what that pull writes).
+      const size_t bytes = bytes_of(k);
+      if (op->src < k->pull_dst + bytes && k->pull_dst < op->src + bytes) continue;
+    }
+    heads.push_back(op.get());
+  }
+  if (!broken_.ok()) {
+    for (Op* op : heads) finished.push_back({op, broken_});
+  } else {
+    // Pulls first: take every piece that is in (its value is still in cache).
+    for (Op* op : heads) {
+      if (op->push) continue;
+      Status st = StepPull(op, &progress);
+      if (!st.ok() || op->next == op->k->chunks.size()) finished.push_back({op, st});
+    }
+    // The co-located server's pieces, between this worker's transfers.
+    if (colocated_ && sh_->all_shm) {
+      ++assist_calls_;
+      progress |= colocated_->Assist();
+    }
+    // Then one piece of the first pushes, so that pushes, reductions and
+    // replies alternate in small steps.
+    int budget = 1;
+    for (Op* op : heads) {
+      if (!op->push) continue;
+      if (budget <= 0) {
+        op->dl = sh_->group->NewDeadline();  // waits for its turn, not for a server
+        continue;
+      }
+      Status st = StepPush(op, &budget, &progress);
+      if (!st.ok() || (op->next == op->k->chunks.size() && SettleRefs(op, &progress)))
+        finished.push_back({op, st});
+    }
+  }
+  {
+    auto now = Clock::now();
+    if (now - last_check_ > std::chrono::milliseconds(1)) {
+      last_check_ = now;
+      CheckStalls(&finished);
+    }
+  }
+  if (finished.empty()) return progress;
+  for (auto& [op, st] : finished) {
+    for (auto it = active_.begin(); it != active_.end(); ++it) {
+      if (it->get() != op) continue;
+      std::unique_ptr<Op> mine = std::move(*it);
+      active_.erase(it);
+      // A failed push: its pieces lent to this rank's server come back
+      // before the caller may free the tensor.
+      for (size_t r : mine->refs) {
+        const ChunkPlace& c = mine->k->chunks[r];
+        colocated_->Reclaim(mine->k->key, c.slot, sh_->worker_index, mine->src + c.offset * mine->k->es,
+                            c.elems * mine->k->es);
+      }
+      mine->refs.clear();
+      if (mine->done) mine->done(st);
+      in_flight_.fetch_sub(1, std::memory_order_acq_rel);
+      break;
+    }
+  }
+  return true;
 }
 
 Status Worker::Bye() {

@@ -356,6 +356,190 @@ TEST(BadInput, ClearErrors) {
   }
 }
 
+// Pipelined transfers: keys cut into chunks (ZC_PS_PARTITION 16 KiB) and the
+// chunks into pieces (ZC_PS_PIECE 4 KiB), so that servers reduce and answer
+// piece by piece while later pieces and keys are still being pushed. Many
+// float32 keys of odd sizes (1, primes, piece and chunk boundaries +-1),
+// rank- and index-dependent data, every element checked (and guard bytes
+// after each buffer), over 4 rounds on the same buffers, each issued
+// another way: all pushes then all pulls nonblocking (the training step);
+// blocking push and pull per key; workers in opposite key orders (even
+// workers ascending, odd descending: nobody may wait for a worker that
+// waits for it); all pushes completed before any pull.
+struct PipeCase {
+  const char* transport;
+  int ranks;
+  bool separate;
+};
+
+int PipelineBody(int rank, const PipeCase& p) {
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  zc_ps* ps = nullptr;
+  zc_ps_role role = RoleOf(rank, p.ranks, p.separate);
+  CHILD_OK(zc_ps_create(comm, role, nullptr, &ps));
+  if (role == ZC_PS_SERVER) return ServeAndFree(comm, ps);
+  const int W = zc_ps_num_workers(ps);
+  const int w = WorkerIndex(rank, p.ranks, p.separate);
+  EXPECT_FAIL(zc_ps_declare(ps, 999, 0, ZC_FLOAT32, nullptr), ZC_ERR_INVALID_ARG, "count is 0");
+  const size_t piece = 1024, chunk = 4096;  // float32 elements
+  std::vector<size_t> counts = {1,         2,         3,         7,          13,        piece - 1, piece,
+                                piece + 1, chunk - 1, chunk,     chunk + 1,  2 * chunk + 1, 10007,
+                                3 * chunk - 1, 65537, 5,         piece + 3,  chunk * 2, 127};
+  const size_t nk = counts.size() * 2;  // every size twice: 38 keys
+  std::vector<std::vector<float>> in(nk), out(nk);
+  const size_t kGuard = 16;
+  for (size_t k = 0; k < nk; ++k) {
+    size_t n = counts[k % counts.size()];
+    CHILD_OK(zc_ps_declare(ps, 1000 + k, n, ZC_FLOAT32, nullptr));
+    in[k].resize(n);
+    out[k].assign(n + kGuard, -1.0f);
+  }
+  for (int r = 1; r <= 4; ++r) {
+    for (size_t k = 0; k < nk; ++k)
+      for (size_t i = 0; i < in[k].size(); ++i) in[k][i] = static_cast<float>(Grad(w, r, i, k));
+    std::vector<zc_request*> pr(nk, nullptr), qr(nk, nullptr);
+    if (r == 1 || r == 4) {
+      for (size_t k = 0; k < nk; ++k) CHILD_OK(zc_ps_ipush(ps, 1000 + k, in[k].data(), &pr[k]));
+      if (r == 4)
+        for (size_t k = 0; k < nk; ++k) CHILD_OK(zc_wait(pr[k]));
+      for (size_t k = 0; k < nk; ++k) CHILD_OK(zc_ps_ipull(ps, 1000 + k, out[k].data(), &qr[k]));
+      for (size_t k = 0; k < nk; ++k) {
+        if (r == 1) CHILD_OK(zc_wait(pr[k]));
+        CHILD_OK(zc_wait(qr[k]));
+      }
+    } else if (r == 2) {
+      for (size_t k = 0; k < nk; ++k) {
+        CHILD_OK(zc_ps_push(ps, 1000 + k, in[k].data()));
+        CHILD_OK(zc_ps_pull(ps, 1000 + k, out[k].data()));
+      }
+    } else {
+      for (size_t j = 0; j < nk; ++j) {
+        size_t k = w % 2 ? nk - 1 - j : j;
+        CHILD_OK(zc_ps_ipush(ps, 1000 + k, in[k].data(), &pr[k]));
+        CHILD_OK(zc_wait(pr[k]));
+      }
+      for (size_t j = 0; j < nk; ++j) {
+        size_t k = w % 2 ? nk - 1 - j : j;
+        CHILD_OK(zc_ps_pull(ps, 1000 + k, out[k].data()));
+      }
+    }
+    for (size_t k = 0; k < nk; ++k) {
+      const size_t n = in[k].size();
+      for (size_t i = 0; i < n; ++i) {
+        int64_t want = 0;
+        for (int v = 0; v < W; ++v) want += Grad(v, r, i, k);
+        CHILD_CHECK(out[k][i] == static_cast<float>(want), "rank %d round %d key %zu (%zu elements) element %zu: "
+                    "got %g, want %lld", rank, r, k, n, i, out[k][i], (long long)want);
+      }
+      for (size_t i = n; i < n + kGuard; ++i)
+        CHILD_CHECK(out[k][i] == -1.0f, "rank %d round %d key %zu: wrote past the end (element %zu)", rank, r, k, i);
+    }
+  }
+  // Rounds 5 and 6 queued at once, the second pushing what the first
+  // pulls (same memory): it must push round 5's sums, W times summed.
+  {
+    std::vector<zc_request*> a(nk), b(nk), c(nk), d(nk);
+    std::vector<std::vector<float>> sum6(nk);
+    for (size_t k = 0; k < nk; ++k) {
+      for (size_t i = 0; i < in[k].size(); ++i) in[k][i] = static_cast<float>(Grad(w, 5, i, k));
+      sum6[k].assign(in[k].size(), -1.0f);
+      CHILD_OK(zc_ps_ipush(ps, 1000 + k, in[k].data(), &a[k]));
+      CHILD_OK(zc_ps_ipull(ps, 1000 + k, out[k].data(), &b[k]));
+      CHILD_OK(zc_ps_ipush(ps, 1000 + k, out[k].data(), &c[k]));
+      CHILD_OK(zc_ps_ipull(ps, 1000 + k, sum6[k].data(), &d[k]));
+    }
+    for (size_t k = 0; k < nk; ++k) {
+      CHILD_OK(zc_wait(a[k]));
+      CHILD_OK(zc_wait(b[k]));
+      CHILD_OK(zc_wait(c[k]));
+      CHILD_OK(zc_wait(d[k]));
+      for (size_t i = 0; i < in[k].size(); ++i) {
+        int64_t want = 0;
+        for (int v = 0; v < W; ++v) want += Grad(v, 5, i, k);
+        CHILD_CHECK(out[k][i] == static_cast<float>(want) && sum6[k][i] == static_cast<float>(want * W),
+                    "rank %d rounds 5/6 key %zu element %zu: got %g and %g, want %lld and %lld", rank, k, i,
+                    out[k][i], sum6[k][i], (long long)want, (long long)(want * W));
+      }
+    }
+  }
+  CHILD_OK(zc_ps_free(ps));
+  CHILD_OK(zc_finalize(comm));
+  printf("rank %d: %zu keys x 6 rounds checked\n", rank, nk);
+  return 0;
+}
+
+class Pipeline : public ::testing::TestWithParam<PipeCase> {};
+
+TEST_P(Pipeline, PiecesOfManyKeys) {
+  const PipeCase& p = GetParam();
+  Env env = PsEnv(p.transport, "16384");
+  env.push_back({"ZC_PS_PIECE", "4096"});
+  auto res = RunRanks(p.ranks, [&](int rank) { return PipelineBody(rank, p); }, env, 240);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
+}
+
+// The default piece size (shared memory: 512 KiB pieces of 4 MiB chunks;
+// tcp: whole chunks) on a few keys of several MiB, sizes off the boundaries.
+int BigBody(int rank, const PipeCase& p) {
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  zc_ps* ps = nullptr;
+  zc_ps_role role = RoleOf(rank, p.ranks, p.separate);
+  CHILD_OK(zc_ps_create(comm, role, nullptr, &ps));
+  if (role == ZC_PS_SERVER) return ServeAndFree(comm, ps);
+  const int W = zc_ps_num_workers(ps);
+  const int w = WorkerIndex(rank, p.ranks, p.separate);
+  const size_t counts[] = {(4u << 20) / 4 + 1, (512u << 10) / 4 - 1, 3 * (1u << 20) + 7, 1};
+  for (size_t k = 0; k < 4; ++k) CHILD_OK(zc_ps_declare(ps, k, counts[k], ZC_FLOAT32, nullptr));
+  std::vector<std::vector<float>> in(4), out(4);
+  for (int r = 1; r <= 3; ++r) {
+    std::vector<zc_request*> pr(4), qr(4);
+    for (size_t k = 0; k < 4; ++k) {
+      in[k].resize(counts[k]);
+      out[k].assign(counts[k], 0.0f);
+      for (size_t i = 0; i < counts[k]; ++i) in[k][i] = static_cast<float>(Grad(w, r, i, k));
+      CHILD_OK(zc_ps_ipush(ps, k, in[k].data(), &pr[k]));
+    }
+    for (size_t k = 0; k < 4; ++k) CHILD_OK(zc_ps_ipull(ps, k, out[k].data(), &qr[k]));
+    for (size_t k = 0; k < 4; ++k) {
+      CHILD_OK(zc_wait(pr[k]));
+      CHILD_OK(zc_wait(qr[k]));
+      for (size_t i = 0; i < counts[k]; ++i) {
+        int64_t want = 0;
+        for (int v = 0; v < W; ++v) want += Grad(v, r, i, k);
+        CHILD_CHECK(out[k][i] == static_cast<float>(want), "rank %d round %d key %zu element %zu: got %g, want %lld",
+                    rank, r, k, i, out[k][i], (long long)want);
+      }
+    }
+  }
+  CHILD_OK(zc_ps_free(ps));
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+
+TEST_P(Pipeline, DefaultPiecesLargeKeys) {
+  const PipeCase& p = GetParam();
+  if (p.ranks > 3) GTEST_SKIP() << "large keys: 2 and 3 ranks";
+  Env env = {{"ZC_TRANSPORT", p.transport}, {"ZC_TIMEOUT", "60"}};
+  if (strcmp(p.transport, "tcp") == 0) env.push_back({"ZC_SOCKET_IFNAME", "lo"});
+  auto res = RunRanks(p.ranks, [&](int rank) { return BigBody(rank, p); }, env, 240);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
+}
+
+std::vector<PipeCase> PipeCases(const char* t) {
+  std::vector<PipeCase> v;
+  for (int n = 2; n <= 5; ++n) v.push_back({t, n, false});
+  for (int n = 2; n <= 5; ++n) v.push_back({t, n, true});
+  return v;
+}
+std::string PipeName(const ::testing::TestParamInfo<PipeCase>& info) {
+  return std::string(info.param.transport) + "_" + std::to_string(info.param.ranks) +
+         (info.param.separate ? "_servers" : "_both");
+}
+INSTANTIATE_TEST_SUITE_P(Shm, Pipeline, ::testing::ValuesIn(PipeCases("shm")), PipeName);
+INSTANTIATE_TEST_SUITE_P(Tcp, Pipeline, ::testing::ValuesIn(PipeCases("tcp")), PipeName);
+
 // A member killed after the first round: every surviving rank's next
 // operation fails with ZC_ERR_PEER_LOST naming it; nobody hangs.
 int KilledBody(int rank, int victim, bool separate_server) {
