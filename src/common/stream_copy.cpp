@@ -43,4 +43,13 @@ void StreamFence() {
 #endif
 }
 
+void CopyForReader(void* dst, const void* src, size_t bytes, size_t from_bytes) {
+  if (bytes >= from_bytes) {
+    StreamCopy(dst, src, bytes);
+    StreamFence();
+  } else if (bytes) {
+    memcpy(dst, src, bytes);
+  }
+}
+
 }  // namespace zc

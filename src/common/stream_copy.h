@@ -14,5 +14,10 @@ namespace zc {
 void StreamCopy(void* dst, const void* src, size_t bytes);
 // Orders every earlier StreamCopy before later stores (sfence).
 void StreamFence();
+// A copy another core reads next (a push into another process's slot, a
+// pull's copy into the caller's tensor): StreamCopy and StreamFence from
+// `from_bytes` on, where writing around the cache saves the read of every
+// destination line; memcpy below, where the lines are likely cached anyway.
+void CopyForReader(void* dst, const void* src, size_t bytes, size_t from_bytes);
 
 }  // namespace zc

@@ -2,10 +2,11 @@
 
 #include <cstring>
 
+#include "common/stream_copy.h"
 #include "common/wakeup.h"
 #include "p2p/device.h"
 #include "p2p/slot_stream.h"
-#include "ps/stream_copy.h"
+#include "ps/protocol.h"
 
 namespace zc::ps {
 namespace {
@@ -71,7 +72,7 @@ Status ChunkSlotWriter::Put(uint32_t k, const MsgHeader& h, const void* payload,
     ZC_RETURN_IF_ERROR(dev_->health().KnownHealth(peer_));
     char* slot = direct_ + layout_.slot_offset(k);
     memcpy(slot, &h, sizeof(h));
-    StreamCopy(slot + sizeof(h), payload, bytes);
+    CopyForReader(slot + sizeof(h), payload, bytes, kPsStreamFrom);
     WriteMapped(direct_, 0, nullptr, 0, &flag);
     Wakeup::Notify();
   } else if (direct_) {

@@ -36,6 +36,9 @@
 
 namespace zc::ps {
 
+// Pushes into another process's slot and pulls into the caller's tensor are
+// written around the cache from this size on (common/stream_copy.h).
+constexpr size_t kPsStreamFrom = 64 * 1024;
 constexpr uint64_t kDeclareTag = ControlTag(0, TagClass::kPs, 1);
 constexpr uint64_t kAckTag = ControlTag(0, TagClass::kPs, 2);
 constexpr uint64_t kByeTag = ControlTag(0, TagClass::kPs, 3);

@@ -4,10 +4,10 @@
 
 #include "collectives/dtype.h"
 #include "common/log.h"
+#include "common/stream_copy.h"
 #include "p2p/device.h"
 #include "p2p/slot_stream.h"
 #include "ps/server.h"
-#include "ps/stream_copy.h"
 
 namespace zc::ps {
 
@@ -416,7 +416,7 @@ Status Worker::StepPull(Op* op, bool* progress) {
                    static_cast<unsigned long long>(h->kind), static_cast<unsigned long long>(h->bytes),
                    static_cast<unsigned long long>(op->round), static_cast<unsigned long long>(bytes));
     const void* from = by_ref ? ps.results + ResultOffset(c.slot, ps.layout.capacity) : ps.reply.payload(c.slot);
-    if (!direct) StreamCopy(op->dst + c.offset * k->es, from, bytes);
+    if (!direct) CopyForReader(op->dst + c.offset * k->es, from, bytes, kPsStreamFrom);
     Status st = ps.reply.Release(c.slot, op->dl);
     if (!st.ok()) return st.with_context(Format("reply credit to server rank %d", sh_->servers[c.server]));
     ++op->next;
