@@ -9,6 +9,7 @@
 #include "p2p/control_plane.h"
 #include "p2p/device.h"
 #include "p2p/p2p_protocol.h"
+#include "p2p/recv_post.h"
 #include "p2p/send_recv.h"
 
 namespace zc {
@@ -53,6 +54,7 @@ struct Messenger::Op {
     kAwaitMeta,     // recv: waits for the sender's meta
     kSendAck,       // recv: the ack waits for a control slot
     kAwaitRestage,  // recv: asked for a pool copy; waits for its meta
+    kAwaitPayload,  // recv, posted: took the direct meta; waits for the payload's flag
     kDone,
   };
   bool send = false;
@@ -71,6 +73,10 @@ struct Messenger::Op {
   uint32_t ack_code = 0;    // recv, kSendAck: what to send
   Status final_status;      // recv, kSendAck: the result once the ack is out
   bool any = false;         // recv from any source: peer and dpeer are -1 until a message matches
+  std::unique_ptr<DirectSend> direct;  // send, receiver-posted: the receive's post
+  Clock::time_point post_until{};      // send: until when a post may still be on its way
+  std::unique_ptr<RecvPost> post;      // recv: its post to the sender, once made
+  bool unposted = false;               // recv: will not post (too small, not tcp, no flag word)
 
   bool Unmatched() const { return any && peer < 0; }
   std::string What() const {
@@ -135,6 +141,7 @@ Status Messenger::Isend(const void* buf, size_t bytes, int peer, int tag,
   uint32_t seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
   if (seq == 0) seq = next_seq_.fetch_add(1, std::memory_order_relaxed);  // 0: blocking zc::Send
   op->meta = Meta{bytes, kEager, seq, 0};
+  if (DirectWanted(dev_, op->dpeer, bytes)) op->direct = std::make_unique<DirectSend>();
   if (bytes > EagerLimit(dev_->transport_to(op->dpeer))) {
     // Rendezvous: expose the source where it lies (pool memory: zero copy).
     Status st = dev_->regions().Hold(buf, bytes, &op->source);
@@ -218,6 +225,10 @@ void Messenger::Post(std::unique_ptr<Op> op) {
 
 void Messenger::Complete(Op& op, const Status& st) {
   op.state = Op::kDone;
+  // Before the caller has the buffer back: a post that may still be
+  // written to is withdrawn and its registration dropped (RecvPost::End).
+  if (op.post) op.post->End();
+  op.direct.reset();
   if (op.staged) {
     // The op's result is st; the pool copy's free cannot change it.
     IgnoreError(dev_->regions().Free(op.staged->data()), "freeing the staged copy of a finished op");
@@ -273,6 +284,7 @@ bool Messenger::Pass() {
       case Op::kRestage: pass.moved |= SendRestaged(op); break;
       case Op::kAwaitMeta: pass.moved |= AwaitMeta(op, &pass); break;
       case Op::kSendAck: pass.moved |= SendAck(op); break;
+      case Op::kAwaitPayload: pass.moved |= AwaitPayload(op); break;
       case Op::kAwaitAck:
       case Op::kAwaitRestage: pass.ack_keys.insert({op.dpeer, op.tag}); break;
       case Op::kDone: break;
@@ -290,6 +302,8 @@ bool Messenger::PostMeta(Op& op, PassState* pass) {
   // Sends to one peer go out in posting order: once one finds no slot,
   // later ones wait for the next turn.
   if (pass->send_blocked.count(op.dpeer)) return false;
+  bool moved = false;
+  if (op.direct && SendDirect(op, pass, &moved)) return moved;
   bool sent = false;
   const bool eager = op.meta.mode == kEager;
   Status st = dev_->control()->TrySend2(op.dpeer, MetaTag(context_, op.tag), &op.meta, sizeof(op.meta),
@@ -329,14 +343,84 @@ bool Messenger::AwaitMeta(Op& op, PassState* pass) {
   const auto key = std::make_pair(op.dpeer, op.tag);
   if (pass->recv_blocked.count(key)) return false;
   Arrival in{op.rbuf, op.bytes};
+  in.book = &dev_->posts();
+  if (op.post && op.post->sent()) in.token = op.post->token();
   Status st;
+  uint64_t seen = 0;
   if (!dev_->control()->TryRecvWith(op.dpeer, MetaTag(context_, op.tag), &TakeMetaPieces<ControlPlane::Piece>,
-                                    &in, &st, /*defer_credit=*/true)) {
-    if (!st.ok()) Complete(op, st.with_context(op.What()));
-    else pass->recv_blocked.insert(key);
+                                    &in, &st, /*defer_credit=*/true, &AcceptMeta, &seen)) {
+    if (!st.ok()) {
+      Complete(op, st.with_context(op.What()));
+    } else {
+      pass->recv_blocked.insert(key);
+      PostBuffer(op, seen);
+    }
     return false;
   }
   Matched(op, st, &in);
+  return true;
+}
+
+void Messenger::PostBuffer(Op& op, uint64_t seen) {
+  if (op.unposted || (op.post && op.post->sent())) return;
+  if (!op.post) {
+    op.post = std::make_unique<RecvPost>();
+    if (!DirectWanted(dev_, op.dpeer, op.bytes) ||
+        !op.post->Make(dev_, op.dpeer, context_, op.tag, op.rbuf, op.bytes)) {
+      op.post.reset();
+      op.unposted = true;
+      return;
+    }
+  }
+  // Without a free slot now, the next pass's look posts.
+  const std::string msg = op.post->Message(seen);
+  bool sent = false;
+  Status st = dev_->control()->TrySend2(op.dpeer, PostTag(context_, op.tag), msg.data(), msg.size(), nullptr,
+                                        0, &sent);
+  if (!st.ok()) Complete(op, st.with_context(op.What()));
+  else if (sent) op.post->Sent();
+}
+
+bool Messenger::AwaitPayload(Op& op) {
+  if (!op.post->Landed()) return false;
+  Complete(op, Status::Ok());
+  return true;
+}
+
+// A post that may be on its way is worth a short wait (DirectSend::
+// AwaitPost), over a few passes.
+bool Messenger::AwaitsPost(Op& op) {
+  const Clock::time_point now = Clock::now();
+  if (op.post_until == Clock::time_point()) {
+    if (!DirectSend::PostLikely(dev_, op.dpeer, context_, op.tag, op.bytes)) return false;
+    op.post_until = now + DirectSend::kPostWait;
+  }
+  return now < op.post_until;
+}
+
+bool Messenger::SendDirect(Op& op, PassState* pass, bool* moved) {
+  *moved = false;
+  Status st;
+  if (!op.direct->FindPost(dev_->control(), op.dpeer, context_, op.tag, op.bytes, &st)) {
+    if (!st.ok() || !AwaitsPost(op)) return false;
+    pass->send_blocked.insert(op.dpeer);  // (posting order)
+    return true;
+  }
+  const Meta m{op.bytes, kDirect, op.meta.seq, op.direct->token()};
+  bool sent = false, fresh = false;
+  st = op.direct->TrySendMeta(dev_->control(), op.dpeer, MetaTag(context_, op.tag), m, &sent, &fresh);
+  if (!st.ok()) {
+    Complete(op, st.with_context(op.What()));
+    return true;
+  }
+  if (!fresh) return false;  // a message of the tag went out since the post: the ordinary way
+  if (!sent) {
+    pass->send_blocked.insert(op.dpeer);
+    return true;
+  }
+  *moved = true;
+  st = op.direct->WritePayload(dev_, op.dpeer, op.sbuf, op.bytes, op.dl);
+  Complete(op, st.ok() ? st : st.with_context(op.What()));
   return true;
 }
 
@@ -344,6 +428,17 @@ bool Messenger::AwaitMeta(Op& op, PassState* pass) {
 void Messenger::Matched(Op& op, const Status& st, Arrival* in) {
   if (!st.ok()) {
     Complete(op, st.with_context(op.What()));
+    return;
+  }
+  if (in->meta.mode == kDirect && !(in->token && in->meta.offset == in->token)) {
+    // The post it names has ended (AcceptMeta leaves live ones to their
+    // receives): its payload went there. This receive waits on.
+    ZC_WARN(kP2p, "p2p: a message of %llu bytes from rank %d (tag %d) went to a receive that had ended "
+            "(its deadline passed): dropped", static_cast<unsigned long long>(in->meta.bytes), op.dpeer, op.tag);
+    if (op.any) {
+      op.peer = op.dpeer = kAnySource;
+      op.req->source_.store(kAnySource, std::memory_order_release);
+    }
     return;
   }
   op.meta = in->meta;
@@ -387,6 +482,7 @@ const char* Messenger::WaitingFor(const Op& op) {
     case Op::kRestage: case Op::kSendAck: return "no free control slot";
     case Op::kAwaitMeta: return op.Unmatched() ? "no matching send from any peer" : "no matching send";
     case Op::kAwaitRestage: return "no staged copy";
+    case Op::kAwaitPayload: return "no payload for the posted receive (its meta came)";
     case Op::kDone: break;
   }
   return "";
@@ -423,9 +519,10 @@ bool Messenger::MatchAnySource(Op& op, std::set<std::pair<int, int>>* recv_block
     // what arrives now is that receive's (posting order).
     if (recv_blocked->count({dp, op.tag})) continue;
     Arrival in{op.rbuf, op.bytes};
+    in.book = &dev_->posts();
     Status st;
     if (!cp->TryRecvWith(dp, MetaTag(context_, op.tag), &TakeMetaPieces<ControlPlane::Piece>, &in,
-                         &st, /*defer_credit=*/true)) {
+                         &st, /*defer_credit=*/true, &AcceptMeta)) {
       if (!st.ok()) {
         Complete(op, st.with_context(Format("%s: reading peer %d's stream", op.What().c_str(), p)));
         return true;
@@ -466,6 +563,13 @@ Status Messenger::AnyPeerLost(int* lost) const {
 }
 
 void Messenger::HandleMeta(Op& op) {
+  if (op.meta.mode == kDirect && op.meta.bytes == op.bytes) {
+    op.state = Op::kAwaitPayload;  // our post's: the payload follows the meta
+    AwaitPayload(op);
+    return;
+  }
+  // An ordinary message: the post (if any) can no longer be written to.
+  if (op.post) op.post->Superseded();
   if (op.meta.bytes != op.bytes) {
     Status st = Error(ZC_ERR_MISMATCH, "%s: the peer sent %llu bytes", op.What().c_str(),
                       static_cast<unsigned long long>(op.meta.bytes));

@@ -10,6 +10,19 @@
 //   sender -> receiver, tag ControlTag(context, kSendAck, user tag), after kAckNeedStaged:
 //     [Ack{kAckRestaged, seq, bytes}][Meta][descriptor of a pool copy]
 //
+// Receiver-posted (tcp, p2p/recv_post.h): a receive that finds nothing yet
+// announces its buffer; a sender that finds the announcement still fresh
+// writes its message straight into that buffer instead:
+//   receiver -> sender, tag ControlTag(context, kRecvPost, user tag):
+//     [Post{seen, bytes, token, data offset, flag offset, flag value}]
+//     [descriptor of the buffer's region][descriptor of the flag's region]
+//   sender -> receiver, tag ControlTag(context, kSendMeta, user tag):
+//     direct:      [Meta{bytes, kDirect, seq, token}]
+//   then a one-sided write of the payload into the buffer, with the flag.
+// The meta names the post (its token): it is the first message of its tag
+// the receiver meets after the point its post was made at (ControlPlane's
+// offers), so the receive that posted takes it, then waits for the flag.
+//
 // seq is the sender's number for the message (0 from the blocking zc::Send);
 // the receiver echoes it in its Ack so that a sender with several
 // rendezvous messages of one (peer, tag) in flight gives each ack to the
@@ -23,9 +36,13 @@
 #include "common/status.h"
 #include "p2p/control_tag.h"
 
+namespace zc {
+class PostBook;  // recv_post.h
+}  // namespace zc
+
 namespace zc::p2p_wire {
 
-enum Mode : uint32_t { kEager = 0, kRendezvous = 1 };
+enum Mode : uint32_t { kEager = 0, kRendezvous = 1, kDirect = 2 };
 enum AckCode : uint32_t {
   kAckOk = 0,
   kAckMismatch = 1,
@@ -38,7 +55,18 @@ struct Meta {
   uint64_t bytes;
   uint32_t mode;
   uint32_t seq;
-  uint64_t offset;  // rendezvous: of the data inside the described region
+  uint64_t offset;  // rendezvous: of the data inside the described region; direct: the post's token
+};
+
+// A receive's announcement (kRecvPost), followed by the descriptors of the
+// buffer's region and of the flag's region.
+struct Post {
+  uint64_t seen;         // the sender's stream as the receive last found it (ControlPlane offers)
+  uint64_t bytes;        // the receive's size
+  uint64_t token;        // names the post in the sender's kDirect meta
+  uint64_t data_offset;  // of the buffer inside its region
+  uint64_t flag_offset;  // of the flag word inside its region
+  uint64_t flag_value;   // what the payload's write stores there
 };
 
 struct Ack {
@@ -53,15 +81,21 @@ inline uint64_t MetaTag(uint32_t context, int tag) {
 inline uint64_t AckTag(uint32_t context, int tag) {
   return ControlTag(context, TagClass::kSendAck, static_cast<uint32_t>(tag));
 }
+inline uint64_t PostTag(uint32_t context, int tag) {
+  return ControlTag(context, TagClass::kRecvPost, static_cast<uint32_t>(tag));
+}
 
 // What a receiver learns from a meta message. TakeMeta (a ControlPlane
 // consumer) reads the message in place: an eager payload of the expected
-// size goes straight into buf, a rendezvous source's descriptor into desc.
+// size goes straight into buf, a rendezvous source's descriptor into desc;
+// a direct meta brings nothing more (its payload comes on its own).
 struct Arrival {
   void* buf;
   size_t bytes;
   Meta meta{};
   std::string desc;
+  uint64_t token = 0;  // the receive's post, if it made one (recv_post.h AcceptMeta)
+  const PostBook* book = nullptr;  // the Device's posts (AcceptMeta)
 };
 
 // The message is the concatenation of n pieces (a message spanning several
@@ -77,6 +111,8 @@ inline Status TakeMetaPieces(void* ctx, const Piece* pieces, int n) {
   if (a->meta.mode == kRendezvous) {
     a->desc.assign(pieces[0].data + sizeof(Meta), pieces[0].bytes - sizeof(Meta));
     for (int i = 1; i < n; ++i) a->desc.append(pieces[i].data, pieces[i].bytes);
+  } else if (a->meta.mode == kDirect) {
+    // The payload goes straight into the posted buffer, not through here.
   } else if (a->meta.bytes == a->bytes) {
     if (rest_bytes != a->bytes)
       return Error(ZC_ERR_INTERNAL, "eager payload of %zu bytes, meta data says %zu", rest_bytes,
