@@ -105,7 +105,7 @@ Status ControlPlane::Send2(int peer, uint64_t tag, const void* a, size_t abytes,
 }
 
 Status ControlPlane::Write(Peer& p, uint64_t tag, const void* a, size_t abytes, const void* b,
-                           size_t bbytes, uint32_t n, const Deadline& dl, bool answer) {
+                           size_t bbytes, uint32_t n, const Deadline& dl) {
   uint64_t aux[2] = {tag, 1};
   Status st;
   if (n == 1) {
@@ -116,7 +116,7 @@ Status ControlPlane::Write(Peer& p, uint64_t tag, const void* a, size_t abytes, 
   }
   if (st.ok()) {
     p.last_at[Bucket(tag)] = p.writer.sent();
-    p.answered[Bucket(tag)] = answer;
+    p.answered[Bucket(tag)] = false;
   }
   return st;
 }
@@ -128,42 +128,38 @@ bool ControlPlane::AnsweredLast(int peer, uint64_t tag) {
   return p.answered[Bucket(tag)];
 }
 
-Status ControlPlane::OfferedPeer(int peer, size_t bytes, Peer** p, uint32_t* n) {
-  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer])
-    return Error(ZC_ERR_INVALID_ARG, "control message to invalid peer %d", peer);
-  *p = peers_[peer].get();
-  return SpanOf(**p, peer, bytes, n);
+Status ControlPlane::RunAnswer(Peer& p, uint64_t tag, uint64_t seen, const AnswerWrite& write, bool* fresh) {
+  *fresh = p.last_at[Bucket(tag)] <= seen;
+  if (!*fresh) return Status::Ok();
+  Status st = write();
+  // It counts as the tag's latest message, at the stream's current place:
+  // the peer has taken every message up to here once it has its flag.
+  p.last_at[Bucket(tag)] = p.writer.sent();
+  p.answered[Bucket(tag)] = true;
+  return st;
 }
 
-Status ControlPlane::Send2If(int peer, uint64_t tag, uint64_t seen, const void* a, size_t abytes,
-                             const void* b, size_t bbytes, const Deadline& dl, bool* fresh) {
+Status ControlPlane::Answer(int peer, uint64_t tag, uint64_t seen, const AnswerWrite& write, bool* fresh) {
   *fresh = false;
-  Peer* p = nullptr;
-  uint32_t n = 1;
-  ZC_RETURN_IF_ERROR(OfferedPeer(peer, abytes + bbytes, &p, &n));
-  std::lock_guard<SpinLock> lock(p->send_mu);
-  if (p->last_at[Bucket(tag)] > seen) return Status::Ok();
-  *fresh = true;
-  return Write(*p, tag, a, abytes, b, bbytes, n, dl, /*answer=*/true);
+  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer])
+    return Error(ZC_ERR_INVALID_ARG, "answer to invalid peer %d", peer);
+  Peer& p = *peers_[peer];
+  std::lock_guard<SpinLock> lock(p.send_mu);
+  return RunAnswer(p, tag, seen, write, fresh);
 }
 
-Status ControlPlane::TrySend2If(int peer, uint64_t tag, uint64_t seen, const void* a, size_t abytes,
-                                const void* b, size_t bbytes, bool* sent, bool* fresh) {
-  *sent = false;
+Status ControlPlane::TryAnswer(int peer, uint64_t tag, uint64_t seen, const AnswerWrite& write, bool* ran,
+                               bool* fresh) {
+  *ran = false;
   *fresh = true;  // until known otherwise: a caller that could not look tries again
-  Peer* p = nullptr;
-  uint32_t n = 1;
-  ZC_RETURN_IF_ERROR(OfferedPeer(peer, abytes + bbytes, &p, &n));
-  std::unique_lock<SpinLock> lock(p->send_mu, std::try_to_lock);
+  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer])
+    return Error(ZC_ERR_INVALID_ARG, "answer to invalid peer %d", peer);
+  Peer& p = *peers_[peer];
+  std::unique_lock<SpinLock> lock(p.send_mu, std::try_to_lock);
   if (!lock.owns_lock()) return Status::Ok();
-  if (p->last_at[Bucket(tag)] > seen) {
-    *fresh = false;
-    return Status::Ok();
-  }
-  if (!p->writer.HasCredits(n)) return Status::Ok();
-  ZC_RETURN_IF_ERROR(Write(*p, tag, a, abytes, b, bbytes, n, health_->NewDeadline(), /*answer=*/true));
-  *sent = true;
-  return Status::Ok();
+  Status st = RunAnswer(p, tag, seen, write, fresh);
+  *ran = *fresh;
+  return st;
 }
 
 Status ControlPlane::TryTake(Peer& p, uint64_t tag, Consumer consume, void* ctx, bool* done,
@@ -327,7 +323,7 @@ Status ControlPlane::Recv(int peer, uint64_t tag, std::string* msg, const Deadli
 }
 
 Status ControlPlane::RecvWith(int peer, uint64_t tag, Consumer consume, void* ctx,
-                              const Deadline& dl, Acceptor accept) {
+                              const Deadline& dl, Acceptor accept, Stop stop) {
   if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer])
     return Error(ZC_ERR_INVALID_ARG, "control message from invalid peer %d", peer);
   Peer& p = *peers_[peer];
@@ -340,6 +336,7 @@ Status ControlPlane::RecvWith(int peer, uint64_t tag, Consumer consume, void* ct
     return TryTake(p, tag, consume, ctx, &done, dl, /*defer_credit=*/false, look);
   };
   for (;;) {
+    if (stop && stop(ctx)) return Status::Ok();
     const bool look = p.reader.Ready() || p.queued_n.load(std::memory_order_relaxed);
     // Take the lock only when there is something to look at: spinning on an
     // empty stream costs two loads per turn.
@@ -357,7 +354,7 @@ Status ControlPlane::RecvWith(int peer, uint64_t tag, Consumer consume, void* ct
         // The message may have come (during the pause) before the peer went
         // away or the job was aborted: it is still ours to take.
         Status st = take();
-        return done ? st : health;
+        return done ? st : stop && stop(ctx) ? Status::Ok() : health;
       }
       if (dl.expired())
         return Error(ZC_ERR_TIMEOUT, "waited %.1f s for a message from peer %d (ZC_TIMEOUT=%g s)",

@@ -68,8 +68,11 @@ class ControlPlane {
   // that announced itself for it, p2p/recv_post.h), and the next one with
   // the tag is looked at.
   using Acceptor = bool (*)(void* ctx, const Piece& first);
+  // stop (may be null): RecvWith returns Ok without a message once
+  // stop(ctx) holds (what the receive waited for came another way).
+  using Stop = bool (*)(void* ctx);
   Status RecvWith(int peer, uint64_t tag, Consumer consume, void* ctx, const Deadline& dl,
-                  Acceptor accept = nullptr);
+                  Acceptor accept = nullptr, Stop stop = nullptr);
   // Non-blocking: a queued or arrived message with this tag, if any.
   // defer_credit: the slots' credits may wait for FlushCredits, which the
   // caller promises to call soon (one credit write for many messages).
@@ -95,24 +98,26 @@ class ControlPlane {
 
   // ---- Offers (the receiver-posted protocol, p2p/recv_post.h) ----
   // A receiver that looked for tag T from peer p and found nothing may
-  // tell p so ("my receive takes your next T message"); p then knows which
-  // receive its next T message goes to, and may send it only if it still
-  // is the next: no T message of p's may be on its way, unseen by that
-  // look. Positions count the slots of one direction's stream (its
+  // offer p to take its next T message in another way (a post: straight
+  // into its buffer). p may answer only while its next T message would
+  // still be that one: no T message of p's may be on its way, unseen by
+  // that look. Positions count the slots of one direction's stream (its
   // writer's sent, its reader's received): the look gives `seen`
-  // (TryRecvWith), the offer carries it back, and Send2If sends only when
-  // no message with a tag of T's bucket (tags hash into kTagBuckets;
-  // another tag of the bucket only makes an offer look stale, never
-  // wrongly fresh) went to peer after `seen`. *fresh = false then, and
-  // nothing is sent. Send2If waits for a slot, TrySend2If does not (*sent).
+  // (TryRecvWith), the offer carries it back, and Answer runs `write` only
+  // when no message with a tag of T's bucket went to peer after `seen`
+  // (tags hash into kTagBuckets; another tag of the bucket only makes an
+  // offer look stale, never wrongly fresh); *fresh = false then, and
+  // nothing runs. `write` runs under the stream's send lock, so no message
+  // of the tag overtakes it, and must go on connection 0 (the control
+  // plane's), so that the peer has every earlier message once it sees the
+  // answer. Answer waits for the lock; TryAnswer does not (*ran).
   static constexpr uint32_t kTagBuckets = 64;
-  Status Send2If(int peer, uint64_t tag, uint64_t seen, const void* a, size_t abytes, const void* b,
-                 size_t bbytes, const Deadline& dl, bool* fresh);
-  Status TrySend2If(int peer, uint64_t tag, uint64_t seen, const void* a, size_t abytes, const void* b,
-                    size_t bbytes, bool* sent, bool* fresh);
-  // Whether the last message with a tag of tag's bucket to peer answered
-  // an offer (went through Send2If): the peer's receives offer, so the
-  // next offer is worth waiting for (recv_post.h DirectSend::AwaitPost).
+  using AnswerWrite = std::function<Status()>;
+  Status Answer(int peer, uint64_t tag, uint64_t seen, const AnswerWrite& write, bool* fresh);
+  Status TryAnswer(int peer, uint64_t tag, uint64_t seen, const AnswerWrite& write, bool* ran, bool* fresh);
+  // Whether the last message with a tag of tag's bucket to peer was an
+  // answer: the peer's receives offer, so the next offer is worth waiting
+  // for (recv_post.h DirectSend::AwaitPost).
   bool AnsweredLast(int peer, uint64_t tag);
 
   // The word peers write to report an abort (value: code << 32 | rank + 1).
@@ -132,7 +137,7 @@ class ControlPlane {
     // Where the writer stood after the last message of each tag bucket
     // (Offers), under send_mu.
     std::array<uint64_t, kTagBuckets> last_at{};
-    std::array<bool, kTagBuckets> answered{};  // the last one went through Send2If
+    std::array<bool, kTagBuckets> answered{};  // the last one was an answer
   };
   static uint32_t Bucket(uint64_t tag) {
     // splitmix64's finalizer: tags that differ only in their class or
@@ -158,9 +163,9 @@ class ControlPlane {
   // One message of n slots (SpanOf) to p, under p.send_mu; notes its tag's
   // position (Offers).
   Status Write(Peer& p, uint64_t tag, const void* a, size_t abytes, const void* b, size_t bbytes,
-               uint32_t n, const Deadline& dl, bool answer = false);
-  // Send2If's and TrySend2If's checks: the peer, the span, the offer.
-  Status OfferedPeer(int peer, size_t bytes, Peer** p, uint32_t* n);
+               uint32_t n, const Deadline& dl);
+  // Answer's work under p.send_mu.
+  Status RunAnswer(Peer& p, uint64_t tag, uint64_t seen, const AnswerWrite& write, bool* fresh);
   static Status CopyOut(void* ctx, const Piece* pieces, int n);  // into a std::string
   // Slots a message of `bytes` takes, or an error when it is too large.
   Status SpanOf(const Peer& p, int peer, size_t bytes, uint32_t* n) const;

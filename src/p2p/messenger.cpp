@@ -54,7 +54,6 @@ struct Messenger::Op {
     kAwaitMeta,     // recv: waits for the sender's meta
     kSendAck,       // recv: the ack waits for a control slot
     kAwaitRestage,  // recv: asked for a pool copy; waits for its meta
-    kAwaitPayload,  // recv, posted: took the direct meta; waits for the payload's flag
     kDone,
   };
   bool send = false;
@@ -284,7 +283,6 @@ bool Messenger::Pass() {
       case Op::kRestage: pass.moved |= SendRestaged(op); break;
       case Op::kAwaitMeta: pass.moved |= AwaitMeta(op, &pass); break;
       case Op::kSendAck: pass.moved |= SendAck(op); break;
-      case Op::kAwaitPayload: pass.moved |= AwaitPayload(op); break;
       case Op::kAwaitAck:
       case Op::kAwaitRestage: pass.ack_keys.insert({op.dpeer, op.tag}); break;
       case Op::kDone: break;
@@ -339,12 +337,15 @@ bool Messenger::SendRestaged(Op& op) {
 
 bool Messenger::AwaitMeta(Op& op, PassState* pass) {
   if (op.Unmatched()) return MatchAnySource(op, &pass->recv_blocked);
+  if (Landed(op)) {
+    Complete(op, Status::Ok());  // straight into the buffer
+    return true;
+  }
   // Only the oldest receive of a (peer, tag) looks: FIFO matching.
   const auto key = std::make_pair(op.dpeer, op.tag);
   if (pass->recv_blocked.count(key)) return false;
   Arrival in{op.rbuf, op.bytes};
-  in.book = &dev_->posts();
-  if (op.post && op.post->sent()) in.token = op.post->token();
+  if (op.post && op.post->sent()) in.post = op.post.get();
   Status st;
   uint64_t seen = 0;
   if (!dev_->control()->TryRecvWith(op.dpeer, MetaTag(context_, op.tag), &TakeMetaPieces<ControlPlane::Piece>,
@@ -360,6 +361,8 @@ bool Messenger::AwaitMeta(Op& op, PassState* pass) {
   Matched(op, st, &in);
   return true;
 }
+
+bool Messenger::Landed(const Op& op) { return op.post && op.post->sent() && op.post->Landed(); }
 
 void Messenger::PostBuffer(Op& op, uint64_t seen) {
   if (op.unposted || (op.post && op.post->sent())) return;
@@ -381,12 +384,6 @@ void Messenger::PostBuffer(Op& op, uint64_t seen) {
   else if (sent) op.post->Sent();
 }
 
-bool Messenger::AwaitPayload(Op& op) {
-  if (!op.post->Landed()) return false;
-  Complete(op, Status::Ok());
-  return true;
-}
-
 // A post that may be on its way is worth a short wait (DirectSend::
 // AwaitPost), over a few passes.
 bool Messenger::AwaitsPost(Op& op) {
@@ -406,20 +403,14 @@ bool Messenger::SendDirect(Op& op, PassState* pass, bool* moved) {
     pass->send_blocked.insert(op.dpeer);  // (posting order)
     return true;
   }
-  const Meta m{op.bytes, kDirect, op.meta.seq, op.direct->token()};
-  bool sent = false, fresh = false;
-  st = op.direct->TrySendMeta(dev_->control(), op.dpeer, MetaTag(context_, op.tag), m, &sent, &fresh);
-  if (!st.ok()) {
-    Complete(op, st.with_context(op.What()));
-    return true;
-  }
+  bool ran = false, fresh = false;
+  st = op.direct->TryWrite(dev_, op.dpeer, MetaTag(context_, op.tag), op.sbuf, op.bytes, op.dl, &ran, &fresh);
   if (!fresh) return false;  // a message of the tag went out since the post: the ordinary way
-  if (!sent) {
-    pass->send_blocked.insert(op.dpeer);
+  if (!ran) {
+    pass->send_blocked.insert(op.dpeer);  // another thread sends to the peer: next pass
     return true;
   }
   *moved = true;
-  st = op.direct->WritePayload(dev_, op.dpeer, op.sbuf, op.bytes, op.dl);
   Complete(op, st.ok() ? st : st.with_context(op.What()));
   return true;
 }
@@ -428,17 +419,6 @@ bool Messenger::SendDirect(Op& op, PassState* pass, bool* moved) {
 void Messenger::Matched(Op& op, const Status& st, Arrival* in) {
   if (!st.ok()) {
     Complete(op, st.with_context(op.What()));
-    return;
-  }
-  if (in->meta.mode == kDirect && !(in->token && in->meta.offset == in->token)) {
-    // The post it names has ended (AcceptMeta leaves live ones to their
-    // receives): its payload went there. This receive waits on.
-    ZC_WARN(kP2p, "p2p: a message of %llu bytes from rank %d (tag %d) went to a receive that had ended "
-            "(its deadline passed): dropped", static_cast<unsigned long long>(in->meta.bytes), op.dpeer, op.tag);
-    if (op.any) {
-      op.peer = op.dpeer = kAnySource;
-      op.req->source_.store(kAnySource, std::memory_order_release);
-    }
     return;
   }
   op.meta = in->meta;
@@ -482,7 +462,6 @@ const char* Messenger::WaitingFor(const Op& op) {
     case Op::kRestage: case Op::kSendAck: return "no free control slot";
     case Op::kAwaitMeta: return op.Unmatched() ? "no matching send from any peer" : "no matching send";
     case Op::kAwaitRestage: return "no staged copy";
-    case Op::kAwaitPayload: return "no payload for the posted receive (its meta came)";
     case Op::kDone: break;
   }
   return "";
@@ -491,6 +470,10 @@ const char* Messenger::WaitingFor(const Op& op) {
 // Deadlines and peers' health.
 void Messenger::FailIfLostOrLate(Op& op) {
   if (op.state == Op::kDone) return;
+  if (op.state == Op::kAwaitMeta && Landed(op)) {
+    Complete(op, Status::Ok());  // it came before the failure
+    return;
+  }
   int lost = -1;
   Status h = op.Unmatched() ? AnyPeerLost(&lost) : dev_->health().Health(op.dpeer);
   if (!h.ok() && lost >= 0) {
@@ -519,10 +502,9 @@ bool Messenger::MatchAnySource(Op& op, std::set<std::pair<int, int>>* recv_block
     // what arrives now is that receive's (posting order).
     if (recv_blocked->count({dp, op.tag})) continue;
     Arrival in{op.rbuf, op.bytes};
-    in.book = &dev_->posts();
     Status st;
     if (!cp->TryRecvWith(dp, MetaTag(context_, op.tag), &TakeMetaPieces<ControlPlane::Piece>, &in,
-                         &st, /*defer_credit=*/true, &AcceptMeta)) {
+                         &st, /*defer_credit=*/true)) {
       if (!st.ok()) {
         Complete(op, st.with_context(Format("%s: reading peer %d's stream", op.What().c_str(), p)));
         return true;
@@ -563,11 +545,6 @@ Status Messenger::AnyPeerLost(int* lost) const {
 }
 
 void Messenger::HandleMeta(Op& op) {
-  if (op.meta.mode == kDirect && op.meta.bytes == op.bytes) {
-    op.state = Op::kAwaitPayload;  // our post's: the payload follows the meta
-    AwaitPayload(op);
-    return;
-  }
   // An ordinary message: the post (if any) can no longer be written to.
   if (op.post) op.post->Superseded();
   if (op.meta.bytes != op.bytes) {

@@ -15,12 +15,11 @@
 //          (again only when a slot is free) -> done
 // Receiver-posted (tcp, p2p/recv_post.h): a receive of at least
 // kTcpDirectMin bytes that is next in line and finds no meta posts its
-// buffer to the sender; a send that finds the post still fresh sends a
-// direct meta and writes the payload straight into that buffer (this
-// blocks for the transfer itself), and is done; the receive takes the
-// direct meta, then waits for the payload's flag:
-//   send:  [direct meta -> write the payload] -> done
-//   recv:  await meta (posted) -> [direct] await the payload -> done
+// buffer to the sender; a send that finds the post still fresh writes the
+// payload straight into that buffer (this blocks for the transfer itself)
+// and is done; the receive is done when the payload's flag is set:
+//   send:  [write the payload into the posted buffer] -> done
+//   recv:  await meta or, posted, the payload's flag -> done
 // One progress thread per messenger drives them, started on the first request;
 // it sleeps on a condition variable when nothing is pending and backs off
 // (yield, then 20-100 us sleeps) while requests wait for their peers. No
@@ -160,7 +159,8 @@ class Messenger {
   // A receive next in line that found nothing (the stream as it left it:
   // seen) posts its buffer, once.
   void PostBuffer(Op& op, uint64_t seen);
-  bool AwaitPayload(Op& op);
+  // A posted receive's payload has landed in its buffer.
+  static bool Landed(const Op& op);
   bool TakeAcks(const std::set<std::pair<int, int>>& keys);
   void FailIfLostOrLate(Op& op);
   static const char* WaitingFor(const Op& op);

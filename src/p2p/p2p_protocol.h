@@ -12,16 +12,17 @@
 //
 // Receiver-posted (tcp, p2p/recv_post.h): a receive that finds nothing yet
 // announces its buffer; a sender that finds the announcement still fresh
-// writes its message straight into that buffer instead:
+// writes its message straight into that buffer instead of sending a meta:
 //   receiver -> sender, tag ControlTag(context, kRecvPost, user tag):
 //     [Post{seen, bytes, token, data offset, flag offset, flag value}]
 //     [descriptor of the buffer's region][descriptor of the flag's region]
-//   sender -> receiver, tag ControlTag(context, kSendMeta, user tag):
-//     direct:      [Meta{bytes, kDirect, seq, token}]
-//   then a one-sided write of the payload into the buffer, with the flag.
-// The meta names the post (its token): it is the first message of its tag
-// the receiver meets after the point its post was made at (ControlPlane's
-// offers), so the receive that posted takes it, then waits for the flag.
+//     or, withdrawing a post: [Post{token}] alone
+//   sender -> receiver: a one-sided write of the payload into the buffer,
+//     with the flag, on connection 0 (ControlPlane::Answer)
+// The write takes the place of the first message of its tag after the
+// point the post was made at (ControlPlane's offers): the receive that
+// posted completes when its flag is set, and leaves later metas of its tag
+// to later receives.
 //
 // seq is the sender's number for the message (0 from the blocking zc::Send);
 // the receiver echoes it in its Ack so that a sender with several
@@ -37,12 +38,12 @@
 #include "p2p/control_tag.h"
 
 namespace zc {
-class PostBook;  // recv_post.h
+class RecvPost;  // recv_post.h
 }  // namespace zc
 
 namespace zc::p2p_wire {
 
-enum Mode : uint32_t { kEager = 0, kRendezvous = 1, kDirect = 2 };
+enum Mode : uint32_t { kEager = 0, kRendezvous = 1 };
 enum AckCode : uint32_t {
   kAckOk = 0,
   kAckMismatch = 1,
@@ -55,7 +56,7 @@ struct Meta {
   uint64_t bytes;
   uint32_t mode;
   uint32_t seq;
-  uint64_t offset;  // rendezvous: of the data inside the described region; direct: the post's token
+  uint64_t offset;  // rendezvous: of the data inside the described region
 };
 
 // A receive's announcement (kRecvPost), followed by the descriptors of the
@@ -63,7 +64,7 @@ struct Meta {
 struct Post {
   uint64_t seen;         // the sender's stream as the receive last found it (ControlPlane offers)
   uint64_t bytes;        // the receive's size
-  uint64_t token;        // names the post in the sender's kDirect meta
+  uint64_t token;        // names the post (a withdrawal names it)
   uint64_t data_offset;  // of the buffer inside its region
   uint64_t flag_offset;  // of the flag word inside its region
   uint64_t flag_value;   // what the payload's write stores there
@@ -87,15 +88,13 @@ inline uint64_t PostTag(uint32_t context, int tag) {
 
 // What a receiver learns from a meta message. TakeMeta (a ControlPlane
 // consumer) reads the message in place: an eager payload of the expected
-// size goes straight into buf, a rendezvous source's descriptor into desc;
-// a direct meta brings nothing more (its payload comes on its own).
+// size goes straight into buf, a rendezvous source's descriptor into desc.
 struct Arrival {
   void* buf;
   size_t bytes;
   Meta meta{};
   std::string desc;
-  uint64_t token = 0;  // the receive's post, if it made one (recv_post.h AcceptMeta)
-  const PostBook* book = nullptr;  // the Device's posts (AcceptMeta)
+  const RecvPost* post = nullptr;  // the receive's post, if it sent one (recv_post.h AcceptMeta)
 };
 
 // The message is the concatenation of n pieces (a message spanning several
@@ -111,8 +110,6 @@ inline Status TakeMetaPieces(void* ctx, const Piece* pieces, int n) {
   if (a->meta.mode == kRendezvous) {
     a->desc.assign(pieces[0].data + sizeof(Meta), pieces[0].bytes - sizeof(Meta));
     for (int i = 1; i < n; ++i) a->desc.append(pieces[i].data, pieces[i].bytes);
-  } else if (a->meta.mode == kDirect) {
-    // The payload goes straight into the posted buffer, not through here.
   } else if (a->meta.bytes == a->bytes) {
     if (rest_bytes != a->bytes)
       return Error(ZC_ERR_INTERNAL, "eager payload of %zu bytes, meta data says %zu", rest_bytes,

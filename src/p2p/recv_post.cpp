@@ -21,7 +21,6 @@ constexpr int kTokenShift = 40;
 uint64_t TokenOf(uint32_t index, uint64_t value) {
   return (uint64_t{index} + 1) << kTokenShift | (value & ((uint64_t{1} << kTokenShift) - 1));
 }
-uint64_t IndexOf(uint64_t token) { return (token >> kTokenShift) - 1; }
 
 }  // namespace
 
@@ -49,8 +48,6 @@ bool PostBook::Take(Word* out) {
     }
     memset(region_->data(), 0, kWords * kStride);
     gen_.assign(kWords, 0);
-    live_.reset(new std::atomic<uint64_t>[kWords]);
-    for (uint32_t i = 0; i < kWords; ++i) live_[i].store(0, std::memory_order_relaxed);
     for (uint32_t i = kWords; i-- > 0;) free_.push_back(i);
   }
   if (!region_ || free_.empty()) return false;
@@ -59,28 +56,17 @@ bool PostBook::Take(Word* out) {
   out->index = i;
   out->value = ++gen_[i];
   out->token = TokenOf(i, out->value);
-  live_[i].store(out->token, std::memory_order_release);
   return true;
 }
 
 void PostBook::Give(const Word& w) {
   std::lock_guard<std::mutex> lock(mu_);
-  live_[w.index].store(0, std::memory_order_release);
   free_.push_back(w.index);
 }
 
 void PostBook::Retire(const Word& w) {
-  std::lock_guard<std::mutex> lock(mu_);
-  live_[w.index].store(0, std::memory_order_release);
   retired_.fetch_add(1, std::memory_order_relaxed);
   ZC_INFO(kP2p, "p2p: post flag %u retired (its receive ended without the payload)", w.index);
-}
-
-bool PostBook::Live(uint64_t token) const {
-  const uint64_t i = IndexOf(token);
-  if (token == 0 || i >= kWords) return false;
-  std::lock_guard<std::mutex> lock(mu_);  // live_ exists once a word was taken
-  return live_ && live_[i].load(std::memory_order_acquire) == token;
 }
 
 std::atomic<uint64_t>* PostBook::flag(const Word& w) const {
@@ -88,11 +74,16 @@ std::atomic<uint64_t>* PostBook::flag(const Word& w) const {
 }
 
 bool AcceptMeta(void* ctx, const ControlPlane::Piece& first) {
+  (void)first;
   const auto* a = static_cast<const Arrival*>(ctx);
-  Meta m;
-  if (first.bytes < sizeof(m)) return true;  // the consumer reports it
-  memcpy(&m, first.data, sizeof(m));
-  return m.mode != kDirect || m.offset == a->token || !a->book || !a->book->Live(m.offset);
+  // The meta's slot flag was read (acquire) after the payload's flag was
+  // stored, when the payload came first: it is seen here.
+  return !a->post || !a->post->Landed();
+}
+
+bool PostLanded(void* ctx) {
+  const auto* a = static_cast<const Arrival*>(ctx);
+  return a->post && a->post->Landed();
 }
 
 // ---- RecvPost ----
@@ -133,11 +124,6 @@ bool RecvPost::Landed() const {
   return made() && dev_->posts().flag(word_)->load(std::memory_order_acquire) >= word_.value;
 }
 
-Status RecvPost::Wait(const Deadline& dl) const {
-  return dev_->health().WaitFlag(dev_->posts().flag(word_), word_.value, peer_, dl,
-                                 "the payload of a posted receive");
-}
-
 void RecvPost::End() {
   if (!made()) return;
   PostBook& book = dev_->posts();
@@ -161,8 +147,7 @@ void RecvPost::End() {
 void RecvPost::Withdraw() {
   // Best effort, never waiting: a sender that has not used the post yet
   // drops it (DirectSend::Take); one that has writes into a dropped
-  // registration or a retired word, and the next receive of the tag drops
-  // its meta.
+  // registration (or the pool allocation) and a retired word.
   Post p{};
   p.token = word_.token;
   bool sent = false;
@@ -226,25 +211,25 @@ bool DirectSend::AwaitPost(Device* dev, int peer, uint32_t context, int tag, siz
   }
 }
 
-Status DirectSend::SendMeta(ControlPlane* cp, int peer, uint64_t tag, const Meta& m, const Deadline& dl,
-                            bool* fresh) {
-  Status st = cp->Send2If(peer, tag, post_.seen, &m, sizeof(m), nullptr, 0, dl, fresh);
-  if (!*fresh) have_ = false;
+Status DirectSend::Write(Device* dev, int peer, uint64_t tag, const void* buf, size_t bytes,
+                         const Deadline& dl, bool* fresh) {
+  Status st = dev->control()->Answer(peer, tag, post_.seen,
+                                     [&] { return WritePayload(dev, peer, buf, bytes, dl); }, fresh);
+  have_ = false;  // used, or stale
   return st;
 }
 
-Status DirectSend::TrySendMeta(ControlPlane* cp, int peer, uint64_t tag, const Meta& m, bool* sent,
-                               bool* fresh) {
-  Status st = cp->TrySend2If(peer, tag, post_.seen, &m, sizeof(m), nullptr, 0, sent, fresh);
-  if (!*fresh) have_ = false;
+Status DirectSend::TryWrite(Device* dev, int peer, uint64_t tag, const void* buf, size_t bytes,
+                            const Deadline& dl, bool* ran, bool* fresh) {
+  Status st = dev->control()->TryAnswer(peer, tag, post_.seen,
+                                        [&] { return WritePayload(dev, peer, buf, bytes, dl); }, ran, fresh);
+  if (*ran || !*fresh) have_ = false;
   return st;
 }
 
 Status DirectSend::WritePayload(Device* dev, int peer, const void* buf, size_t bytes, const Deadline& dl) {
-  have_ = false;  // used
   const FlagWrite flag{&flag_, post_.flag_offset, post_.flag_value};
-  // Connection 0, behind the meta: the receiver takes both in one wake-up.
-  return dev->channel(peer).Write(buf, bytes, data_, post_.data_offset, &flag, dl);
+  return dev->channel(peer, 0).Write(buf, bytes, data_, post_.data_offset, &flag, dl);
 }
 
 }  // namespace zc

@@ -9,19 +9,22 @@
 //
 //   PostBook    the flag words that posted receives wait on (one per Device)
 //   RecvPost    the receiver's side of one post
-//   DirectSend  the sender's side: the post of a tag, the meta, the write
+//   DirectSend  the sender's side: the post of a tag, the write
 //
-// Why a direct message always reaches the receive that posted for it:
+// Why a direct message always reaches the receive that posted for it, in
+// its turn:
 //  - only the receive next in line for its (peer, tag) posts, after a look
 //    at the peer's stream that found no message of the tag
 //    (ControlPlane::TryRecvWith's seen): it takes the first message of the
 //    tag that comes after that look;
-//  - the sender sends its direct meta through ControlPlane::Send2If, which
-//    refuses when a message of the tag may have gone out since that look
-//    (the post is stale: the receive takes that message, as before);
-//  - a meta names its post (token); another receive of the tag that meets
-//    it while the post's receive is waiting leaves it to that receive
-//    (AcceptMeta), and one whose receive has ended is dropped.
+//  - the sender writes through ControlPlane::Answer, which refuses when a
+//    message of the tag may have gone out since that look (the post is
+//    stale: the receive takes that message, as before), and holds the
+//    stream's send lock over the write, on the control plane's connection:
+//    no later message of the tag overtakes it;
+//  - so the receive completes when its flag is set, and once it is set
+//    leaves the metas of its tag to the next receives (AcceptMeta): they
+//    came after the payload.
 // A receive that ends without the payload (deadline, lost peer, abort)
 // withdraws its post and makes sure no late write lands: its flag word is
 // never used again and a registration of its user memory is dropped; in
@@ -84,8 +87,6 @@ class PostBook {
   void Give(const Word& w);
   // The post is over, but a late write may still come: never again.
   void Retire(const Word& w);
-  // Whether token names a post that is still waiting.
-  bool Live(uint64_t token) const;
   std::atomic<uint64_t>* flag(const Word& w) const;
   const MemRegion* region() const { return region_; }
   // Posts whose payload landed so far, and words retired (tests, logs).
@@ -99,15 +100,16 @@ class PostBook {
   MemRegion* region_ = nullptr;  // kWords * kStride bytes, zeroed
   std::vector<uint32_t> free_;
   std::vector<uint64_t> gen_;  // the last value of each word
-  std::unique_ptr<std::atomic<uint64_t>[]> live_;  // the token a word serves, 0: none
   bool made_ = false;
   std::atomic<uint64_t> landed_{0}, retired_{0};
 };
 
-// ControlPlane acceptor for meta messages (ctx: an Arrival whose token is
-// the receive's own post, 0 for none): a direct meta for another receive's
-// post that is still waiting is left to that receive.
+// ControlPlane acceptor for meta messages (ctx: an Arrival): a receive
+// whose post's payload has landed takes no meta (the next receive's).
 bool AcceptMeta(void* ctx, const ControlPlane::Piece& first);
+// ControlPlane stop for a receive's wait (ctx: an Arrival): its post's
+// payload has landed.
+bool PostLanded(void* ctx);
 
 // The receiver's side of one post: made when the receive is next in line
 // and found nothing (Make), sent once (Message), then ended one way or
@@ -132,8 +134,6 @@ class RecvPost {
   bool sent() const { return sent_; }
   // The payload has landed (its flag is set).
   bool Landed() const;
-  // Waits for the payload (after the direct meta came).
-  Status Wait(const Deadline& dl) const;
   // The receive took another message of the tag after its post: the post
   // is stale, no write can come for it.
   void Superseded() { stale_ = true; }
@@ -157,8 +157,8 @@ class RecvPost {
   bool stale_ = false;
 };
 
-// The sender's side of one message: the post that came for its tag, the
-// direct meta, then the payload into the posted buffer.
+// The sender's side of one message: the post that came for its tag, then
+// the payload into the posted buffer.
 class DirectSend {
  public:
   // Takes the posts that came from peer for (context, tag) and keeps the
@@ -178,19 +178,18 @@ class DirectSend {
   // the last message of the tag went direct (the peer's receives post).
   static bool PostLikely(Device* dev, int peer, uint32_t context, int tag, size_t bytes);
   static constexpr std::chrono::microseconds kPostWait{50};
-  bool has_post() const { return have_; }
-  uint64_t token() const { return post_.token; }
-  // The direct meta, sent only while the post is fresh (ControlPlane
-  // Send2If); *fresh = false: stale (dropped here), send the ordinary way.
-  Status SendMeta(ControlPlane* cp, int peer, uint64_t tag, const p2p_wire::Meta& m, const Deadline& dl,
-                  bool* fresh);
-  Status TrySendMeta(ControlPlane* cp, int peer, uint64_t tag, const p2p_wire::Meta& m, bool* sent,
-                     bool* fresh);
-  // After the meta: the payload straight into the posted buffer, then the
-  // flag (one message on connection 0, behind the meta).
-  Status WritePayload(Device* dev, int peer, const void* buf, size_t bytes, const Deadline& dl);
+  // The payload straight into the posted buffer, then the flag, while the
+  // post is fresh (ControlPlane::Answer, for tag: the meta tag); *fresh =
+  // false: stale (dropped here), send the ordinary way. TryWrite does not
+  // wait for another thread's send to the peer (*ran).
+  Status Write(Device* dev, int peer, uint64_t tag, const void* buf, size_t bytes, const Deadline& dl,
+               bool* fresh);
+  Status TryWrite(Device* dev, int peer, uint64_t tag, const void* buf, size_t bytes, const Deadline& dl,
+                  bool* ran, bool* fresh);
 
  private:
+  // One message on connection 0, as ControlPlane::Answer requires.
+  Status WritePayload(Device* dev, int peer, const void* buf, size_t bytes, const Deadline& dl);
   // One post message from the peer: kept, or a withdrawal applied.
   void Take(const std::string& msg);
 

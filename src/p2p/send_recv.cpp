@@ -85,22 +85,18 @@ Status SendRendezvous(Device* dev, const void* buf, size_t bytes, int peer, int 
   return st;
 }
 
-// Receiver-posted (recv_post.h): when the receive finds its post and the
-// post is still fresh, the message goes straight into the posted buffer;
-// *done = false: it goes the ordinary way.
+// Receiver-posted (recv_post.h): when the receive has posted its buffer
+// and the post is still fresh, the message goes straight into it; *done =
+// false: it goes the ordinary way.
 Status SendDirect(Device* dev, const void* buf, size_t bytes, int peer, int tag, uint32_t context,
                   bool* done) {
   *done = false;
   DirectSend d;
   Status st;
   if (!d.AwaitPost(dev, peer, context, tag, bytes, &st)) return st;
-  Deadline dl = dev->NewDeadline();
-  const Meta m{bytes, kDirect, 0, d.token()};
   bool fresh = false;
-  ZC_RETURN_IF_ERROR(d.SendMeta(dev->control(), peer, MetaTag(context, tag), m, dl, &fresh));
-  if (!fresh) return Status::Ok();
-  *done = true;
-  st = d.WritePayload(dev, peer, buf, bytes, dl);
+  st = d.Write(dev, peer, MetaTag(context, tag), buf, bytes, dev->NewDeadline(), &fresh);
+  *done = fresh;
   return st.ok() ? st : st.with_context(Format("send of %zu bytes to peer %d (tag %d), into the posted "
                                                "receive", bytes, peer, tag));
 }
@@ -112,7 +108,7 @@ Status LookThenPost(Device* dev, int peer, int tag, uint32_t context, Arrival* i
   uint64_t seen = 0;
   Status st;
   *took = dev->control()->TryRecvWith(peer, MetaTag(context, tag), &TakeMetaPieces<ControlPlane::Piece>, in,
-                                      &st, /*defer_credit=*/false, &AcceptMeta, &seen);
+                                      &st, /*defer_credit=*/false, nullptr, &seen);
   if (*took || !st.ok()) return st;
   if (!post->Make(dev, peer, context, tag, in->buf, in->bytes)) return Status::Ok();
   const std::string msg = post->Message(seen);
@@ -122,44 +118,27 @@ Status LookThenPost(Device* dev, int peer, int tag, uint32_t context, Arrival* i
                                               &sent));
   if (sent) {
     post->Sent();
-    in->token = post->token();
+    in->post = post;
   }
   return Status::Ok();
-}
-
-// The next meta of the tag that is this receive's: a direct one for a post
-// that has ended is dropped (its payload went to that receive's buffer).
-Status NextMeta(Device* dev, int peer, int tag, uint32_t context, Arrival* in, bool took, const Deadline& dl) {
-  for (;; took = false) {
-    if (!took) {
-      Status got = dev->control()->RecvWith(peer, MetaTag(context, tag), &TakeMetaPieces<ControlPlane::Piece>,
-                                            in, dl, &AcceptMeta);
-      if (!got.ok()) return got;
-    }
-    if (in->meta.mode != kDirect || (in->token && in->meta.offset == in->token)) return Status::Ok();
-    ZC_WARN(kP2p, "p2p: a message of %llu bytes from rank %d (tag %d) went to a receive that had ended "
-            "(its deadline passed): dropped", static_cast<unsigned long long>(in->meta.bytes), peer, tag);
-  }
 }
 
 Status RecvOnce(Device* dev, void* buf, size_t bytes, int peer, int tag, uint32_t context) {
   Deadline dl = dev->NewDeadline();
   Arrival in{buf, bytes};
-  in.book = &dev->posts();
   RecvPost post;
   bool took = false;
   Status got;
   if (DirectWanted(dev, peer, bytes)) got = LookThenPost(dev, peer, tag, context, &in, &post, &took);
-  if (got.ok()) got = NextMeta(dev, peer, tag, context, &in, took, dl);
+  // A posted receive waits for its meta or its payload, whichever comes.
+  if (got.ok() && !took)
+    got = dev->control()->RecvWith(peer, MetaTag(context, tag), &TakeMetaPieces<ControlPlane::Piece>, &in, dl,
+                                   &AcceptMeta, &PostLanded);
   if (!got.ok()) return got.with_context(Format("recv from peer %d (tag %d)", peer, tag));
-  Meta m = in.meta;
-  if (m.mode == kDirect && m.bytes == bytes) {
-    // Our post's: the payload comes straight into buf, after the meta.
-    Status st = post.Wait(dl);
-    return st.ok() ? st : st.with_context(Format("recv of %zu bytes from peer %d (tag %d)", bytes, peer, tag));
-  }
+  if (post.Landed()) return Status::Ok();  // straight into buf (no meta taken)
   // An ordinary message: the post (if any) can no longer be written to.
   post.Superseded();
+  Meta m = in.meta;
   // Acks echo the sender's sequence number (p2p_protocol.h).
   auto ack = [&](uint32_t code) {
     Ack a{code, m.seq, bytes};
@@ -167,7 +146,7 @@ Status RecvOnce(Device* dev, void* buf, size_t bytes, int peer, int tag, uint32_
   };
   if (m.bytes != bytes) {
     // Best effort: the mismatch is our result; without the ack the sender
-    // fails at its deadline instead. (A direct sender checked the size.)
+    // fails at its deadline instead.
     if (m.mode == kRendezvous) IgnoreError(ack(kAckMismatch), "telling the sender of a size mismatch");
     return Error(ZC_ERR_MISMATCH, "recv of %zu bytes from peer %d (tag %d): the peer sent %llu bytes",
                  bytes, peer, tag, static_cast<unsigned long long>(m.bytes));
