@@ -64,9 +64,9 @@ class ControlPlane {
   using Consumer = Status (*)(void* ctx, const Piece* pieces, int n);
   // Whether a message with the tag is this receiver's (accept, may be
   // null: all are): given the first piece, before consume. A message it
-  // declines stays queued for another receiver of the tag (the receive
-  // that announced itself for it, p2p/recv_post.h), and the next one with
-  // the tag is looked at.
+  // declines stays queued for the next receiver of the tag (a receive whose
+  // buffer its post's payload filled declines, p2p/recv_post.h), and the
+  // next one with the tag is looked at.
   using Acceptor = bool (*)(void* ctx, const Piece& first);
   // stop (may be null): RecvWith returns Ok without a message once
   // stop(ctx) holds (what the receive waited for came another way).
@@ -111,7 +111,7 @@ class ControlPlane {
   // of the tag overtakes it, and must go on connection 0 (the control
   // plane's), so that the peer has every earlier message once it sees the
   // answer. Answer waits for the lock; TryAnswer does not (*ran).
-  static constexpr uint32_t kTagBuckets = 64;
+  static constexpr uint32_t kTagBuckets = 256;
   using AnswerWrite = std::function<Status()>;
   Status Answer(int peer, uint64_t tag, uint64_t seen, const AnswerWrite& write, bool* fresh);
   Status TryAnswer(int peer, uint64_t tag, uint64_t seen, const AnswerWrite& write, bool* ran, bool* fresh);

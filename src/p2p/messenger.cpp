@@ -54,6 +54,7 @@ struct Messenger::Op {
     kAwaitMeta,     // recv: waits for the sender's meta
     kSendAck,       // recv: the ack waits for a control slot
     kAwaitRestage,  // recv: asked for a pool copy; waits for its meta
+    kWithdrawn,     // recv, posted: past its deadline, the post withdrawn; a payload on its way may land
     kDone,
   };
   bool send = false;
@@ -75,6 +76,7 @@ struct Messenger::Op {
   std::unique_ptr<DirectSend> direct;  // send, receiver-posted: the receive's post
   Clock::time_point post_until{};      // send: until when a post may still be on its way
   std::unique_ptr<RecvPost> post;      // recv: its post to the sender, once made
+  Clock::time_point grace_until{};     // recv, kWithdrawn: until when a payload may land
   bool unposted = false;               // recv: will not post (too small, not tcp, no flag word)
 
   bool Unmatched() const { return any && peer < 0; }
@@ -283,6 +285,12 @@ bool Messenger::Pass() {
       case Op::kRestage: pass.moved |= SendRestaged(op); break;
       case Op::kAwaitMeta: pass.moved |= AwaitMeta(op, &pass); break;
       case Op::kSendAck: pass.moved |= SendAck(op); break;
+      case Op::kWithdrawn:
+        if (Landed(op)) {
+          Complete(op, Status::Ok());
+          pass.moved = true;
+        }
+        break;
       case Op::kAwaitAck:
       case Op::kAwaitRestage: pass.ack_keys.insert({op.dpeer, op.tag}); break;
       case Op::kDone: break;
@@ -461,6 +469,7 @@ const char* Messenger::WaitingFor(const Op& op) {
     case Op::kAwaitAck: return "no acknowledgement of the rendezvous (no matching receive)";
     case Op::kRestage: case Op::kSendAck: return "no free control slot";
     case Op::kAwaitMeta: return op.Unmatched() ? "no matching send from any peer" : "no matching send";
+    case Op::kWithdrawn: return "no matching send";
     case Op::kAwaitRestage: return "no staged copy";
     case Op::kDone: break;
   }
@@ -481,6 +490,15 @@ void Messenger::FailIfLostOrLate(Op& op) {
                                        op.What().c_str(), lost)));
   } else if (!h.ok()) {
     Complete(op, h.with_context(op.What()));
+  } else if (op.state == Op::kWithdrawn) {
+    if (Clock::now() >= op.grace_until)
+      Complete(op, Error(ZC_ERR_TIMEOUT, "%s: %s: waited %.1f s (ZC_TIMEOUT=%g s)", op.What().c_str(),
+                         WaitingFor(op), op.dl.elapsed_s(), dev_->timeout_s()));
+  } else if (op.dl.expired() && op.state == Op::kAwaitMeta && op.post && op.post->sent()) {
+    // A payload sent as the deadline passed still counts (RecvPost::Withdraw).
+    op.post->Withdraw();
+    op.state = Op::kWithdrawn;
+    op.grace_until = Clock::now() + RecvPost::kWithdrawGrace;
   } else if (op.dl.expired() && op.state == Op::kSendAck && !op.final_status.ok()) {
     // The read itself failed (often by this same deadline): that is the
     // cause, not the acknowledgement still waiting for a slot.

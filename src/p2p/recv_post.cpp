@@ -132,7 +132,7 @@ void RecvPost::End() {
     book.Give(word_);
     hold_.reset();
   } else {
-    Withdraw();
+    if (!withdrawn_) Withdraw();
     book.Retire(word_);
     // No late write into user memory that may be freed next: the
     // registration goes (waiting out a write in progress, LocalRegions).
@@ -145,14 +145,22 @@ void RecvPost::End() {
 }
 
 void RecvPost::Withdraw() {
-  // Best effort, never waiting: a sender that has not used the post yet
-  // drops it (DirectSend::Take); one that has writes into a dropped
-  // registration (or the pool allocation) and a retired word.
+  withdrawn_ = true;
   Post p{};
   p.token = word_.token;
-  bool sent = false;
-  IgnoreError(dev_->control()->TrySend2(peer_, PostTag(context_, tag_), &p, sizeof(p), nullptr, 0, &sent),
-              "withdrawing a post (the peer may be gone)");
+  IgnoreError(dev_->control()->Send2(peer_, PostTag(context_, tag_), &p, sizeof(p), nullptr, 0,
+                                     Deadline(std::chrono::duration<double>(kWithdrawGrace).count())),
+              "withdrawing a post (the peer may be gone; then no write comes)");
+}
+
+bool RecvPost::WithdrawAndWait() {
+  if (!made() || !sent_) return false;
+  Withdraw();
+  const Deadline grace(std::chrono::duration<double>(kWithdrawGrace).count());
+  IgnoreError(dev_->health().WaitFlag(dev_->posts().flag(word_), word_.value, peer_, grace,
+                                      "a payload on its way into a withdrawn post"),
+              "the receive's own deadline has passed: its error stands");
+  return Landed();
 }
 
 // ---- DirectSend ----

@@ -137,12 +137,22 @@ class RecvPost {
   // The receive took another message of the tag after its post: the post
   // is stale, no write can come for it.
   void Superseded() { stale_ = true; }
+  // The receive's deadline passed: the post is withdrawn (best effort,
+  // waiting at most kWithdrawGrace for a slot). A sender that has not used
+  // it yet drops it (DirectSend::Take); a payload already on its way is
+  // given kWithdrawGrace to land (a message sent as the deadline passed is
+  // then taken, not lost, and a sender that acts on the timeout finds the
+  // withdrawal first).
+  void Withdraw();
+  bool withdrawn() const { return withdrawn_; }
+  // Withdraw, then wait up to kWithdrawGrace: true when the payload landed.
+  bool WithdrawAndWait();
+  static constexpr std::chrono::milliseconds kWithdrawGrace{100};
   // Gives the word back, or, when a write may still come, withdraws the
-  // post (best effort) and retires the word and the buffer's registration.
+  // post (if not yet) and retires the word and the buffer's registration.
   void End();
 
  private:
-  void Withdraw();
 
   Device* dev_ = nullptr;
   int peer_ = -1;
@@ -155,6 +165,7 @@ class RecvPost {
   RegionHold hold_;              // user memory
   bool sent_ = false;
   bool stale_ = false;
+  bool withdrawn_ = false;
 };
 
 // The sender's side of one message: the post that came for its tag, then
