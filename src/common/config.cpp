@@ -35,6 +35,10 @@ const std::vector<ConfigVar>& ConfigVars() {
        "congestion control of the tcp data sockets: auto (reno to peers on this host, where "
        "bbr's pacing only delays loopback data; the system's default to others), system, or a "
        "name such as reno, cubic, bbr"},
+      {"ZC_TCP_RECV_POST", "on",
+       "tcp point to point: a receive of 64 KiB or more posted before its message arrives "
+       "announces its buffer and the sender writes straight into it (on), or every message "
+       "goes eager or rendezvous (off)"},
       {"ZC_NUM_CQS", "4", "progress threads (the paper's CQ polling threads)"},
       {"ZC_QPS_PER_PEER", "4", "connections (QPs) per peer, spread over the progress threads"},
       {"ZC_POOL_CHUNK", "64M", "registered pool growth step"},
@@ -251,6 +255,10 @@ Status ReadTransport(Config* c) {
                  Format("0 (unlimited) or at least ZC_POOL_CHUNK (%zu bytes; lower ZC_POOL_CHUNK "
                         "for a smaller pool)", c->pool_chunk_bytes)
                      .c_str());
+  }
+  if ((v = Get("ZC_TCP_RECV_POST"))) {
+    if (!OneOf(v, {"on", "off"})) return Bad("ZC_TCP_RECV_POST", v, "on or off");
+    c->tcp_recv_post = std::string(v) == "on";
   }
   if ((v = Get("ZC_SHM_CMA"))) {
     if (!OneOf(v, {"auto", "on", "off"})) return Bad("ZC_SHM_CMA", v, "auto, on or off");

@@ -30,6 +30,7 @@ struct Config {
   std::string socket_ifname;         // ZC_SOCKET_IFNAME: "eth0", "^lo", ...
   int sockets_per_peer = 2;          // ZC_SOCKETS_PER_PEER
   std::string tcp_congestion = "auto";  // ZC_TCP_CONGESTION: auto|system|NAME (reno, cubic, bbr...)
+  bool tcp_recv_post = true;         // ZC_TCP_RECV_POST: on|off (receiver-posted transfers, p2p/recv_post.h)
   int num_cqs = 4;                   // ZC_NUM_CQS: progress (CQ) threads
   int qps_per_peer = 4;              // ZC_QPS_PER_PEER: connections per peer
   size_t pool_chunk_bytes = 64u << 20;  // ZC_POOL_CHUNK: pool growth step

@@ -92,26 +92,79 @@ Status ControlPlane::Send2(int peer, uint64_t tag, const void* a, size_t abytes,
   if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer])
     return Error(ZC_ERR_INVALID_ARG, "control message to invalid peer %d", peer);
   Peer& p = *peers_[peer];
-  uint32_t n;
+  uint32_t n = 1;
   ZC_RETURN_IF_ERROR(SpanOf(p, peer, abytes + bbytes, &n));
   std::lock_guard<SpinLock> lock(p.send_mu);
   // Shared memory, slot free: the message is a few stores (small zc_send).
-  if (n == 1 && health_->KnownHealthy(peer) && p.writer.TryPutMapped(a, abytes, b, bbytes, tag, 1))
+  if (n == 1 && health_->KnownHealthy(peer) && p.writer.TryPutMapped(a, abytes, b, bbytes, tag, 1)) {
+    p.last_at[Bucket(tag)] = p.writer.sent();
+    p.answered[Bucket(tag)] = false;
     return Status::Ok();
+  }
   return Write(p, tag, a, abytes, b, bbytes, n, dl);
 }
 
 Status ControlPlane::Write(Peer& p, uint64_t tag, const void* a, size_t abytes, const void* b,
                            size_t bbytes, uint32_t n, const Deadline& dl) {
   uint64_t aux[2] = {tag, 1};
-  if (n == 1) return p.writer.Put2(a, abytes, b, bbytes, aux, 2, dl);
-  const SrcPiece pieces[2] = {{a, abytes}, {b, bbytes}};
-  return p.writer.PutSpan(pieces, 2, abytes + bbytes, n, aux, 2, dl);
+  Status st;
+  if (n == 1) {
+    st = p.writer.Put2(a, abytes, b, bbytes, aux, 2, dl);
+  } else {
+    const SrcPiece pieces[2] = {{a, abytes}, {b, bbytes}};
+    st = p.writer.PutSpan(pieces, 2, abytes + bbytes, n, aux, 2, dl);
+  }
+  if (st.ok()) {
+    p.last_at[Bucket(tag)] = p.writer.sent();
+    p.answered[Bucket(tag)] = false;
+  }
+  return st;
+}
+
+bool ControlPlane::AnsweredLast(int peer, uint64_t tag) {
+  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer]) return false;
+  Peer& p = *peers_[peer];
+  std::lock_guard<SpinLock> lock(p.send_mu);
+  return p.answered[Bucket(tag)];
+}
+
+Status ControlPlane::RunAnswer(Peer& p, uint64_t tag, uint64_t seen, const AnswerWrite& write, bool* fresh) {
+  *fresh = p.last_at[Bucket(tag)] <= seen;
+  if (!*fresh) return Status::Ok();
+  Status st = write();
+  // It counts as the tag's latest message, at the stream's current place:
+  // the peer has taken every message up to here once it has its flag.
+  p.last_at[Bucket(tag)] = p.writer.sent();
+  p.answered[Bucket(tag)] = true;
+  return st;
+}
+
+Status ControlPlane::Answer(int peer, uint64_t tag, uint64_t seen, const AnswerWrite& write, bool* fresh) {
+  *fresh = false;
+  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer])
+    return Error(ZC_ERR_INVALID_ARG, "answer to invalid peer %d", peer);
+  Peer& p = *peers_[peer];
+  std::lock_guard<SpinLock> lock(p.send_mu);
+  return RunAnswer(p, tag, seen, write, fresh);
+}
+
+Status ControlPlane::TryAnswer(int peer, uint64_t tag, uint64_t seen, const AnswerWrite& write, bool* ran,
+                               bool* fresh) {
+  *ran = false;
+  *fresh = true;  // until known otherwise: a caller that could not look tries again
+  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer])
+    return Error(ZC_ERR_INVALID_ARG, "answer to invalid peer %d", peer);
+  Peer& p = *peers_[peer];
+  std::unique_lock<SpinLock> lock(p.send_mu, std::try_to_lock);
+  if (!lock.owns_lock()) return Status::Ok();
+  Status st = RunAnswer(p, tag, seen, write, fresh);
+  *ran = *fresh;
+  return st;
 }
 
 Status ControlPlane::TryTake(Peer& p, uint64_t tag, Consumer consume, void* ctx, bool* done,
-                             const Deadline& dl, bool defer_credit) {
-  Status st = TakeOne(p, tag, consume, ctx, done, dl);
+                             const Deadline& dl, bool defer_credit, const Look& look) {
+  Status st = TakeOne(p, tag, consume, ctx, done, dl, look);
   if (defer_credit) {
     p.credit_pending.store(p.reader.credit_pending(), std::memory_order_relaxed);
     return st;
@@ -136,11 +189,12 @@ Status ControlPlane::FlushCredits() {
 }
 
 Status ControlPlane::TakeOne(Peer& p, uint64_t tag, Consumer consume, void* ctx, bool* done,
-                             const Deadline& dl) {
+                             const Deadline& dl, const Look& look) {
   *done = false;
+  auto accepts = [&](const Piece& first) { return !look.accept || look.accept(ctx, first); };
   for (;;) {
     for (auto it = p.queued.begin(); it != p.queued.end(); ++it)
-      if (it->first == tag) {
+      if (it->first == tag && accepts(Piece{it->second.data(), it->second.size()})) {
         std::string msg = std::move(it->second);
         p.queued.erase(it);
         p.queued_n.store(p.queued.size(), std::memory_order_relaxed);
@@ -151,11 +205,12 @@ Status ControlPlane::TakeOne(Peer& p, uint64_t tag, Consumer consume, void* ctx,
     const void* payload;
     const SlotHeader* h = p.reader.TryNext(&payload);
     if (!h) return Status::Ok();
-    if (h->aux[1] <= 1 && h->aux[0] == tag) {
+    // Left in its slot (held until a Release that a later look makes).
+    if (look.next_only && h->aux[0] != tag) return Status::Ok();
+    const Piece whole{static_cast<const char*>(payload), h->bytes > p.max_message ? p.max_message : h->bytes};
+    if (h->aux[1] <= 1 && h->aux[0] == tag && accepts(whole)) {
       // The usual case: the next message is the one asked for, in one slot;
       // consumed in place (the slot stays ours until Release).
-      const Piece whole{static_cast<const char*>(payload),
-                        h->bytes > p.max_message ? p.max_message : h->bytes};
       Status st = consume(ctx, &whole, 1);
       *done = true;
       if (!st.ok()) {
@@ -187,7 +242,7 @@ Status ControlPlane::TakeOne(Peer& p, uint64_t tag, Consumer consume, void* ctx,
       }
       parts[i] = {static_cast<const char*>(payload), h->bytes > p.max_message ? p.max_message : h->bytes};
     }
-    if (msg_tag == tag) {
+    if (msg_tag == tag && accepts(parts[0])) {
       // In place: the slots stay ours until Release.
       Status st = consume(ctx, parts, static_cast<int>(n));
       Status rel = p.reader.Release(dl, static_cast<uint32_t>(n), /*credit=*/false);
@@ -209,7 +264,7 @@ Status ControlPlane::TrySend2(int peer, uint64_t tag, const void* a, size_t abyt
   if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer])
     return Error(ZC_ERR_INVALID_ARG, "control message to invalid peer %d", peer);
   Peer& p = *peers_[peer];
-  uint32_t n;
+  uint32_t n = 1;
   ZC_RETURN_IF_ERROR(SpanOf(p, peer, abytes + bbytes, &n));
   std::unique_lock<SpinLock> lock(p.send_mu, std::try_to_lock);
   if (!lock.owns_lock() || !p.writer.HasCredits(n)) return Status::Ok();
@@ -223,7 +278,7 @@ bool ControlPlane::TryRecv(int peer, uint64_t tag, std::string* msg, Status* st,
 }
 
 bool ControlPlane::TryRecvWith(int peer, uint64_t tag, Consumer consume, void* ctx, Status* st,
-                               bool defer_credit) {
+                               bool defer_credit, Acceptor accept, uint64_t* seen) {
   *st = Status::Ok();
   if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer]) {
     *st = Error(ZC_ERR_INVALID_ARG, "control message from invalid peer %d", peer);
@@ -232,8 +287,28 @@ bool ControlPlane::TryRecvWith(int peer, uint64_t tag, Consumer consume, void* c
   Peer& p = *peers_[peer];
   std::lock_guard<SpinLock> lock(p.recv_mu);
   bool done = false;
-  *st = TryTake(p, tag, consume, ctx, &done, Deadline(1.0), defer_credit);
+  Look look;
+  look.accept = accept;
+  *st = TryTake(p, tag, consume, ctx, &done, Deadline(1.0), defer_credit, look);
+  // Every arrival up to here was looked at (under the lock): what comes
+  // later lies past `seen` in the stream.
+  if (seen && !done) *seen = p.reader.received();
   return done;
+}
+
+bool ControlPlane::TryRecvNext(int peer, uint64_t tag, std::string* msg, Status* st) {
+  *st = Status::Ok();
+  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer]) {
+    *st = Error(ZC_ERR_INVALID_ARG, "control message from invalid peer %d", peer);
+    return false;
+  }
+  Peer& p = *peers_[peer];
+  std::lock_guard<SpinLock> lock(p.recv_mu);
+  bool done = false;
+  Look look;
+  look.next_only = true;
+  *st = TryTake(p, tag, &ControlPlane::CopyOut, msg, &done, Deadline(1.0), /*defer_credit=*/false, look);
+  return done && st->ok();
 }
 
 Status ControlPlane::CopyOut(void* ctx, const Piece* pieces, int n) {
@@ -248,7 +323,7 @@ Status ControlPlane::Recv(int peer, uint64_t tag, std::string* msg, const Deadli
 }
 
 Status ControlPlane::RecvWith(int peer, uint64_t tag, Consumer consume, void* ctx,
-                              const Deadline& dl) {
+                              const Deadline& dl, Acceptor accept, Stop stop) {
   if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer])
     return Error(ZC_ERR_INVALID_ARG, "control message from invalid peer %d", peer);
   Peer& p = *peers_[peer];
@@ -256,9 +331,12 @@ Status ControlPlane::RecvWith(int peer, uint64_t tag, Consumer consume, void* ct
   bool done = false;
   auto take = [&] {
     std::lock_guard<SpinLock> lock(p.recv_mu);
-    return TryTake(p, tag, consume, ctx, &done, dl);
+    Look look;
+    look.accept = accept;
+    return TryTake(p, tag, consume, ctx, &done, dl, /*defer_credit=*/false, look);
   };
   for (;;) {
+    if (stop && stop(ctx)) return Status::Ok();
     const bool look = p.reader.Ready() || p.queued_n.load(std::memory_order_relaxed);
     // Take the lock only when there is something to look at: spinning on an
     // empty stream costs two loads per turn.
@@ -276,7 +354,7 @@ Status ControlPlane::RecvWith(int peer, uint64_t tag, Consumer consume, void* ct
         // The message may have come (during the pause) before the peer went
         // away or the job was aborted: it is still ours to take.
         Status st = take();
-        return done ? st : health;
+        return done ? st : stop && stop(ctx) ? Status::Ok() : health;
       }
       if (dl.expired())
         return Error(ZC_ERR_TIMEOUT, "waited %.1f s for a message from peer %d (ZC_TIMEOUT=%g s)",

@@ -5,6 +5,7 @@
 // asking for one tag queues the others it meets.
 #pragma once
 
+#include <array>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -61,15 +62,32 @@ class ControlPlane {
     size_t bytes;
   };
   using Consumer = Status (*)(void* ctx, const Piece* pieces, int n);
-  Status RecvWith(int peer, uint64_t tag, Consumer consume, void* ctx, const Deadline& dl);
+  // Whether a message with the tag is this receiver's (accept, may be
+  // null: all are): given the first piece, before consume. A message it
+  // declines stays queued for the next receiver of the tag (a receive whose
+  // buffer its post's payload filled declines, p2p/recv_post.h), and the
+  // next one with the tag is looked at.
+  using Acceptor = bool (*)(void* ctx, const Piece& first);
+  // stop (may be null): RecvWith returns Ok without a message once
+  // stop(ctx) holds (what the receive waited for came another way).
+  using Stop = bool (*)(void* ctx);
+  Status RecvWith(int peer, uint64_t tag, Consumer consume, void* ctx, const Deadline& dl,
+                  Acceptor accept = nullptr, Stop stop = nullptr);
   // Non-blocking: a queued or arrived message with this tag, if any.
   // defer_credit: the slots' credits may wait for FlushCredits, which the
   // caller promises to call soon (one credit write for many messages).
   bool TryRecv(int peer, uint64_t tag, std::string* msg, Status* st, bool defer_credit = false);
   // Non-blocking RecvWith: true when a message with this tag was handed to
   // consume (*st: consume's status, or the stream's error).
+  // seen (may be null): when no message was taken, where the stream from
+  // peer stood after this look (see "Offers" below).
   bool TryRecvWith(int peer, uint64_t tag, Consumer consume, void* ctx, Status* st,
-                   bool defer_credit = false);
+                   bool defer_credit = false, Acceptor accept = nullptr, uint64_t* seen = nullptr);
+  // Non-blocking, for a message nobody waits for (an offer, below): a queued
+  // message with this tag, or the next arrival when it has the tag. An
+  // arrival with another tag stays in its slot for its own receiver, not
+  // copied into the queue (an eager payload is copied once, by its receive).
+  bool TryRecvNext(int peer, uint64_t tag, std::string* msg, Status* st);
   // Writes the credits that deferring receives left pending.
   Status FlushCredits();
   // Non-blocking Send2: *sent = false (and Ok) when no slot is free now or
@@ -77,6 +95,30 @@ class ControlPlane {
   // waits for the peer (the write itself may take as long as the transfer).
   Status TrySend2(int peer, uint64_t tag, const void* a, size_t abytes, const void* b,
                   size_t bbytes, bool* sent);
+
+  // ---- Offers (the receiver-posted protocol, p2p/recv_post.h) ----
+  // A receiver that looked for tag T from peer p and found nothing may
+  // offer p to take its next T message in another way (a post: straight
+  // into its buffer). p may answer only while its next T message would
+  // still be that one: no T message of p's may be on its way, unseen by
+  // that look. Positions count the slots of one direction's stream (its
+  // writer's sent, its reader's received): the look gives `seen`
+  // (TryRecvWith), the offer carries it back, and Answer runs `write` only
+  // when no message with a tag of T's bucket went to peer after `seen`
+  // (tags hash into kTagBuckets; another tag of the bucket only makes an
+  // offer look stale, never wrongly fresh); *fresh = false then, and
+  // nothing runs. `write` runs under the stream's send lock, so no message
+  // of the tag overtakes it, and must go on connection 0 (the control
+  // plane's), so that the peer has every earlier message once it sees the
+  // answer. Answer waits for the lock; TryAnswer does not (*ran).
+  static constexpr uint32_t kTagBuckets = 256;
+  using AnswerWrite = std::function<Status()>;
+  Status Answer(int peer, uint64_t tag, uint64_t seen, const AnswerWrite& write, bool* fresh);
+  Status TryAnswer(int peer, uint64_t tag, uint64_t seen, const AnswerWrite& write, bool* ran, bool* fresh);
+  // Whether the last message with a tag of tag's bucket to peer was an
+  // answer: the peer's receives offer, so the next offer is worth waiting
+  // for (recv_post.h DirectSend::AwaitPost).
+  bool AnsweredLast(int peer, uint64_t tag);
 
   // The word peers write to report an abort (value: code << 32 | rank + 1).
   std::atomic<uint64_t>* alert_word() const;
@@ -92,17 +134,38 @@ class ControlPlane {
     std::deque<std::pair<uint64_t, std::string>> queued;
     std::atomic<size_t> queued_n{0};  // queued.size(), readable without recv_mu
     std::atomic<bool> credit_pending{false};  // reader's credit deferred (FlushCredits)
+    // Where the writer stood after the last message of each tag bucket
+    // (Offers), under send_mu.
+    std::array<uint64_t, kTagBuckets> last_at{};
+    std::array<bool, kTagBuckets> answered{};  // the last one was an answer
+  };
+  static uint32_t Bucket(uint64_t tag) {
+    // splitmix64's finalizer: tags that differ only in their class or
+    // context bits (a post and its meta) land apart.
+    tag = (tag ^ (tag >> 30)) * 0xbf58476d1ce4e5b9ull;
+    tag = (tag ^ (tag >> 27)) * 0x94d049bb133111ebull;
+    return static_cast<uint32_t>((tag ^ (tag >> 31)) & (kTagBuckets - 1));
+  }
+  // What one look at a stream does besides the tag: accept (null: every
+  // message), next_only (TryRecvNext: stop at an arrival with another tag).
+  struct Look {
+    Acceptor accept = nullptr;
+    bool next_only = false;
   };
   // One step of a receive under p.recv_mu: a queued message with the tag, or
   // the next arrival (consumed in place when it has the tag, queued if not).
   // Credits for all messages it consumed: one write at its end, or none
   // when defer_credit (then p.credit_pending is set).
   Status TryTake(Peer& p, uint64_t tag, Consumer consume, void* ctx, bool* done, const Deadline& dl,
-                 bool defer_credit = false);
-  Status TakeOne(Peer& p, uint64_t tag, Consumer consume, void* ctx, bool* done, const Deadline& dl);
-  // One message of n slots (SpanOf) to p, under p.send_mu.
+                 bool defer_credit, const Look& look);
+  Status TakeOne(Peer& p, uint64_t tag, Consumer consume, void* ctx, bool* done, const Deadline& dl,
+                 const Look& look);
+  // One message of n slots (SpanOf) to p, under p.send_mu; notes its tag's
+  // position (Offers).
   Status Write(Peer& p, uint64_t tag, const void* a, size_t abytes, const void* b, size_t bbytes,
                uint32_t n, const Deadline& dl);
+  // Answer's work under p.send_mu.
+  Status RunAnswer(Peer& p, uint64_t tag, uint64_t seen, const AnswerWrite& write, bool* fresh);
   static Status CopyOut(void* ctx, const Piece* pieces, int n);  // into a std::string
   // Slots a message of `bytes` takes, or an error when it is too large.
   Status SpanOf(const Peer& p, int peer, size_t bytes, uint32_t* n) const;

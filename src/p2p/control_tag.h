@@ -15,6 +15,7 @@ namespace zc {
 enum class TagClass : uint16_t {
   kSendMeta = 1,       // zc_send/zc_isend: meta data or eager payload
   kSendAck = 2,        // zc_send rendezvous: the receiver's acknowledgement
+  kRecvPost = 3,       // zc_recv over tcp: the receiver announces its buffer (p2p/recv_post.h)
   kLinks = 0x10,       // collectives: slot descriptors of a link
   kShmDirect = 0x11,   // collectives: shared-memory workspace descriptors
   kComm = 0x20,        // communicator management (split, dup, context ids)

@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "p2p/control_plane.h"
 #include "p2p/peer_info.h"
+#include "p2p/recv_post.h"
 #include "p2p/segment.h"
 #include "p2p/transport_registry.h"
 
@@ -185,6 +186,7 @@ void Device::CreateRegions() {
   std::vector<Transport*> all;
   for (auto& [k, t] : transports_) all.push_back(t.get());
   regions_ = std::make_unique<LocalRegions>(rank_, config_, job_tag_, std::move(all));
+  posts_ = std::make_unique<PostBook>(regions_.get());
 }
 
 Status Device::ConnectTransports(const TransportPlan& plan, const std::vector<PeerInfo>& all) {
@@ -272,6 +274,7 @@ Device::~Device() {
   for (auto& [k, t] : transports_) t->Shutdown();
   health_->DetachAlerts();
   control_.reset();
+  posts_.reset();
   regions_.reset();
   channels_.reset();
   transports_.clear();

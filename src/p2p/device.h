@@ -31,6 +31,7 @@
 namespace zc {
 
 class ControlPlane;
+class PostBook;
 
 class Device : public TransportHost {
  public:
@@ -57,6 +58,8 @@ class Device : public TransportHost {
   LocalRegions& regions() { return *regions_; }
   ChannelTable& channels() { return *channels_; }
   ControlPlane* control() { return control_.get(); }
+  // The flag words of receives posted to their senders (p2p/recv_post.h).
+  PostBook& posts() { return *posts_; }
 
   // ---- peers ----
   TransportKind transport_to(int peer) const { return channels_->kind(peer); }
@@ -116,6 +119,7 @@ class Device : public TransportHost {
   std::unique_ptr<PeerHealth> health_;
   std::map<TransportKind, std::unique_ptr<Transport>> transports_;
   std::unique_ptr<LocalRegions> regions_;
+  std::unique_ptr<PostBook> posts_;  // in regions_
   std::unique_ptr<ChannelTable> channels_;
   std::unique_ptr<ControlPlane> control_;
 };

@@ -56,6 +56,11 @@ class LocalRegions : public RegionOwner {
   Status Free(void* ptr);
   // The pool region that starts at ptr (what zc_mem_alloc returned), or null.
   MemRegion* FindAllocation(const void* ptr);
+  // The pool allocation that holds [ptr, ptr+bytes), or null: a region of
+  // its own, whose id retires when it is freed (a peer's late write into it
+  // is then dropped, where one into the chunk would land in whatever the
+  // memory serves next).
+  MemRegion* AllocationHolding(const void* ptr, size_t bytes) { return pool_->FindHolding(ptr, bytes); }
   // [ptr, ptr + bytes) is pool memory (zc_mem_alloc): host memory. Lock-free.
   bool IsPoolMemory(const void* ptr, size_t bytes) const { return pool_ && pool_->Contains(ptr, bytes); }
 

@@ -9,6 +9,7 @@
 #include "p2p/control_plane.h"
 #include "p2p/device.h"
 #include "p2p/p2p_protocol.h"
+#include "p2p/recv_post.h"
 #include "p2p/send_recv.h"
 
 namespace zc {
@@ -53,6 +54,7 @@ struct Messenger::Op {
     kAwaitMeta,     // recv: waits for the sender's meta
     kSendAck,       // recv: the ack waits for a control slot
     kAwaitRestage,  // recv: asked for a pool copy; waits for its meta
+    kWithdrawn,     // recv, posted: past its deadline, the post withdrawn; a payload on its way may land
     kDone,
   };
   bool send = false;
@@ -71,6 +73,11 @@ struct Messenger::Op {
   uint32_t ack_code = 0;    // recv, kSendAck: what to send
   Status final_status;      // recv, kSendAck: the result once the ack is out
   bool any = false;         // recv from any source: peer and dpeer are -1 until a message matches
+  std::unique_ptr<DirectSend> direct;  // send, receiver-posted: the receive's post
+  Clock::time_point post_until{};      // send: until when a post may still be on its way
+  std::unique_ptr<RecvPost> post;      // recv: its post to the sender, once made
+  Clock::time_point grace_until{};     // recv, kWithdrawn: until when a payload may land
+  bool unposted = false;               // recv: will not post (too small, not tcp, no flag word)
 
   bool Unmatched() const { return any && peer < 0; }
   std::string What() const {
@@ -135,6 +142,7 @@ Status Messenger::Isend(const void* buf, size_t bytes, int peer, int tag,
   uint32_t seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
   if (seq == 0) seq = next_seq_.fetch_add(1, std::memory_order_relaxed);  // 0: blocking zc::Send
   op->meta = Meta{bytes, kEager, seq, 0};
+  if (DirectWanted(dev_, op->dpeer, bytes)) op->direct = std::make_unique<DirectSend>();
   if (bytes > EagerLimit(dev_->transport_to(op->dpeer))) {
     // Rendezvous: expose the source where it lies (pool memory: zero copy).
     Status st = dev_->regions().Hold(buf, bytes, &op->source);
@@ -218,6 +226,10 @@ void Messenger::Post(std::unique_ptr<Op> op) {
 
 void Messenger::Complete(Op& op, const Status& st) {
   op.state = Op::kDone;
+  // Before the caller has the buffer back: a post that may still be
+  // written to is withdrawn and its registration dropped (RecvPost::End).
+  if (op.post) op.post->End();
+  op.direct.reset();
   if (op.staged) {
     // The op's result is st; the pool copy's free cannot change it.
     IgnoreError(dev_->regions().Free(op.staged->data()), "freeing the staged copy of a finished op");
@@ -273,6 +285,12 @@ bool Messenger::Pass() {
       case Op::kRestage: pass.moved |= SendRestaged(op); break;
       case Op::kAwaitMeta: pass.moved |= AwaitMeta(op, &pass); break;
       case Op::kSendAck: pass.moved |= SendAck(op); break;
+      case Op::kWithdrawn:
+        if (Landed(op)) {
+          Complete(op, Status::Ok());
+          pass.moved = true;
+        }
+        break;
       case Op::kAwaitAck:
       case Op::kAwaitRestage: pass.ack_keys.insert({op.dpeer, op.tag}); break;
       case Op::kDone: break;
@@ -290,6 +308,8 @@ bool Messenger::PostMeta(Op& op, PassState* pass) {
   // Sends to one peer go out in posting order: once one finds no slot,
   // later ones wait for the next turn.
   if (pass->send_blocked.count(op.dpeer)) return false;
+  bool moved = false;
+  if (op.direct && SendDirect(op, pass, &moved)) return moved;
   bool sent = false;
   const bool eager = op.meta.mode == kEager;
   Status st = dev_->control()->TrySend2(op.dpeer, MetaTag(context_, op.tag), &op.meta, sizeof(op.meta),
@@ -325,18 +345,81 @@ bool Messenger::SendRestaged(Op& op) {
 
 bool Messenger::AwaitMeta(Op& op, PassState* pass) {
   if (op.Unmatched()) return MatchAnySource(op, &pass->recv_blocked);
+  if (Landed(op)) {
+    Complete(op, Status::Ok());  // straight into the buffer
+    return true;
+  }
   // Only the oldest receive of a (peer, tag) looks: FIFO matching.
   const auto key = std::make_pair(op.dpeer, op.tag);
   if (pass->recv_blocked.count(key)) return false;
   Arrival in{op.rbuf, op.bytes};
+  if (op.post && op.post->sent()) in.post = op.post.get();
   Status st;
+  uint64_t seen = 0;
   if (!dev_->control()->TryRecvWith(op.dpeer, MetaTag(context_, op.tag), &TakeMetaPieces<ControlPlane::Piece>,
-                                    &in, &st, /*defer_credit=*/true)) {
-    if (!st.ok()) Complete(op, st.with_context(op.What()));
-    else pass->recv_blocked.insert(key);
+                                    &in, &st, /*defer_credit=*/true, &AcceptMeta, &seen)) {
+    if (!st.ok()) {
+      Complete(op, st.with_context(op.What()));
+    } else {
+      pass->recv_blocked.insert(key);
+      PostBuffer(op, seen);
+    }
     return false;
   }
   Matched(op, st, &in);
+  return true;
+}
+
+bool Messenger::Landed(const Op& op) { return op.post && op.post->sent() && op.post->Landed(); }
+
+void Messenger::PostBuffer(Op& op, uint64_t seen) {
+  if (op.unposted || (op.post && op.post->sent())) return;
+  if (!op.post) {
+    op.post = std::make_unique<RecvPost>();
+    if (!DirectWanted(dev_, op.dpeer, op.bytes) ||
+        !op.post->Make(dev_, op.dpeer, context_, op.tag, op.rbuf, op.bytes)) {
+      op.post.reset();
+      op.unposted = true;
+      return;
+    }
+  }
+  // Without a free slot now, the next pass's look posts.
+  const std::string msg = op.post->Message(seen);
+  bool sent = false;
+  Status st = dev_->control()->TrySend2(op.dpeer, PostTag(context_, op.tag), msg.data(), msg.size(), nullptr,
+                                        0, &sent);
+  if (!st.ok()) Complete(op, st.with_context(op.What()));
+  else if (sent) op.post->Sent();
+}
+
+// A post that may be on its way is worth a short wait (DirectSend::
+// AwaitPost), over a few passes.
+bool Messenger::AwaitsPost(Op& op) {
+  const Clock::time_point now = Clock::now();
+  if (op.post_until == Clock::time_point()) {
+    if (!DirectSend::PostLikely(dev_, op.dpeer, context_, op.tag, op.bytes)) return false;
+    op.post_until = now + DirectSend::kPostWait;
+  }
+  return now < op.post_until;
+}
+
+bool Messenger::SendDirect(Op& op, PassState* pass, bool* moved) {
+  *moved = false;
+  Status st;
+  if (!op.direct->FindPost(dev_->control(), op.dpeer, context_, op.tag, op.bytes, &st)) {
+    if (!st.ok() || !AwaitsPost(op)) return false;
+    pass->send_blocked.insert(op.dpeer);  // (posting order)
+    return true;
+  }
+  bool ran = false, fresh = false;
+  st = op.direct->TryWrite(dev_, op.dpeer, MetaTag(context_, op.tag), op.sbuf, op.bytes, op.dl, &ran, &fresh);
+  if (!fresh) return false;  // a message of the tag went out since the post: the ordinary way
+  if (!ran) {
+    pass->send_blocked.insert(op.dpeer);  // another thread sends to the peer: next pass
+    return true;
+  }
+  *moved = true;
+  Complete(op, st.ok() ? st : st.with_context(op.What()));
   return true;
 }
 
@@ -386,6 +469,7 @@ const char* Messenger::WaitingFor(const Op& op) {
     case Op::kAwaitAck: return "no acknowledgement of the rendezvous (no matching receive)";
     case Op::kRestage: case Op::kSendAck: return "no free control slot";
     case Op::kAwaitMeta: return op.Unmatched() ? "no matching send from any peer" : "no matching send";
+    case Op::kWithdrawn: return "no matching send";
     case Op::kAwaitRestage: return "no staged copy";
     case Op::kDone: break;
   }
@@ -395,6 +479,10 @@ const char* Messenger::WaitingFor(const Op& op) {
 // Deadlines and peers' health.
 void Messenger::FailIfLostOrLate(Op& op) {
   if (op.state == Op::kDone) return;
+  if (op.state == Op::kAwaitMeta && Landed(op)) {
+    Complete(op, Status::Ok());  // it came before the failure
+    return;
+  }
   int lost = -1;
   Status h = op.Unmatched() ? AnyPeerLost(&lost) : dev_->health().Health(op.dpeer);
   if (!h.ok() && lost >= 0) {
@@ -402,6 +490,15 @@ void Messenger::FailIfLostOrLate(Op& op) {
                                        op.What().c_str(), lost)));
   } else if (!h.ok()) {
     Complete(op, h.with_context(op.What()));
+  } else if (op.state == Op::kWithdrawn) {
+    if (Clock::now() >= op.grace_until)
+      Complete(op, Error(ZC_ERR_TIMEOUT, "%s: %s: waited %.1f s (ZC_TIMEOUT=%g s)", op.What().c_str(),
+                         WaitingFor(op), op.dl.elapsed_s(), dev_->timeout_s()));
+  } else if (op.dl.expired() && op.state == Op::kAwaitMeta && op.post && op.post->sent()) {
+    // A payload sent as the deadline passed still counts (RecvPost::Withdraw).
+    op.post->Withdraw();
+    op.state = Op::kWithdrawn;
+    op.grace_until = Clock::now() + RecvPost::kWithdrawGrace;
   } else if (op.dl.expired() && op.state == Op::kSendAck && !op.final_status.ok()) {
     // The read itself failed (often by this same deadline): that is the
     // cause, not the acknowledgement still waiting for a slot.
@@ -466,6 +563,8 @@ Status Messenger::AnyPeerLost(int* lost) const {
 }
 
 void Messenger::HandleMeta(Op& op) {
+  // An ordinary message: the post (if any) can no longer be written to.
+  if (op.post) op.post->Superseded();
   if (op.meta.bytes != op.bytes) {
     Status st = Error(ZC_ERR_MISMATCH, "%s: the peer sent %llu bytes", op.What().c_str(),
                       static_cast<unsigned long long>(op.meta.bytes));

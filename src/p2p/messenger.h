@@ -13,6 +13,13 @@
 //          stream, below) -> [rendezvous] one-sided Read into the user's
 //          buffer (this may block for the transfer itself) -> send the ack
 //          (again only when a slot is free) -> done
+// Receiver-posted (tcp, p2p/recv_post.h): a receive of at least
+// kTcpDirectMin bytes that is next in line and finds no meta posts its
+// buffer to the sender; a send that finds the post still fresh writes the
+// payload straight into that buffer (this blocks for the transfer itself)
+// and is done; the receive is done when the payload's flag is set:
+//   send:  [write the payload into the posted buffer] -> done
+//   recv:  await meta or, posted, the payload's flag -> done
 // One progress thread per messenger drives them, started on the first request;
 // it sleeps on a condition variable when nothing is pending and backs off
 // (yield, then 20-100 us sleeps) while requests wait for their peers. No
@@ -144,6 +151,16 @@ class Messenger {
   bool SendRestaged(Op& op);
   bool AwaitMeta(Op& op, PassState* pass);
   bool SendAck(Op& op);
+  // Receiver-posted (recv_post.h). The send's direct path: true when it
+  // took the op this pass (done, failed, or waiting for a slot); *moved:
+  // it moved on.
+  bool SendDirect(Op& op, PassState* pass, bool* moved);
+  bool AwaitsPost(Op& op);
+  // A receive next in line that found nothing (the stream as it left it:
+  // seen) posts its buffer, once.
+  void PostBuffer(Op& op, uint64_t seen);
+  // A posted receive's payload has landed in its buffer.
+  static bool Landed(const Op& op);
   bool TakeAcks(const std::set<std::pair<int, int>>& keys);
   void FailIfLostOrLate(Op& op);
   static const char* WaitingFor(const Op& op);

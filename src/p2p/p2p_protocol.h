@@ -10,6 +10,20 @@
 //   sender -> receiver, tag ControlTag(context, kSendAck, user tag), after kAckNeedStaged:
 //     [Ack{kAckRestaged, seq, bytes}][Meta][descriptor of a pool copy]
 //
+// Receiver-posted (tcp, p2p/recv_post.h): a receive that finds nothing yet
+// announces its buffer; a sender that finds the announcement still fresh
+// writes its message straight into that buffer instead of sending a meta:
+//   receiver -> sender, tag ControlTag(context, kRecvPost, user tag):
+//     [Post{seen, bytes, token, data offset, flag offset, flag value}]
+//     [descriptor of the buffer's region][descriptor of the flag's region]
+//     or, withdrawing a post: [Post{token}] alone
+//   sender -> receiver: a one-sided write of the payload into the buffer,
+//     with the flag, on connection 0 (ControlPlane::Answer)
+// The write takes the place of the first message of its tag after the
+// point the post was made at (ControlPlane's offers): the receive that
+// posted completes when its flag is set, and leaves later metas of its tag
+// to later receives.
+//
 // seq is the sender's number for the message (0 from the blocking zc::Send);
 // the receiver echoes it in its Ack so that a sender with several
 // rendezvous messages of one (peer, tag) in flight gives each ack to the
@@ -22,6 +36,10 @@
 
 #include "common/status.h"
 #include "p2p/control_tag.h"
+
+namespace zc {
+class RecvPost;  // recv_post.h
+}  // namespace zc
 
 namespace zc::p2p_wire {
 
@@ -41,6 +59,17 @@ struct Meta {
   uint64_t offset;  // rendezvous: of the data inside the described region
 };
 
+// A receive's announcement (kRecvPost), followed by the descriptors of the
+// buffer's region and of the flag's region.
+struct Post {
+  uint64_t seen;         // the sender's stream as the receive last found it (ControlPlane offers)
+  uint64_t bytes;        // the receive's size
+  uint64_t token;        // names the post (a withdrawal names it)
+  uint64_t data_offset;  // of the buffer inside its region
+  uint64_t flag_offset;  // of the flag word inside its region
+  uint64_t flag_value;   // what the payload's write stores there
+};
+
 struct Ack {
   uint32_t code;
   uint32_t seq;
@@ -53,6 +82,9 @@ inline uint64_t MetaTag(uint32_t context, int tag) {
 inline uint64_t AckTag(uint32_t context, int tag) {
   return ControlTag(context, TagClass::kSendAck, static_cast<uint32_t>(tag));
 }
+inline uint64_t PostTag(uint32_t context, int tag) {
+  return ControlTag(context, TagClass::kRecvPost, static_cast<uint32_t>(tag));
+}
 
 // What a receiver learns from a meta message. TakeMeta (a ControlPlane
 // consumer) reads the message in place: an eager payload of the expected
@@ -62,6 +94,7 @@ struct Arrival {
   size_t bytes;
   Meta meta{};
   std::string desc;
+  const RecvPost* post = nullptr;  // the receive's post, if it sent one (recv_post.h AcceptMeta)
 };
 
 // The message is the concatenation of n pieces (a message spanning several

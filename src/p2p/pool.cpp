@@ -1,6 +1,7 @@
 #include "p2p/pool.h"
 
 #include <cstring>
+#include <iterator>
 
 namespace zc {
 
@@ -123,6 +124,14 @@ MemRegion* Pool::Find(const void* ptr) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
   return it == live_.end() ? nullptr : it->second.second.get();
+}
+
+MemRegion* Pool::FindHolding(const void* ptr, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = live_.upper_bound(reinterpret_cast<uintptr_t>(ptr));
+  if (it == live_.begin()) return nullptr;
+  MemRegion* s = std::prev(it)->second.second.get();
+  return s->contains(ptr, bytes) ? s : nullptr;
 }
 
 size_t Pool::bytes_reserved() const {

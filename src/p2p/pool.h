@@ -34,6 +34,8 @@ class Pool {
   // ptr must be what Allocate returned (slice->data()).
   Status Free(void* ptr);
   MemRegion* Find(const void* ptr);  // slice starting at ptr, or null
+  // The live slice that holds [ptr, ptr + bytes), or null.
+  MemRegion* FindHolding(const void* ptr, size_t bytes);
   // True when [p, p + bytes) lies inside one chunk. Lock-free (chunks are
   // only added while the pool lives): the C ABI asks it on every call
   // before it asks whether a CUDA driver is loaded, since pool memory is

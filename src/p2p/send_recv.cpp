@@ -3,9 +3,11 @@
 #include <cstring>
 #include <string>
 
+#include "common/log.h"
 #include "p2p/control_plane.h"
 #include "p2p/device.h"
 #include "p2p/p2p_protocol.h"
+#include "p2p/recv_post.h"
 
 static_assert(zc::kEagerLimit + 64 <= zc::ControlPlane::kMaxMessage, "eager fits a control slot");
 static_assert(zc::kNetworkEagerLimit + 64 <= zc::ControlPlane::kMaxNetworkMessage,
@@ -83,12 +85,61 @@ Status SendRendezvous(Device* dev, const void* buf, size_t bytes, int peer, int 
   return st;
 }
 
+// Receiver-posted (recv_post.h): when the receive has posted its buffer
+// and the post is still fresh, the message goes straight into it; *done =
+// false: it goes the ordinary way.
+Status SendDirect(Device* dev, const void* buf, size_t bytes, int peer, int tag, uint32_t context,
+                  bool* done) {
+  *done = false;
+  DirectSend d;
+  Status st;
+  if (!d.AwaitPost(dev, peer, context, tag, bytes, &st)) return st;
+  bool fresh = false;
+  st = d.Write(dev, peer, MetaTag(context, tag), buf, bytes, dev->NewDeadline(), &fresh);
+  *done = fresh;
+  return st.ok() ? st : st.with_context(Format("send of %zu bytes to peer %d (tag %d), into the posted "
+                                               "receive", bytes, peer, tag));
+}
+
+// A look at the stream from peer; when the message has not come, the
+// receive posts its buffer (recv_post.h). *took: the look took the meta.
+Status LookThenPost(Device* dev, int peer, int tag, uint32_t context, Arrival* in, RecvPost* post,
+                    bool* took) {
+  uint64_t seen = 0;
+  Status st;
+  *took = dev->control()->TryRecvWith(peer, MetaTag(context, tag), &TakeMetaPieces<ControlPlane::Piece>, in,
+                                      &st, /*defer_credit=*/false, nullptr, &seen);
+  if (*took || !st.ok()) return st;
+  if (!post->Make(dev, peer, context, tag, in->buf, in->bytes)) return Status::Ok();
+  const std::string msg = post->Message(seen);
+  bool sent = false;
+  // Never waits: without a free slot the receive goes unposted.
+  ZC_RETURN_IF_ERROR(dev->control()->TrySend2(peer, PostTag(context, tag), msg.data(), msg.size(), nullptr, 0,
+                                              &sent));
+  if (sent) {
+    post->Sent();
+    in->post = post;
+  }
+  return Status::Ok();
+}
+
 Status RecvOnce(Device* dev, void* buf, size_t bytes, int peer, int tag, uint32_t context) {
   Deadline dl = dev->NewDeadline();
   Arrival in{buf, bytes};
-  Status got = dev->control()->RecvWith(peer, MetaTag(context, tag), &TakeMetaPieces<ControlPlane::Piece>,
-                                        &in, dl);
+  RecvPost post;
+  bool took = false;
+  Status got;
+  if (DirectWanted(dev, peer, bytes)) got = LookThenPost(dev, peer, tag, context, &in, &post, &took);
+  // A posted receive waits for its meta or its payload, whichever comes.
+  if (got.ok() && !took)
+    got = dev->control()->RecvWith(peer, MetaTag(context, tag), &TakeMetaPieces<ControlPlane::Piece>, &in, dl,
+                                   &AcceptMeta, &PostLanded);
+  // A payload sent as the deadline passed still counts (RecvPost::Withdraw).
+  if (got.code() == ZC_ERR_TIMEOUT && post.WithdrawAndWait()) return Status::Ok();
   if (!got.ok()) return got.with_context(Format("recv from peer %d (tag %d)", peer, tag));
+  if (post.Landed()) return Status::Ok();  // straight into buf (no meta taken)
+  // An ordinary message: the post (if any) can no longer be written to.
+  post.Superseded();
   Meta m = in.meta;
   // Acks echo the sender's sequence number (p2p_protocol.h).
   auto ack = [&](uint32_t code) {
@@ -134,9 +185,13 @@ Status RecvOnce(Device* dev, void* buf, size_t bytes, int peer, int tag, uint32_
 // A lost peer fails the whole job (PeerHealth::OperationFailed).
 Status Send(Device* dev, const void* buf, size_t bytes, int peer, int tag, uint32_t context) {
   const Meta m{bytes, kEager, 0, 0};
-  Status st = bytes <= EagerLimit(dev->transport_to(peer))
-                  ? SendMeta(dev, peer, tag, context, m, buf, bytes, dev->NewDeadline())
-                  : SendRendezvous(dev, buf, bytes, peer, tag, context);
+  bool done = false;
+  Status st;
+  if (DirectWanted(dev, peer, bytes)) st = SendDirect(dev, buf, bytes, peer, tag, context, &done);
+  if (st.ok() && !done)
+    st = bytes <= EagerLimit(dev->transport_to(peer))
+             ? SendMeta(dev, peer, tag, context, m, buf, bytes, dev->NewDeadline())
+             : SendRendezvous(dev, buf, bytes, peer, tag, context);
   dev->health().NoteFailure(st);
   return st;
 }

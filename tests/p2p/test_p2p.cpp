@@ -210,6 +210,8 @@ TEST_P(P2p, TagsMatchOutOfOrder) {
 // The allocation-site hook (§3.4): iteration 1 allocates from site 7 in
 // plain memory and sends it; from iteration 2 on, site 7's allocations are
 // pool memory (zero copy on the sender), site 8 (never sent) stays plain.
+// (tcp: receives do not post, ZC_TCP_RECV_POST=off, so that every send goes by
+// rendezvous and exposes its source; a send into a posted receive exposes nothing.)
 TEST_P(P2p, AllocationSiteMovesToThePoolAfterASend) {
   auto res = RunRanks(2, [&](int rank) -> int {
     zc_comm* comm;
@@ -243,12 +245,14 @@ TEST_P(P2p, AllocationSiteMovesToThePoolAfterASend) {
     CHILD_CHECK(zc_site_free(comm, &dummy) == ZC_ERR_INVALID_ARG, "freeing a foreign pointer must fail");
     CHILD_CHECK(zc_finalize(comm) == ZC_OK, "finalize: %s", zc_last_error(nullptr));
     return 0;
-  }, {{"ZC_TRANSPORT", GetParam()}});
+  }, {{"ZC_TRANSPORT", GetParam()}, {"ZC_TCP_RECV_POST", "off"}});
   ASSERT_TRUE(AllOk(res)) << Describe(res);
 }
 
 // User memory is registered on first send and cached; zc_mem_deregister drops
 // the registration (as before a free), and the next send registers again.
+// (tcp: receives do not post, ZC_TCP_RECV_POST=off, so that every send goes by
+// rendezvous and exposes its source; a send into a posted receive exposes nothing.)
 TEST_P(P2p, DeregisterDropsCachedRegistrations) {
   auto res = RunRanks(2, [&](int rank) -> int {
     zc_comm* comm;
@@ -277,7 +281,7 @@ TEST_P(P2p, DeregisterDropsCachedRegistrations) {
     }
     CHILD_CHECK(zc_finalize(comm) == ZC_OK, "finalize: %s", zc_last_error(nullptr));
     return 0;
-  }, {{"ZC_TRANSPORT", GetParam()}});
+  }, {{"ZC_TRANSPORT", GetParam()}, {"ZC_TCP_RECV_POST", "off"}});
   ASSERT_TRUE(AllOk(res)) << Describe(res);
 }
 
@@ -287,6 +291,8 @@ TEST_P(P2p, DeregisterDropsCachedRegistrations) {
 // time; the interval cache registers [10,20), then the union [0,100), and
 // finds [50,60) inside it. The replaced [10,20) is dropped once its send is
 // done: one registration is left to deregister.
+// (tcp: receives do not post, ZC_TCP_RECV_POST=off, so that every send goes by
+// rendezvous and exposes its source; a send into a posted receive exposes nothing.)
 TEST_P(P2p, OverlappingSendsRegisterOnce) {
   auto res = RunRanks(2, [&](int rank) -> int {
     zc_comm* comm;
@@ -318,7 +324,7 @@ TEST_P(P2p, OverlappingSendsRegisterOnce) {
     }
     CHILD_CHECK(zc_finalize(comm) == ZC_OK, "finalize: %s", zc_last_error(nullptr));
     return 0;
-  }, {{"ZC_TRANSPORT", GetParam()}});
+  }, {{"ZC_TRANSPORT", GetParam()}, {"ZC_TCP_RECV_POST", "off"}});
   ASSERT_TRUE(AllOk(res)) << Describe(res);
 }
 

@@ -242,7 +242,16 @@ void Progress::Drive(uint32_t epoch, int timeout_us, bool count) {
     return;
   }
   epoll_event evs[32];
-  int n = epoll_wait(drive_ep_, evs, 32, std::max(1, timeout_us / 1000));
+  int n;
+  if (timeout_us < 1000) {
+    // A short wait (a post that may be on its way, recv_post.h): not a
+    // whole millisecond.
+    const timespec ts{0, std::max(1, timeout_us) * 1000L};
+    n = epoll_pwait2(drive_ep_, evs, 32, &ts, nullptr);
+    if (n < 0 && errno == ENOSYS) n = epoll_wait(drive_ep_, evs, 32, 1);
+  } else {
+    n = epoll_wait(drive_ep_, evs, 32, timeout_us / 1000);
+  }
   driver_waiting_.store(false, std::memory_order_relaxed);
   for (int i = 0; i < n; ++i) {
     if (!evs[i].data.ptr) {

@@ -81,7 +81,14 @@ Status Socket::SendFlagLazy(const MsgHeader& h, const Deadline& dl) {
 
 void Socket::FlushDeferred(std::chrono::microseconds min_age, const std::atomic<bool>& stopping) {
   if (!deferred_flag.load(std::memory_order_seq_cst)) return;
-  std::lock_guard<std::mutex> lock(send_mu);
+  // A send in progress carries the waiting flag (SendMsgV puts it first),
+  // and no flag can be deferred before it ends (SendFlagLazy takes
+  // send_mu): nothing to do. Blocking here instead would keep this
+  // progress thread, its sockets' only reader, behind a large write
+  // (a posted receive's payload) that waits for the peer to read, while
+  // the peer's progress thread may wait the same way for ours.
+  std::unique_lock<std::mutex> lock(send_mu, std::try_to_lock);
+  if (!lock.owns_lock()) return;
   if (!has_deferred || dead.load() || Clock::now() - deferred_at < min_age) return;
   struct iovec iov[1] = {{&deferred, sizeof(MsgHeader)}};
   Status st = net::SendAllv(fd, iov, 1, Deadline(timeout_s));
