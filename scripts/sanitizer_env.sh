@@ -4,7 +4,7 @@
 # build-tsan/: CUDA and the benchmarks are left out (device code is not
 # instrumented; the benchmarks are not tests).
 sanitizer_common="-Dcuda=disabled -Dperf=false -Dbuildtype=debugoptimized -Db_ndebug=false"
-export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:halt_on_error=1"
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:halt_on_error=1:suppressions=$here/scripts/asan.supp"
 export LSAN_OPTIONS="suppressions=$here/scripts/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$here/scripts/ubsan.supp"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
