@@ -104,6 +104,8 @@ MODES = {
         hvd_ranks=(2, 4), torch_timeout=600, reps=3,
         limit_min="16M", limit_max="64M", limit_rounds=3, limit_iters=5,
         best_max="16M", best_rounds=2, best_p2p_iters=2000,
+        tcpsock_min="256K", tcpsock_max="4M", tcpsock_rounds=3,
+        tcpsock_iters=200,
         timeout=240),
     # smoke: tiny sizes, one repetition: seconds per section; checks that
     # every program runs and the suite's verdict (tests/perf), not numbers.
@@ -123,6 +125,8 @@ MODES = {
         hvd_ranks=(2,), torch_timeout=300, reps=1,
         limit_min="1M", limit_max="2M", limit_rounds=1, limit_iters=2,
         best_max="4K", best_rounds=1, best_p2p_iters=50,
+        tcpsock_min="256K", tcpsock_max="512K", tcpsock_rounds=1,
+        tcpsock_iters=5,
         timeout=120),
     "full": dict(
         memcpy_size="256M", memcpy_iters=10,
@@ -146,6 +150,8 @@ MODES = {
                   "--num-batches-per-iter", "2", "--num-warmup-batches", "1"],
         limit_min="16M", limit_max="256M", limit_rounds=5, limit_iters=5,
         best_max="64M", best_rounds=3, best_p2p_iters=10000,
+        tcpsock_min="256K", tcpsock_max="4M", tcpsock_rounds=5,
+        tcpsock_iters=1000,
         hvd_ranks=(2, 4), torch_timeout=600, reps=3,
         timeout=1500),
 }
@@ -669,6 +675,39 @@ class Suite:
                            "--bw-iters", str(md["grpc_bw_iters"]),
                            "--min-iters", str(md["p2p_min_iters"]),
                            "--json", jp], json_path=jp)
+
+    # ---- tcp p2p against a plain loopback socket --------------------------
+    def tcpsock(self):
+        """zc_p2p's one-way latency over tcp against perf/socket_pingpong,
+        the plain loopback socket transfer of the same bytes, in rounds (the
+        socket, then zcomm): each ratio divides zcomm's time by the socket's
+        of its own round."""
+        md = self.mode
+        sock, zc = self.prog("perf/socket_pingpong"), self.prog("perf/zc_p2p")
+        zcrun = self.zcrun_cmd(2)
+        sizes = ["-b", md["tcpsock_min"], "-e", md["tcpsock_max"]]
+        iters = ["-n", str(md["tcpsock_iters"]), "--min-iters",
+                 str(max(1, md["tcpsock_iters"] // 20)), "--reps", "3"]
+        for rnd in range(md["tcpsock_rounds"]):
+            for lib in ("socket", "zcomm tcp"):
+                key = "tcpsock_%s_r%d" % (lib.replace(" ", "_"), rnd)
+                job = Job(key, "tcp p2p against a loopback socket, round %d: "
+                          "%s" % (rnd + 1, lib), "tcpsock", lib, "tcpsock")
+                job.rep = rnd
+                jp = os.path.join(self.out, key + ".json")
+                if lib == "socket":
+                    if not sock:
+                        self.skip(job, "perf/socket_pingpong not built")
+                        continue
+                    self.run(job, [sock] + sizes + iters + ["--json", jp],
+                             json_path=jp)
+                    continue
+                if not zc or not zcrun:
+                    self.skip(job, "perf/zc_p2p or launcher/zcrun not built")
+                    continue
+                self.run(job, zcrun + ["-x", "ZC_TRANSPORT", zc] + sizes +
+                         iters + ["-t", "latency", "--json", jp],
+                         env={"ZC_TRANSPORT": "tcp"}, json_path=jp)
 
     # ---- allreduce ------------------------------------------------------
     def allreduce(self, np_, max_size):
@@ -1421,6 +1460,22 @@ def plots(suite, out_dir):
         ax.set_title("allreduce against this machine's ideal — %s" % tag,
                      fontsize=10)
         save(fig, ax, "allreduce_vs_ideal.png", 7)
+    # zcomm tcp / plain socket per size: median, whiskers min-max over the
+    # rounds.
+    ts = tcpsock_stats(suite.group_jobs("tcpsock"))
+    ts = [e for e in ts if e["ratio"]]
+    if ts:
+        fig, ax = plt.subplots(figsize=(7.5, 4.8))
+        errorbar_mmm(ax, [e["size"] for e in ts], [e["ratio"] for e in ts],
+                     "-o", "zcomm tcp / loopback socket, 2 ranks")
+        ax.axhline(1.2, color="gray", linewidth=0.8, linestyle="--",
+                   label="goal 1.2")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel("one-way latency / socket's (same round)")
+        ax.set_title("tcp p2p against a plain loopback socket — %s" % tag,
+                     fontsize=10)
+        save(fig, ax, "tcp_vs_socket.png", 8)
     # PS comparison: push+pull per model and library, allreduce of the same
     # tensors; bars at the median, whiskers min-max over repetitions.
     groups = [(g, w) for g, w in PS_GROUPS if suite.group_jobs(g)]
@@ -1604,6 +1659,47 @@ def bestmpi_report(suite):
         texts.append(t)
         mds.append(m)
     return texts, mds
+
+
+def tcpsock_stats(jobs):
+    """Per size: the socket's and zcomm's median one-way latency over the
+    rounds, and min/median/max over rounds of zcomm / socket."""
+    rounds = {}
+    for j in jobs:
+        if j.rows:
+            rounds.setdefault(j.rep, {})[j.library] = {
+                r["size"]: r.get("latency_us") for r in j.rows}
+    sizes = sorted({s for rd in rounds.values() for lib in rd.values()
+                    for s in lib})
+    out = []
+    for size in sizes:
+        sock = [rd.get("socket", {}).get(size) for rd in rounds.values()]
+        zc = [rd.get("zcomm tcp", {}).get(size) for rd in rounds.values()]
+        ratio = [z / t for z, t in zip(zc, sock) if z and t]
+        out.append(dict(size=size, socket=mmm([t for t in sock if t]),
+                        zcomm=mmm([z for z in zc if z]), ratio=mmm(ratio)))
+    return out
+
+
+def tcpsock_report(suite):
+    jobs = suite.group_jobs("tcpsock")
+    st = tcpsock_stats(jobs)
+    if not st:
+        return [], []
+    rounds = len({j.rep for j in jobs if j.rows})
+    heads = ["size", "socket (us)", "zcomm tcp (us)",
+             "zcomm / socket", "goal <= 1.2"]
+    rows = [[human(e["size"]), fmt(e["socket"][1] if e["socket"] else None, 1),
+             fmt(e["zcomm"][1] if e["zcomm"] else None, 1),
+             fmt_mmm(e["ratio"], 2),
+             ("met" if e["ratio"][1] <= 1.2 else "not met") if e["ratio"]
+             else "-"] for e in st]
+    notes = ["%s: n/a: %s" % (j.label, j.error) for j in jobs if j.error]
+    t, m = md_table(
+        "tcp p2p one-way latency against a plain loopback socket transfer "
+        "(perf/socket_pingpong): medians over %d rounds; zcomm / socket of "
+        "the same round min / median / max" % rounds, heads, rows, notes)
+    return [t], [m]
 
 
 def limit_stats(jobs):
@@ -1900,7 +1996,7 @@ def report(suite):
                       "busbw_GBps", [], digits=3, unit="GB/s")
         texts.append(t)
         mds.append(md)
-    for fn in (bestmpi_report, limit_report, ps_report, engine_report, comm_init_report, torch_report,
+    for fn in (tcpsock_report, bestmpi_report, limit_report, ps_report, engine_report, comm_init_report, torch_report,
                hvd_report):
         t, md = fn(suite)
         texts += t
@@ -1908,8 +2004,8 @@ def report(suite):
     return "\n".join(texts), "\n".join(mds)
 
 
-SECTIONS = ("machine", "memcpy", "p2p", "allreduce2", "allreduceN", "bestmpi",
-            "limit", "ps", "engine", "comm_init", "torch", "hvd")
+SECTIONS = ("machine", "memcpy", "p2p", "tcpsock", "allreduce2", "allreduceN",
+            "bestmpi", "limit", "ps", "engine", "comm_init", "torch", "hvd")
 
 
 def main():
@@ -1980,6 +2076,8 @@ def main():
         suite.memcpy()
     if "p2p" in only:
         suite.p2p()
+    if "tcpsock" in only:
+        suite.tcpsock()
     if "allreduce2" in only:
         suite.allreduce(2, suite.mode["coll_max"])
     if "allreduceN" in only and a.np != 2:

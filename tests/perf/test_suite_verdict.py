@@ -126,6 +126,15 @@ with tempfile.TemporaryDirectory() as tmp:
     check("zc_mem_alloc / ideal" in text and "malloc / ideal" in text,
           "the limit table is printed", text)
 
+    # tcp against the plain socket: both programs, one round, the ratio.
+    rc, text = suite(REAL_BUILD, out, "--allow-missing-peers", only="tcpsock")
+    check(rc == 0, "real --smoke --only tcpsock: rc %d" % rc, text)
+    res = json.load(open(os.path.join(out, "results.json")))
+    ts = [j for j in res["jobs"] if j["kind"] == "tcpsock"]
+    check(len(ts) == 2 and all(j["rows"] and not j["error"] for j in ts),
+          "2 tcpsock jobs with rows and no error (%d)" % len(ts), text)
+    check("zcomm / socket" in text, "the tcp/socket table is printed", text)
+
 if failures:
     print("%d check(s) failed" % len(failures))
     sys.exit(1)
