@@ -39,7 +39,8 @@ if ! (cd "$tmp/src" && "$tmp/venv/bin/pip" install --no-build-isolation --no-ind
         >"$tmp/pip.log" 2>&1); then
   cat "$tmp/pip.log"; echo "FAIL: pip install"; exit 1
 fi
-grep -E "zcomm package|torch not built|Features|cuda|User defined" "$tmp/pip.log" || true
+# meson's summary: what this build has.
+grep -E "^ +(zcomm package|cuda|verbs|pmix|hwloc) +:|zcomm.torch not built" "$tmp/pip.log" || true
 rm -rf "$tmp/src"
 step "installed; clone deleted"
 
