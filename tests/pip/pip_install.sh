@@ -40,7 +40,7 @@ if ! (cd "$tmp/src" && "$tmp/venv/bin/pip" install --no-build-isolation --no-ind
   cat "$tmp/pip.log"; echo "FAIL: pip install"; exit 1
 fi
 # meson's summary: what this build has.
-grep -E "^ +(zcomm package|cuda|verbs|pmix|hwloc) +:|zcomm.torch not built" "$tmp/pip.log" || true
+grep -E "^ +(zcomm package|cuda|verbs|pmix|hwloc) *:|zcomm.torch not built" "$tmp/pip.log" || true
 rm -rf "$tmp/src"
 step "installed; clone deleted"
 
