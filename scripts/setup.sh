@@ -23,7 +23,8 @@ libibverbs-dev librdmacm-dev ibverbs-providers libhwloc-dev hwloc libpmix-dev
 libgtest-dev libgmock-dev googletest nlohmann-json3-dev
 openmpi-bin libopenmpi-dev
 python3 python3-numpy python3-pybind11 pybind11-dev python3-torch libtorch-dev python3-sklearn
-python3-pytest python3-cloudpickle python3-mock"
+python3-pytest python3-cloudpickle python3-mock
+python3-venv python3-mesonpy"
 if [ "$perf" = 1 ]; then
   pkgs="$pkgs libgloo-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev
 mpich libmpich-dev

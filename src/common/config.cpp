@@ -27,9 +27,9 @@ const std::vector<ConfigVar>& ConfigVars() {
       {"ZC_TRANSPORT", "auto",
        "auto (shm on one host, verbs if a NIC works, else tcp), shm, tcp or "
        "verbs"},
-      {"ZC_SOCKET_IFNAME", "(first non-loopback, else lo)",
-       "network interface for tcp: a name prefix such as eth, or ^lo to "
-       "exclude"},
+      {"ZC_SOCKET_IFNAME", "(NCCL's order: ib, then not docker/lo/virbr, then those)",
+       "network interface for tcp, NCCL_SOCKET_IFNAME's grammar: prefixes "
+       "such as eth,ib; ^ excludes; = for exact names (=eth0, ^=docker0)"},
       {"ZC_SOCKETS_PER_PEER", "2", "tcp sockets per peer (1..16)"},
       {"ZC_TCP_CONGESTION", "auto",
        "congestion control of the tcp data sockets: auto (reno to peers on this host, where "

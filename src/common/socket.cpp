@@ -3,9 +3,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ifaddrs.h>
 #include <limits.h>
-#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -17,6 +15,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/interfaces.h"
 #include "common/log.h"
 
 namespace zc::net {
@@ -145,14 +144,6 @@ int TryConnect(const addrinfo* ai, const Deadline& dl, int* out_fd) {
   }
   *out_fd = fd;
   return 0;
-}
-
-bool MatchesPrefixList(const std::string& name,
-                       const std::vector<std::string>& items, bool exact) {
-  for (const auto& it : items) {
-    if (exact ? name == it : name.compare(0, it.size(), it) == 0) return true;
-  }
-  return false;
 }
 
 }  // namespace
@@ -522,59 +513,15 @@ Status SetCongestion(int fd, const std::string& name) {
 
 Status PickInterfaceAddress(const std::string& spec, std::string* ip,
                             std::string* ifname) {
-  std::string rest = spec;
-  bool exclude = false, exact = false;
-  if (!rest.empty() && rest[0] == '^') { exclude = true; rest.erase(0, 1); }
-  if (!rest.empty() && rest[0] == '=') { exact = true; rest.erase(0, 1); }
-  std::vector<std::string> items;
-  for (size_t pos = 0; pos <= rest.size();) {
-    size_t comma = rest.find(',', pos);
-    if (comma == std::string::npos) comma = rest.size();
-    if (comma > pos) items.push_back(rest.substr(pos, comma - pos));
-    pos = comma + 1;
-  }
-  if (!spec.empty() && items.empty() && !exclude)
-    return Error(ZC_ERR_INVALID_ARG, "ZC_SOCKET_IFNAME='%s': no interface "
-                 "names", spec.c_str());
-
-  ifaddrs* ifs = nullptr;
-  if (getifaddrs(&ifs) != 0) return SystemError(errno, "getifaddrs");
-  std::string seen;  // for the error message
-  std::string loop_ip, loop_name, found_ip, found_name;
-  for (ifaddrs* i = ifs; i; i = i->ifa_next) {
-    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
-    if (!(i->ifa_flags & IFF_UP)) continue;
-    std::string name = i->ifa_name;
-    char buf[INET_ADDRSTRLEN];
-    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr,
-              buf, sizeof(buf));
-    if (!seen.empty()) seen += ", ";
-    seen += name + "=" + buf;
-    if (spec.empty()) {
-      if (i->ifa_flags & IFF_LOOPBACK) {
-        if (loop_ip.empty()) { loop_ip = buf; loop_name = name; }
-        continue;
-      }
-    } else {
-      bool match = MatchesPrefixList(name, items, exact);
-      if (match == exclude) continue;
-    }
-    found_ip = buf;
-    found_name = name;
-    break;
-  }
-  freeifaddrs(ifs);
-  if (found_ip.empty() && spec.empty()) {
-    found_ip = loop_ip;
-    found_name = loop_name;
-  }
-  if (found_ip.empty())
-    return Error(ZC_ERR_INVALID_ARG,
-                 "ZC_SOCKET_IFNAME='%s': no up IPv4 interface matches "
-                 "(available: %s)", spec.c_str(),
-                 seen.empty() ? "none" : seen.c_str());
-  *ip = found_ip;
-  if (ifname) *ifname = found_name;
+  std::vector<NetInterface> ifs;
+  ZC_RETURN_IF_ERROR(ListInterfaces(&ifs));
+  NetInterface chosen;
+  ZC_RETURN_IF_ERROR(ChooseInterface(spec, ifs, &chosen));
+  ZC_INFO(kCommon, "interface %s, address %s (ZC_SOCKET_IFNAME%s%s%s)", chosen.name.c_str(),
+          chosen.ipv4.c_str(), spec.empty() ? " unset: automatic order" : "='",
+          spec.c_str(), spec.empty() ? "" : "'");
+  *ip = chosen.ipv4;
+  if (ifname) *ifname = chosen.name;
   return Status::Ok();
 }
 

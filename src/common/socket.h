@@ -74,11 +74,9 @@ bool PeerIsLocal(int fd);
 // those in net.ipv4.tcp_allowed_congestion_control; reno always is).
 Status SetCongestion(int fd, const std::string& name);
 
-// Chooses the local IPv4 address to advertise. spec follows NCCL_SOCKET_IFNAME:
-//   ""            first non-loopback IPv4 interface that is up, else loopback
-//   "eth,ib"      interfaces whose name starts with one of the prefixes
-//   "^lo,docker"  interfaces whose name starts with none of the prefixes
-//   "=eth0"       exactly these names ("^=" excludes exact names)
+// Chooses the local IPv4 address to advertise: the interface that
+// ZC_SOCKET_IFNAME's value spec picks (NCCL_SOCKET_IFNAME's grammar,
+// common/interfaces.h; "" = NCCL's automatic order), logged at INFO.
 Status PickInterfaceAddress(const std::string& spec, std::string* ip,
                             std::string* ifname);
 

@@ -290,8 +290,8 @@ TEST(PickInterfaceAddress, Specs) {
   EXPECT_EQ(st.code(), ZC_ERR_INVALID_ARG);
   EXPECT_NE(st.message().find("nosuchif"), std::string::npos);
   EXPECT_FALSE(PickInterfaceAddress("=l", &ip, &ifname).ok());  // exact only
-  // "^" excludes nothing: any up interface will do.
-  EXPECT_TRUE(PickInterfaceAddress("^", &ip, &ifname).ok());
+  // "^" names no interface: an error, not a silent choice.
+  EXPECT_EQ(PickInterfaceAddress("^", &ip, &ifname).code(), ZC_ERR_INVALID_ARG);
 }
 
 }  // namespace
