@@ -17,6 +17,7 @@
 #   cluster_logs                print the daemons' logs (after a failure)
 #   cluster_down                stop everything, remove the namespaces
 #                               (the trap calls it, also on failure)
+#   cluster_finish              the same, then fail if anything is left
 # Exits 77 (SKIP) with the reason where the machine cannot do this.
 
 CLUSTER_SLURM_BIN=/usr/sbin
@@ -210,8 +211,24 @@ cluster_logs() {
 
 cluster_down() {
   local rc=$?
-  [ "${CLUSTER_KEEP_LOGS:-0}" = 1 ] && [ -n "${CLUSTER_DIR:-}" ] && cluster_logs
-  emu_down
-  [ -n "${CLUSTER_DIR:-}" ] && rm -rf "$CLUSTER_DIR"
+  if [ -n "${CLUSTER_DIR:-}" ]; then
+    [ "${CLUSTER_KEEP_LOGS:-0}" = 1 ] && cluster_logs
+    emu_down
+    rm -rf "$CLUSTER_DIR"
+  fi
   return $rc
+}
+
+# The end of a test: take everything down and fail if anything is left: a
+# namespace, a process that uses the test's directory, the directory.
+cluster_finish() {
+  local dir=$CLUSTER_DIR left
+  cluster_down
+  CLUSTER_DIR=""
+  left=$(emu_list_ns "$EMU_PRE")
+  [ -z "$left" ] || { echo "FAIL: namespaces left behind: $left"; exit 1; }
+  left=$(pgrep -f "$dir" || true)
+  [ -z "$left" ] || { echo "FAIL: processes left behind: $(ps -o pid=,args= -p "$(echo $left | tr ' ' ,)")"; exit 1; }
+  [ ! -e "$dir" ] || { echo "FAIL: $dir left behind"; exit 1; }
+  echo "OK: nothing left behind (namespaces, processes, $dir)"
 }
