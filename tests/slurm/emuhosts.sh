@@ -19,6 +19,7 @@
 #   emu_add NAME ADDR      declare a host (before emu_up)
 #   emu_up                 make the switch and every declared host
 #   emu_exec NAME CMD...   run CMD on host NAME (foreground)
+#   emu_kill_host NAME     SIGKILL every process on host NAME (a crash)
 #   emu_addr NAME          the host's address
 #   emu_down               kill every process in the hosts' namespaces,
 #                          delete them (idempotent; call from a trap)
@@ -166,20 +167,27 @@ emu_exec() {
   nsenter -t "${EMU_HOLDER[$h]}" -n -u -m -- "$@"
 }
 
-# Every process in one of our namespaces dies: daemons, ranks, holders.
-# By pid, only what lives in the namespaces this run made.
-emu_kill_all() {
+# Every process in the given namespaces dies: daemons, ranks, holders. By
+# pid, only what lives in namespaces this run made.
+emu_kill_ns() {
   local ns pids round
-  for round in 1 2 3 4 5 6 7 8 9 10; do
+  for round in $(seq 1 50); do
     pids=""
-    for ns in $(emu_list_ns "$1"); do pids="$pids $(ip netns pids "$ns" 2>/dev/null)"; done
+    for ns in "$@"; do pids="$pids $(ip netns pids "$ns" 2>/dev/null)"; done
     pids=$(echo $pids)
     [ -n "$pids" ] || return 0
     kill -9 $pids 2>/dev/null || true
     sleep 0.1
   done
-  echo "emuhosts: processes still alive in the namespaces: $pids" >&2
+  echo "emuhosts: processes still alive in $*: $pids" >&2
+  return 1
 }
+
+# emu_kill_host NAME: the host crashes (every process on it dies at once);
+# its namespaces stay, so its peers see their connections reset.
+emu_kill_host() { emu_kill_ns "$(emu_ns "$1")"; }
+
+emu_kill_all() { emu_kill_ns $(emu_list_ns "$1"); }
 
 emu_list_ns() {
   ip netns list 2>/dev/null | awk -v p="$1-" 'index($1, p) == 1 {print $1}'
