@@ -164,7 +164,7 @@ s.bind((sys.argv[1], 9)); s.listen(); s.accept()' "${EMU_ADDR[$h]}" &
 
 emu_exec() {
   local h=$1; shift
-  nsenter -t "${EMU_HOLDER[$h]}" -n -u -m -- "$@"
+  nsenter -t "${EMU_HOLDER[$h]}" -n -u -m --wd="$PWD" -- "$@"
 }
 
 # Every process in the given namespaces dies: daemons, ranks, holders. By
