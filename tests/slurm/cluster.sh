@@ -59,6 +59,8 @@ cluster_write_conf() {
   # cgroup hierarchy of our own; every process of a step is still found
   # through its parent chain and killed with the step. TmpFS, where
   # mpi/pmix makes its per-step directories, is each host's own /run/tmp.
+  # SlurmdTimeout=20: a killed node is declared down, and its jobs ended,
+  # within about 20 s (300 s by default).
   cat >"$d/slurm.conf" <<EOF
 ClusterName=zcemu
 SlurmctldHost=ctl(10.88.0.254)
@@ -87,6 +89,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 SlurmdParameters=config_overrides
 ReturnToService=2
+SlurmdTimeout=20
 KillWait=2
 MessageTimeout=20
 InactiveLimit=0

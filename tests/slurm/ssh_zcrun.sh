@@ -53,13 +53,17 @@ run_ok hosts -H n1,n2,n3 "$job"
 expect_ranks hosts 3 1 ": local rank %d of %d;"
 grep -q "^\[0\] cluster_job: 3 ranks: every collective verified" "$d/hosts.out" || { echo "FAIL: no success line"; exit 1; }
 
-run_ok env --hostfile "$d/hostfile" /usr/bin/python3 "$here/torch_job.py" env
-expect_ranks env 4 2 " (env from ZC_RANK): MASTER_ADDR=n1 MASTER_PORT=[0-9]*$"
-grep -q "^\[0\] torch_job env: 4 ranks OK" "$d/env.out" || { echo "FAIL: no success line"; exit 1; }
+if [ -e "$ZC_BUILD/python/zcomm/torch/__init__.py" ]; then
+  run_ok env --hostfile "$d/hostfile" /usr/bin/python3 "$here/torch_job.py" env
+  expect_ranks env 4 2 " (env from ZC_RANK): MASTER_ADDR=n1 MASTER_PORT=[0-9]*$"
+  grep -q "^\[0\] torch_job env: 4 ranks OK" "$d/env.out" || { echo "FAIL: no success line"; exit 1; }
 
-run_ok hvd --hostfile "$d/hostfile" /usr/bin/python3 "$here/torch_job.py" hvd
-expect_ranks hvd 4 2 " (hvd from ZC_RANK): local rank %d of %d$"
-grep -q "^\[0\] torch_job hvd: 4 ranks OK" "$d/hvd.out" || { echo "FAIL: no success line"; exit 1; }
+  run_ok hvd --hostfile "$d/hostfile" /usr/bin/python3 "$here/torch_job.py" hvd
+  expect_ranks hvd 4 2 " (hvd from ZC_RANK): local rank %d of %d$"
+  grep -q "^\[0\] torch_job hvd: 4 ranks OK" "$d/hvd.out" || { echo "FAIL: no success line"; exit 1; }
+else
+  echo "note: zcomm.torch not built: the torch jobs are left out"
+fi
 
 echo "--- kill -9 of rank 3 (on n2)"
 zc kill --hostfile "$d/hostfile" "$job" --loop 60 &
