@@ -213,6 +213,7 @@ int SpawnRanks(const Options& opts, const Job& job, std::vector<RankProcess>* ra
     SpawnRequest req;
     int code = BuildSpawnRequest(opts, job, node, place, RankEnvironment(job, exports, node, place), &req);
     if (code) return code;
+    rp.via_remote_shell = !node.local && TemplateUsesRemoteShell(req.argv);
     SpawnedRank sp;
     Status st = SpawnRank(req, &sp);
     if (!st.ok()) return Stop(st, 1);

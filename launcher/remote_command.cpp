@@ -110,15 +110,29 @@ Status BuildRemoteArgv(const std::string& tmpl, const std::string& host,
   for (const auto& [k, v] : env)
     if (!IsSecret(k, secret_names)) remote.push_back(k + "=" + v);
   remote.insert(remote.end(), command.begin(), command.end());
-  std::vector<std::string> wrapped = remote;
-  if (!reads.empty()) wrapped = {"sh", "-c", reads + "exec " + ShellJoin(remote)};
   if (TemplateUsesRemoteShell(words)) {
-    words.push_back(ShellJoin(wrapped));
+    // ssh reports a remote process killed by a signal as its own failure
+    // (exit 255), so the rank runs as a child of the remote shell, which
+    // exits 128+S when it dies of signal S (not the last command, so no
+    // shell execs it); RemoteShellFailure reads that back.
+    words.push_back(ShellJoin({"sh", "-c", reads + ShellJoin(remote) + "; exit $?"}));
   } else {
+    std::vector<std::string> wrapped = remote;
+    if (!reads.empty()) wrapped = {"sh", "-c", reads + "exec " + ShellJoin(remote)};
     words.insert(words.end(), wrapped.begin(), wrapped.end());
   }
   *argv = std::move(words);
   return Status::Ok();
+}
+
+std::string RemoteShellFailure(int exit_code, int* signal) {
+  *signal = 0;
+  if (exit_code == 255) return "exited with code 255 (ssh's own failure: the connection failed or was lost)";
+  if (exit_code > 128 && exit_code < 128 + 65) {
+    *signal = exit_code - 128;
+    return "";
+  }
+  return "";
 }
 
 std::string SecretInput(const EnvList& env, const std::vector<std::string>& secret_names) {

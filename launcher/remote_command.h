@@ -29,11 +29,20 @@ Status ExpandRshTemplate(const std::string& tmpl, const std::string& host,
 // they are.
 bool TemplateUsesRemoteShell(const std::vector<std::string>& rsh_words);
 
+// How a rank started through a remote shell ended, from ssh's exit code:
+// 128+S (S up to 64) is signal S (*signal = S; the shell's convention, so
+// a program that itself exits 128+S reads the same); 255 is ssh's own
+// failure (a description returned); else *signal = 0 and "".
+std::string RemoteShellFailure(int exit_code, int* signal);
+
 // argv for a rank on another host. Variables named in `secret_names` (the
 // job key) never appear on a command line, where any user of either host
 // could read them with ps: the remote side reads them, one line each in
 // that order, from its standard input (`sh -c 'IFS= read -r K && export K
 // && exec env ... prog'`), and the caller writes them there (SecretInput).
+// Through a remote shell (ssh) the rank is the shell's child instead
+// (`sh -c '... env ... prog; exit $?'`), so that a rank killed by signal S
+// makes ssh exit with 128+S (see RemoteShellFailure).
 Status BuildRemoteArgv(const std::string& tmpl, const std::string& host,
                        const EnvList& env,
                        const std::vector<std::string>& command,

@@ -13,6 +13,7 @@
 
 #include "common/log.h"
 #include "common/status.h"
+#include "remote_command.h"
 
 namespace zc::launcher {
 namespace {
@@ -115,6 +116,16 @@ std::string Supervisor::Failure(const RankProcess& r, int* code, bool* by_signal
   *by_signal = false;
   if (WIFEXITED(st) && WEXITSTATUS(st) != 0) {
     *code = WEXITSTATUS(st);
+    if (r.via_remote_shell) {
+      int sig = 0;
+      std::string what = RemoteShellFailure(*code, &sig);
+      if (sig) {
+        *by_signal = true;
+        return "was killed by signal " + SignalDescription(sig) +
+               Format(" (exit status %d through the remote shell)", *code);
+      }
+      if (!what.empty()) return what;
+    }
     return Format("exited with code %d", *code);
   }
   if (WIFSIGNALED(st)) {

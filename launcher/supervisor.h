@@ -23,6 +23,7 @@ struct RankProcess {
   std::unique_ptr<LineForwarder> out, err;
   bool reaped = false;
   int wait_status = 0;
+  bool via_remote_shell = false;  // pid is ssh's: its exit code is the rank's
 };
 
 struct SupervisorOptions {

@@ -7,6 +7,11 @@
 #   scripts/setup.sh --fuzz     also clang and libFuzzer, for scripts/fuzz.sh
 #                               (the default build and tests need neither)
 # Idempotent: when everything is present it only runs dpkg-query (< 1 s).
+# slurmctld, slurmd, munge and openssh-server are for the tests that start
+# their own cluster in network namespaces (tests/slurm); the tests run the
+# daemons with configurations of their own and never use the system's
+# services (on a machine with systemd, apt enables those: stop them if
+# unwanted).
 set -eu
 perf=0
 fuzz=0
@@ -24,7 +29,8 @@ libgtest-dev libgmock-dev googletest nlohmann-json3-dev
 openmpi-bin libopenmpi-dev
 python3 python3-numpy python3-pybind11 pybind11-dev python3-torch libtorch-dev python3-sklearn
 python3-pytest python3-cloudpickle python3-mock
-python3-venv python3-mesonpy"
+python3-venv python3-mesonpy
+slurmctld slurmd slurm-client munge openssh-server openssh-client"
 if [ "$perf" = 1 ]; then
   pkgs="$pkgs libgloo-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev
 mpich libmpich-dev

@@ -236,13 +236,14 @@ TEST(RemoteCommand, TemplateExpansion) {
 
 TEST(RemoteCommand, Argv) {
   EnvList env = {{"ZC_RANK", "3"}, {"V", "a b"}};
-  // Without a secret variable the command is as it was.
+  // Without a secret variable: through ssh, the rank is a child of the
+  // remote shell (which then reports its signal); locally exec'd as is.
   std::vector<std::string> argv;
   ASSERT_TRUE(BuildRemoteArgv("ssh -o BatchMode=yes {host}", "n7", env,
                               {"./prog", "x y"}, &argv).ok());
   EXPECT_EQ(argv, (std::vector<std::string>{
                       "ssh", "-o", "BatchMode=yes", "n7",
-                      "env ZC_RANK=3 'V=a b' ./prog 'x y'"}));
+                      "sh -c 'env ZC_RANK=3 '\\''V=a b'\\'' ./prog '\\''x y'\\''; exit $?'"}));
   ASSERT_TRUE(BuildRemoteArgv("ip netns exec {host}", "ns2", env, {"./prog", "x y"},
                               &argv).ok());
   EXPECT_EQ(argv, (std::vector<std::string>{"ip", "netns", "exec", "ns2", "env",
@@ -255,8 +256,8 @@ TEST(RemoteCommand, JobKeyTravelsOnStandardInputNotTheCommandLine) {
   ASSERT_TRUE(BuildRemoteArgv("ssh {host}", "n7", env, {"./prog"}, &argv).ok());
   EXPECT_EQ(argv, (std::vector<std::string>{
                       "ssh", "n7",
-                      "sh -c 'IFS= read -r ZC_JOB_KEY && export ZC_JOB_KEY && exec env ZC_RANK=3 "
-                      "'\\''V=a b'\\'' ./prog'"}));
+                      "sh -c 'IFS= read -r ZC_JOB_KEY && export ZC_JOB_KEY && env ZC_RANK=3 "
+                      "'\\''V=a b'\\'' ./prog; exit $?'"}));
   ASSERT_TRUE(BuildRemoteArgv("ip netns exec {host}", "ns2", env, {"./prog"}, &argv).ok());
   EXPECT_EQ(argv, (std::vector<std::string>{
                       "ip", "netns", "exec", "ns2", "sh", "-c",
@@ -264,6 +265,20 @@ TEST(RemoteCommand, JobKeyTravelsOnStandardInputNotTheCommandLine) {
   for (const std::string& w : argv) EXPECT_EQ(w.find("secretkey0123"), std::string::npos) << w;
   EXPECT_EQ(SecretInput(env), "secretkey0123\n");
   EXPECT_EQ(SecretInput({{"V", "x"}}), "");
+}
+
+TEST(RemoteCommand, RemoteShellExitCodes) {
+  int sig = -1;
+  EXPECT_EQ(RemoteShellFailure(137, &sig), "");
+  EXPECT_EQ(sig, 9);
+  EXPECT_EQ(RemoteShellFailure(129, &sig), "");
+  EXPECT_EQ(sig, 1);
+  EXPECT_NE(RemoteShellFailure(255, &sig).find("ssh's own failure"), std::string::npos);
+  EXPECT_EQ(sig, 0);
+  for (int code : {1, 4, 127, 128, 193, 254}) {
+    EXPECT_EQ(RemoteShellFailure(code, &sig), "") << code;
+    EXPECT_EQ(sig, 0) << code;
+  }
 }
 
 // Reads everything currently in a pipe.

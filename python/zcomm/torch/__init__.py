@@ -27,6 +27,11 @@ BACKEND = "zcomm"
 if BACKEND.upper() not in _dist.Backend._plugins:
     _dist.Backend.register_backend(BACKEND, create_process_group)
 
+# In a task of an srun step, torch's env:// works with no variable set by
+# hand: RANK, WORLD_SIZE, MASTER_ADDR, ... from Slurm's (slurm_env.py).
+from .slurm_env import fill_from_slurm as _fill_from_slurm  # noqa: E402
+_fill_from_slurm()
+
 
 def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
     """torch.distributed.monitored_barrier for any process group: torch 1.13's
