@@ -138,8 +138,6 @@ class CommDiagnosis:
             text += "; %s posted it" % _ranks(v.rank for v in ahead)
         self.divergence_seq = s
         self.findings.append((1, text))
-        for r in behind:
-            self.findings.append((5, "rank %d: %s" % (r, self.views[r].describe_current())))
 
     def _fate(self, rank):
         if not self.launcher:
