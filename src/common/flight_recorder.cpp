@@ -4,7 +4,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <x86intrin.h>
+#endif
+
 #include <algorithm>
+#include <thread>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -192,6 +198,48 @@ void SetThreadLabel(const char* label) {
 
 const char* ThreadLabel() { return t_label; }
 
+// Whether the time stamp counter ticks at one rate on every core, whatever
+// the power state (CPUID 0x80000007 EDX bit 8): then a record's times are
+// ticks (one instruction) converted to nanoseconds when read.
+bool InvariantTsc() {
+#if defined(__x86_64__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(0x80000000, &a, &b, &c, &d) || a < 0x80000007) return false;
+  if (!__get_cpuid(0x80000007, &a, &b, &c, &d)) return false;
+  return (d >> 8) & 1;
+#else
+  return false;
+#endif
+}
+
+uint64_t FlightRecorder::Ticks() const {
+#if defined(__x86_64__)
+  if (tsc_) return __rdtsc();
+#endif
+  return static_cast<uint64_t>(NowNs());
+}
+
+FlightRecorder::TickScale FlightRecorder::Scale() const {
+  TickScale s{tick0_, mono0_, 1.0};
+  if (!tsc_) {
+    s.tick0 = 0;
+    s.mono0 = 0;
+    return s;
+  }
+  // Ticks per nanosecond from the interval since the recorder was made;
+  // at least a millisecond of it, so that the two reads' skew is noise.
+  if (NowNs() - mono0_ < 1000000) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  const uint64_t t1 = Ticks();
+  const int64_t m1 = NowNs();
+  if (t1 > tick0_) s.ns_per_tick = static_cast<double>(m1 - mono0_) / static_cast<double>(t1 - tick0_);
+  return s;
+}
+
+int64_t FlightRecorder::TickScale::ToNs(uint64_t t) const {
+  if (t == 0) return 0;
+  return mono0 + static_cast<int64_t>(static_cast<double>(static_cast<int64_t>(t - tick0)) * ns_per_tick);
+}
+
 int64_t NowNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -199,7 +247,9 @@ int64_t NowNs() {
 }
 
 FlightRecorder::FlightRecorder(size_t capacity, Identity id, std::string dump_dir)
-    : capacity_(capacity), id_(std::move(id)), dump_dir_(std::move(dump_dir)) {
+    : capacity_(capacity), id_(std::move(id)), dump_dir_(std::move(dump_dir)), tsc_(InvariantTsc()) {
+  tick0_ = Ticks();
+  mono0_ = NowNs();
   if (capacity_) slots_.reset(new Slot[capacity_]);
   if (capacity_ && !dump_dir_.empty()) RegisterForSignal(this);
 }
@@ -215,7 +265,7 @@ FlightRecorder::Slot* FlightRecorder::SlotOf(uint64_t id) const {
 uint64_t FlightRecorder::Begin(const OpInfo& info, State s) {
   if (!capacity_) return 0;
   const uint64_t id = next_.fetch_add(1, std::memory_order_relaxed) + 1;
-  const int64_t now = NowNs();
+  const uint64_t now = Ticks();
   uint64_t label[6];
   memcpy(label, t_label, sizeof(label));
   SlotOf(id)->Write([&](std::atomic<uint64_t>* w) {
@@ -230,8 +280,8 @@ uint64_t FlightRecorder::Begin(const OpInfo& info, State s) {
     set(kBytes, info.bytes);
     set(kRootPeer, static_cast<uint32_t>(info.root) | static_cast<uint64_t>(static_cast<uint32_t>(info.peer)) << 32);
     set(kTag, static_cast<uint64_t>(static_cast<int64_t>(info.tag)));
-    set(kPosted, static_cast<uint64_t>(now));
-    set(kStarted, s == State::kStarted ? static_cast<uint64_t>(now) : 0);
+    set(kPosted, now);
+    set(kStarted, s == State::kStarted ? now : 0);
     set(kDone, 0);
     for (int i = 0; i < 6; ++i) set(kLabel + i, label[i]);
   });
@@ -242,7 +292,7 @@ void FlightRecorder::Started(uint64_t id) {
   if (!id) return;
   Slot* slot = SlotOf(id);
   if (slot->Get(kId) != id) return;  // overwritten by newer records
-  const uint64_t now = static_cast<uint64_t>(NowNs());
+  const uint64_t now = Ticks();
   slot->Write([&](std::atomic<uint64_t>*) {
     slot->Set(kPacked, WithState(slot->Get(kPacked), State::kStarted, ZC_OK));
     slot->Set(kStarted, now);
@@ -268,7 +318,7 @@ void FlightRecorder::End(uint64_t id, const Status& st) {
   }
   Slot* slot = SlotOf(id);
   if (slot->Get(kId) != id) return;
-  const uint64_t now = static_cast<uint64_t>(NowNs());
+  const uint64_t now = Ticks();
   slot->Write([&](std::atomic<uint64_t>*) {
     const uint64_t packed = slot->Get(kPacked);
     slot->Set(kPacked, WithState(packed, st.ok() ? State::kCompleted : State::kFailed, st.code()));
@@ -280,6 +330,7 @@ void FlightRecorder::End(uint64_t id, const Status& st) {
 std::vector<Entry> FlightRecorder::Snapshot(size_t* torn) const {
   std::vector<Entry> out;
   size_t torn_count = 0;
+  const TickScale scale = Scale();
   for (size_t i = 0; i < capacity_; ++i) {
     const Slot& s = slots_[i];
     const uint64_t v1 = s.version.load(std::memory_order_acquire);
@@ -307,9 +358,9 @@ std::vector<Entry> FlightRecorder::Snapshot(size_t* torn) const {
     e.info.root = static_cast<int32_t>(w[kRootPeer] & 0xffffffffu);
     e.info.peer = static_cast<int32_t>(w[kRootPeer] >> 32);
     e.info.tag = static_cast<int>(static_cast<int64_t>(w[kTag]));
-    e.t_posted_ns = static_cast<int64_t>(w[kPosted]);
-    e.t_started_ns = static_cast<int64_t>(w[kStarted]);
-    e.t_done_ns = static_cast<int64_t>(w[kDone]);
+    e.t_posted_ns = scale.ToNs(w[kPosted]);
+    e.t_started_ns = scale.ToNs(w[kStarted]);
+    e.t_done_ns = scale.ToNs(w[kDone]);
     memcpy(e.label, &w[kLabel], sizeof(e.label));
     e.label[sizeof(e.label) - 1] = 0;
     out.push_back(e);

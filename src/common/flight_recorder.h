@@ -125,10 +125,24 @@ class FlightRecorder {
  private:
   struct Slot;
   Slot* SlotOf(uint64_t id) const;
+  // Record times are ticks: the time stamp counter where it is invariant
+  // (one instruction, no system call), else CLOCK_MONOTONIC nanoseconds;
+  // converted when read.
+  uint64_t Ticks() const;
+  struct TickScale {
+    uint64_t tick0;
+    int64_t mono0;
+    double ns_per_tick;
+    int64_t ToNs(uint64_t ticks) const;
+  };
+  TickScale Scale() const;
 
   size_t capacity_;
   Identity id_;
   std::string dump_dir_;
+  bool tsc_;
+  uint64_t tick0_ = 0;
+  int64_t mono0_ = 0;
   std::unique_ptr<Slot[]> slots_;
   std::atomic<uint64_t> next_{0};
   std::atomic<bool> failure_dumped_{false};
