@@ -1,6 +1,7 @@
 #include "common/trace_signal.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -64,11 +66,28 @@ void DumpLoop(int read_fd) {
   }
 }
 
-// Under Mu(): the pipe, the thread, and the handler where SIGUSR2 is free.
+// fork(): the child has neither the dumping thread nor, once it makes
+// communicators of its own, any use for the parent's list; it starts afresh
+// (the parent's handler stays installed and is taken over).
+void BeforeFork() { Mu().lock(); }
+void AfterForkParent() { Mu().unlock(); }
+void AfterForkChild() {
+  new (&Mu()) std::mutex;  // the parent's thread may have held it
+  Recorders().clear();
+  g_wake_fd.store(-1);
+  g_started = false;
+  g_armed = false;
+}
+
+// Under Mu(): the pipe, the thread, and the handler where SIGUSR2 is free
+// (or ours, in a forked child).
 void Start() {
+  static bool atfork = pthread_atfork(BeforeFork, AfterForkParent, AfterForkChild) == 0;
+  (void)atfork;
   g_started = true;
   struct sigaction old = {};
-  if (sigaction(SIGUSR2, nullptr, &old) != 0 || old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO)) {
+  if (sigaction(SIGUSR2, nullptr, &old) != 0 || (old.sa_handler != SIG_DFL && old.sa_handler != OnSigusr2) ||
+      (old.sa_flags & SA_SIGINFO)) {
     ZC_INFO(kCommon, "SIGUSR2 has a handler already: flight recorder dumps on SIGUSR2 are off");
     return;
   }

@@ -9,8 +9,8 @@ when a call fails, on SIGUSR2 (with ZC_TRACE_DIR set) or on request
     python3 -m zcomm.trace DIR               # the verdict, in a few lines
     python3 -m zcomm.trace DIR --chrome t.json   # every rank's operations
 
-The format is documented in docs/debugging.md ("The dump format"). This
-package reads files only: it needs neither the library nor the job.
+The format is documented in docs/debugging.md ("The dump format"). The
+analysis reads files only: the job need not be running, nor on this host.
 """
 
 from .dump import FORMAT, VERSION, Dump, Entry, DumpError, load, load_dir, save
