@@ -25,6 +25,7 @@
 #include "spawn.h"
 #include "supervisor.h"
 #include "torch_env.h"
+#include "trace_collect.h"
 #include "zc_build_config.h"
 
 namespace zc::launcher {
@@ -198,8 +199,9 @@ int BuildSpawnRequest(const Options& opts, const Job& job, const Node& node, con
 
 // Starts every rank in order; stops at the first that cannot start and
 // returns its exit code (the ranks started so far are in *ranks).
-int SpawnRanks(const Options& opts, const Job& job, std::vector<RankProcess>* ranks) {
+int SpawnRanks(const Options& opts, const Job& job, TraceCollector* trace, std::vector<RankProcess>* ranks) {
   EnvList exports = ResolveExports(opts.exports);
+  trace->Prepare(job.placement.all_local(), exports, &exports);
   ranks->resize(static_cast<size_t>(job.size));
   for (const RankPlace& place : job.placement.ranks) {
     const Node& node = job.placement.nodes[static_cast<size_t>(place.node)];
@@ -229,13 +231,16 @@ int SpawnRanks(const Options& opts, const Job& job, std::vector<RankProcess>* ra
 
 // Runs the started ranks to the end (or aborts them at once after a spawn
 // failure); returns zcrun's exit code.
-int Supervise(const Options& opts, std::vector<RankProcess>* ranks, int signal_fd, int spawn_failure) {
+int Supervise(const Options& opts, std::vector<RankProcess>* ranks, int signal_fd, int spawn_failure,
+              TraceCollector* trace) {
   // Ranks never started count as reaped.
   std::vector<RankProcess> started;
   for (RankProcess& r : *ranks)
     if (r.pid > 0) started.push_back(std::move(r));
   SupervisorOptions sopts;
   sopts.timeout_s = opts.timeout_s;
+  if (trace->active() && !spawn_failure)
+    sopts.before_stop = [trace](const std::vector<RankProcess>& r) { trace->RequestDumps(r); };
   Supervisor supervisor(&started, signal_fd, sopts);
   if (spawn_failure) supervisor.Abort(spawn_failure);
   return supervisor.Run();
@@ -254,9 +259,11 @@ int RunJob(const Options& opts, int signal_fd) {
   if (int code = PlaceJob(opts, &job)) return code;
   if (int code = CheckCanStart(opts, job.placement)) return code;
   if (int code = PrepareJob(opts, &job)) return code;
+  TraceCollector trace;
   std::vector<RankProcess> ranks;
-  int spawn_failure = SpawnRanks(opts, job, &ranks);
-  int code = Supervise(opts, &ranks, signal_fd, spawn_failure);
+  int spawn_failure = SpawnRanks(opts, job, &trace, &ranks);
+  int code = Supervise(opts, &ranks, signal_fd, spawn_failure, &trace);
+  if (code != 0 && !spawn_failure) trace.Report();
   CleanUp(&job);
   return code;
 }

@@ -76,6 +76,7 @@ void Supervisor::BeginTermination(int sig, int exit_code) {
   int alive = 0;
   for (const RankProcess& r : *ranks_)
     if (!r.reaped) ++alive;
+  if (opts_.before_stop && exit_code != 0) opts_.before_stop(*ranks_);
   ZC_INFO(kLauncher, "sending %s to %d running ranks",
           SignalDescription(sig).c_str(), alive);
   KillAll(sig);

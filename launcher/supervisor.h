@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,10 @@ struct SupervisorOptions {
   double timeout_s = 0;       // 0: none
   double kill_grace_s = 3.0;  // SIGTERM -> SIGKILL
   double drain_grace_s = 2.0; // after the last rank: wait for pipe EOF
+  // Runs once when a failing job is about to be stopped (a rank failed, the
+  // --timeout, a signal to zcrun), before the other ranks get the signal:
+  // the flight-recorder dumps (trace_collect.h).
+  std::function<void(const std::vector<RankProcess>&)> before_stop;
 };
 
 // Signals zcrun handles through `signal_fd` (a signalfd): the caller blocks

@@ -401,6 +401,31 @@ zc_status zc_ps_serve(zc_ps* ps);
  * Completes every rank's part even after an error (and returns it). */
 zc_status zc_ps_free(zc_ps* ps);
 
+/* ---- Flight recorder: what each rank was doing (docs/debugging.md) ----
+ * Every communicator records its last ZC_TRACE_BUFFER_SIZE operations
+ * (default 2000; 0 turns the recorder off): collectives with their sequence
+ * number, dtype, count, root, algorithm and transport; sends and receives
+ * with peer, tag and size; each with the caller's label, its state (posted,
+ * started, completed, failed with its status) and times. Recording takes no
+ * lock. With ZC_TRACE_DIR set, a rank writes its communicators' records to
+ * that folder as JSON when a call fails (timeout, lost peer, abort,
+ * mismatch) and when the process receives SIGUSR2; zcrun sets a temporary
+ * folder for its ranks and prints the job's diagnosis when a job fails.
+ * `python3 -m zcomm.trace DIR` reads the files of any job. */
+
+/* Writes comm's records as JSON (docs/debugging.md, "The dump format") to
+ * path; path NULL: into ZC_TRACE_DIR, under the name the automatic dumps use
+ * (ZC_ERR_INVALID_ARG when ZC_TRACE_DIR is unset). The file is written
+ * whole or not at all (a temporary file renamed). ZC_ERR_SYSTEM names the
+ * file when it cannot be written. With the recorder off it holds no
+ * records. */
+zc_status zc_comm_dump_trace(zc_comm* comm, const char* path);
+
+/* Labels the operations the calling thread starts from now on, on any
+ * communicator (a framework's op, a tensor or key name); NULL or "" clears
+ * the label. At most 47 bytes are kept. Always ZC_OK. */
+zc_status zc_trace_set_label(const char* label);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -23,7 +23,14 @@ UNIQUE_ID_BYTES = _zcomm.UNIQUE_ID_BYTES
 ANY_SOURCE = _zcomm.ANY_SOURCE
 
 __all__ = ["ANY_SOURCE", "Communicator", "Dtype", "DtypeError", "Error", "Op", "Request", "Status",
-           "UNIQUE_ID_BYTES", "get_unique_id", "init", "ps", "version"]
+           "UNIQUE_ID_BYTES", "get_unique_id", "init", "ps", "trace_label", "version"]
+
+
+def trace_label(label):
+    """Labels the operations this thread starts from now on in every
+    communicator's flight recorder (a layer, a tensor name); None or ""
+    clears it. Kept to 47 bytes. See docs/debugging.md."""
+    _zcomm.trace_set_label(label or "")
 
 
 def version():

@@ -30,6 +30,7 @@ PYBIND11_MODULE(_zcomm, m) {
     }
   });
 
+  m.def("trace_set_label", [](const std::string& label) { zc_trace_set_label(label.c_str()); });
   m.def("version", [] {
     int a, b, c;
     zc_version(&a, &b, &c);
@@ -63,6 +64,7 @@ PYBIND11_MODULE(_zcomm, m) {
       .def("dup", &C::Dup)
       .def("finalize", &C::Finalize)
       .def("abort", &C::Abort)
+      .def("dump_trace", &C::DumpTrace)
       .def("async_error", &C::AsyncError)
       .def("deregister", &C::Deregister)
       .def_property_readonly("rank", &C::rank)

@@ -132,6 +132,10 @@ void CommHandle::Abort() {
   Run("abort", [](zc_comm* c) { return zc_abort(c); });
 }
 
+void CommHandle::DumpTrace(const std::string& path) {
+  Run("dump_trace", [&](zc_comm* c) { return zc_comm_dump_trace(c, path.empty() ? nullptr : path.c_str()); });
+}
+
 std::pair<int, std::string> CommHandle::AsyncError() {
   zc_status err = ZC_OK;
   std::string text;

@@ -36,6 +36,8 @@ class CommHandle : public std::enable_shared_from_this<CommHandle> {
   std::shared_ptr<CommHandle> Dup();
   void Finalize();
   void Abort();
+  // zc_comm_dump_trace; path "" for ZC_TRACE_DIR.
+  void DumpTrace(const std::string& path);
   // (status, message): (ZC_OK, "") while the communicator is healthy.
   std::pair<int, std::string> AsyncError();
   void Deregister(const py::object& buf);

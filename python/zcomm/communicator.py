@@ -80,6 +80,12 @@ class Communicator:
         here and on the peers (which learn of it quickly)."""
         self._h.abort()
 
+    def dump_trace(self, path=None):
+        """Writes this communicator's flight recorder (its last operations,
+        docs/debugging.md) as JSON to `path`; None: into ZC_TRACE_DIR, under the
+        name the automatic dumps use. ``python3 -m zcomm.trace`` reads it."""
+        self._h.dump_trace(path or "")
+
     def __enter__(self):
         return self
 

@@ -22,6 +22,7 @@
 #include "bootstrap/launcher_watch.h"
 #include "bootstrap/store_server.h"
 #include "common/config.h"
+#include "common/flight_recorder.h"
 #include "common/spin_lock.h"
 #include "gpu/device_path.h"
 #include "p2p/device.h"
@@ -70,6 +71,9 @@ struct zc_request {
   std::shared_ptr<zc::P2pRequest> p2p;
   std::string context;
   std::function<zc::Status()> on_complete;
+  // Its flight-recorder record (0: none), finished when it completes.
+  std::shared_ptr<zc::trace::FlightRecorder> trace;
+  uint64_t trace_id = 0;
   // zc_irecv_source: where the sender's rank goes once the request is done.
   int* source = nullptr;
   // A parameter-server request: how its wait spins (its Device's setting,
@@ -106,6 +110,10 @@ struct zc_comm {
   // (peers' mapped buffers). Every entry point that takes buffers goes
   // through it; it passes everything through in builds without CUDA.
   std::unique_ptr<zc::gpu::DevicePath> gpu;
+
+  // The last operations of this communicator (common/flight_recorder.h);
+  // shared with the p2p requests that still have to finish their record.
+  std::shared_ptr<zc::trace::FlightRecorder> trace;
 
   // The nonblocking collectives, in call order: run by its worker thread or
   // by a waiter (api/collective_queue.h).

@@ -19,7 +19,9 @@
 #include "bootstrap/store_client.h"
 #include "bootstrap/unique_id.h"
 #include "collectives/collectives.h"
+#include "common/flight_recorder.h"
 #include "common/log.h"
+#include "common/sha256.h"
 #include "zc_build_config.h"
 
 namespace {
@@ -41,6 +43,22 @@ Status MakeWorld(const zc::Config& config, std::unique_ptr<zc::StoreServer> rend
   w->contexts[0] = 0;  // the world communicator's
   *out = std::move(w);
   return Status::Ok();
+}
+
+// The flight recorder of a new communicator (ZC_TRACE_BUFFER_SIZE, ZC_TRACE_DIR).
+std::shared_ptr<zc::trace::FlightRecorder> MakeRecorder(const zc::World& world, const zc_comm& comm, uint32_t ctx) {
+  zc::trace::Identity id;
+  if (!world.config.job_key.empty()) {
+    zc::Digest256 d = zc::Sha256::Hash(world.config.job_key);
+    id.job = zc::ToHex(d.data(), 4);
+  }
+  id.context = ctx;
+  id.rank = comm.rank;
+  id.size = comm.size;
+  id.world_rank = world.bootstrap->rank();
+  id.transport = comm.coll->transport_summary();
+  return std::make_shared<zc::trace::FlightRecorder>(world.config.trace_buffer_size, std::move(id),
+                                                     world.config.trace_dir);
 }
 
 // The communicator of `members` (Device ranks in the new rank order) over
@@ -65,6 +83,8 @@ Status MakeComm(const std::shared_ptr<zc::World>& world, std::vector<int> member
     ++comm->local_size;
   }
   ZC_RETURN_IF_ERROR(zc::Collectives::Create(comm->group.get(), &comm->coll).with_context("collectives"));
+  comm->trace = MakeRecorder(*world, *comm, ctx);
+  comm->coll->set_recorder(comm->trace.get());
   zc::gpu::DevicePathOptions gpu;
   if (parent_gpu) {
     gpu = parent_gpu->options();

@@ -10,6 +10,8 @@
 #include "api/comm.h"
 #include "api/run_collective.h"
 #include "common/deadline.h"
+#include "common/flight_recorder.h"
+#include "p2p/mem_region.h"
 
 using namespace zc::api;
 
@@ -39,6 +41,32 @@ std::string Context(const zc_comm* comm, const char* op, bool send, int peer, in
                     peer, tag, bytes);
 }
 
+// The flight-recorder record of a send or receive (0: recorder off).
+uint64_t Record(zc_comm* comm, const char* op, size_t bytes, int peer, int tag, zc::trace::State state) {
+  if (!comm->trace || !comm->trace->enabled()) return 0;
+  zc::trace::OpInfo info;
+  info.op = op;
+  info.count = bytes;
+  info.bytes = bytes;
+  info.peer = peer;
+  info.tag = tag;
+  info.transport = peer >= 0 && peer < comm->size ? zc::TransportName(comm->group->transport_to(peer)) : nullptr;
+  return comm->trace->Begin(info, state);
+}
+
+// Ends a blocking call's record; st is returned with its context, and a
+// failure dumps the recorder (ZC_TRACE_DIR).
+zc_status EndRecord(zc_comm* comm, uint64_t record, const zc::Status& st, const std::string& context) {
+  if (st.ok()) {
+    if (record) comm->trace->End(record, st);
+    return ZC_OK;
+  }
+  zc::Status full = st.with_context(context);
+  if (record) comm->trace->End(record, full);
+  if (comm->trace) comm->trace->DumpOnFailure(full);
+  return Fail(full);
+}
+
 // Posts one request. Device buffers (CUDA builds) go through a pinned copy
 // owned by the request until it completes.
 zc_status Post(zc_comm* comm, const char* op, bool send, void* buf, size_t bytes, int peer, int tag,
@@ -49,9 +77,14 @@ zc_status Post(zc_comm* comm, const char* op, bool send, void* buf, size_t bytes
   void* host = buf;
   zc::Status staged = comm->gpu->StageRequest(buf, bytes, send, &host, &r->on_complete);
   if (!staged.ok()) return Fail(staged.with_context(r->context));
+  const uint64_t record = Record(comm, op, bytes, peer, tag, zc::trace::State::kPosted);
   zc::Status st = send ? comm->p2p->Isend(host, bytes, peer, tag, &r->p2p)
                        : comm->p2p->Irecv(host, bytes, peer, tag, &r->p2p);
-  if (!st.ok()) return Fail(st.with_context(r->context));
+  if (!st.ok()) return EndRecord(comm, record, st, r->context);
+  if (record) {
+    r->trace = comm->trace;
+    r->trace_id = record;
+  }
   *req = r.release();
   return ZC_OK;
 }
@@ -65,7 +98,12 @@ zc::Status Finish(zc_request* r, zc::Status st) {
     r->on_complete = nullptr;
     if (st.ok()) st = c;
   }
-  return st.ok() ? st : st.with_context(r->context);
+  if (!st.ok()) st = st.with_context(r->context);
+  if (r->trace_id) {
+    r->trace->End(r->trace_id, st);
+    if (!st.ok()) r->trace->DumpOnFailure(st);
+  }
+  return st;
 }
 
 }  // namespace
@@ -119,10 +157,12 @@ zc_status zc_irecv(zc_comm* comm, void* buf, size_t bytes, int peer, int tag, zc
 zc_status zc_send(zc_comm* comm, const void* buf, size_t bytes, int peer, int tag) {
   ZC_CHECK_COMM(comm, "zc_send");
   ZC_TRY(CheckPeerArgs(comm, "zc_send", true, buf, bytes, peer, tag));
+  const uint64_t record = Record(comm, "send", bytes, peer, tag, zc::trace::State::kStarted);
   zc::Status st = Staged(comm, {Buf{buf, bytes, true, false, "buf"}}, [&](void** h) {
     return comm->p2p->Send(h[0], bytes, peer, tag);
   });
-  return st.ok() ? ZC_OK : Fail(st.with_context(Context(comm, "send", true, peer, tag, bytes)));
+  if (st.ok() && record) comm->trace->End(record, st);
+  return st.ok() ? ZC_OK : EndRecord(comm, record, st, Context(comm, "send", true, peer, tag, bytes));
 }
 
 zc_status zc_recv(zc_comm* comm, void* buf, size_t bytes, int peer, int tag) {
@@ -135,11 +175,13 @@ zc_status zc_recv_source(zc_comm* comm, void* buf, size_t bytes, int peer, int t
   if (source) *source = ZC_ANY_SOURCE;
   ZC_TRY(CheckPeerArgs(comm, op, false, buf, bytes, peer, tag));
   int from = ZC_ANY_SOURCE;
+  const uint64_t record = Record(comm, "recv", bytes, peer, tag, zc::trace::State::kStarted);
   zc::Status st = Staged(comm, {Buf{buf, bytes, false, true, "buf"}}, [&](void** h) {
     return comm->p2p->Recv(h[0], bytes, peer, tag, &from);
   });
   if (source) *source = from;
-  return st.ok() ? ZC_OK : Fail(st.with_context(Context(comm, "recv", false, peer, tag, bytes)));
+  if (st.ok() && record) comm->trace->End(record, st);
+  return st.ok() ? ZC_OK : EndRecord(comm, record, st, Context(comm, "recv", false, peer, tag, bytes));
 }
 
 zc_status zc_irecv_source(zc_comm* comm, void* buf, size_t bytes, int peer, int tag, int* source,

@@ -36,6 +36,7 @@ Status RunLocked(zc_comm* comm, const char* op, Fn&& fn) {
   if (st.ok()) return st;
   Status ctx = st.with_context(Format("rank %d: %s #%llu", comm->rank, op, static_cast<unsigned long long>(seq)));
   ZC_INFO(kColl, "%s", ctx.message().c_str());
+  if (comm->trace) comm->trace->DumpOnFailure(ctx);
   return ctx;
 }
 

@@ -48,7 +48,9 @@ size_t zc_dtype_size(zc_dtype dtype) { return zc::DtypeSize(dtype); }
 
 zc_status zc_abort(zc_comm* comm) {
   ZC_CHECK_COMM(comm, "zc_abort");
-  comm->device->health().Abort(zc::Status(ZC_ERR_ABORTED, zc::Format("rank %d called zc_abort", comm->rank)));
+  zc::Status why(ZC_ERR_ABORTED, zc::Format("rank %d called zc_abort", comm->rank));
+  comm->device->health().Abort(why);
+  if (comm->trace) comm->trace->DumpOnFailure(why);
   return ZC_OK;
 }
 

@@ -7,8 +7,10 @@
 #include "collectives/dtype.h"
 #include "collectives/op_ctx.h"
 #include "collectives/reduce_kernels.h"
+#include "common/flight_recorder.h"
 #include "common/log.h"
 #include "p2p/control_plane.h"
+#include "p2p/mem_region.h"
 #include "p2p/group.h"
 
 namespace zc {
@@ -18,6 +20,7 @@ using coll::Kind;
 
 Collectives::Collectives(Group* group) : group_(group), rank_(group->rank()), size_(group->size()) {
   chunk_bytes_ = group->config().chunk_bytes;
+  transport_ = SummarizeTransports();
 }
 
 Collectives::~Collectives() = default;
@@ -136,9 +139,42 @@ template <typename Fn>
 Status Collectives::RunAs(coll::Signature sig, size_t elem_size, Fn&& fn) {
   sig.seq = ++seq_;
   last_algo_ = sig.algo;
-  if (group_->aborted()) return group_->Health(-1);
-  coll::OpCtx c(group_, links_.get(), sig, elem_size);
-  return Fail(fn(c));
+  const uint64_t record = recorder_ ? Record(sig, elem_size) : 0;
+  Status st = group_->aborted() ? group_->Health(-1) : Status::Ok();
+  if (st.ok()) {
+    coll::OpCtx c(group_, links_.get(), sig, elem_size);
+    st = Fail(fn(c));
+  }
+  if (record) recorder_->End(record, st);
+  return st;
+}
+
+uint64_t Collectives::Record(const coll::Signature& sig, size_t elem_size) {
+  trace::OpInfo info;
+  info.op = coll::KindName(sig.kind);
+  info.algo = coll::AlgoName(sig.algo);
+  info.transport = transport_;
+  info.seq = sig.seq;
+  info.count = sig.count;
+  const bool has_dtype = sig.kind != Kind::kBarrier;
+  info.dtype = has_dtype ? static_cast<int>(sig.dtype) : -1;
+  const bool reduces = sig.kind == Kind::kAllreduce || sig.kind == Kind::kReduce || sig.kind == Kind::kReduceScatter;
+  info.redop = reduces ? static_cast<int>(sig.op) : -1;
+  info.root = sig.root;
+  info.bytes = sig.count * elem_size;
+  return recorder_->Begin(info);
+}
+
+const char* Collectives::SummarizeTransports() const {
+  if (size_ < 2) return "self";
+  const char* name = nullptr;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    const char* t = TransportName(group_->transport_to(p));
+    if (name && strcmp(name, t) != 0) return "mixed";
+    name = t;
+  }
+  return name;
 }
 
 Algo Collectives::ChooseAllreduce(size_t count, zc_dtype dtype) const {

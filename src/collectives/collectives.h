@@ -28,6 +28,9 @@
 namespace zc {
 
 class Group;
+namespace trace {
+class FlightRecorder;
+}
 
 namespace coll {
 class Links;
@@ -115,6 +118,13 @@ class Collectives {
 
   Group* group() const { return group_; }
 
+  // Records every collective from now on (once per call, in RunAs); the
+  // recorder outlives this object (both belong to the communicator).
+  void set_recorder(trace::FlightRecorder* recorder) { recorder_ = recorder; }
+  // The transports of this communicator's peers: "shm", "tcp", "verbs",
+  // "mixed", or "self" (one rank). A static string.
+  const char* transport_summary() const { return transport_; }
+
  private:
   friend class AllreducePlan;
   explicit Collectives(Group* group);
@@ -140,6 +150,9 @@ class Collectives {
     return st;
   }
   void AbortOnFailure(const Status& st);
+  // The flight-recorder record of a collective about to run (its id).
+  uint64_t Record(const coll::Signature& sig, size_t elem_size);
+  const char* SummarizeTransports() const;
 
   Status AllreduceWith(coll::Algo algo, const void* send, void* recv, size_t count, zc_dtype dtype,
                        zc_op op);
@@ -163,6 +176,8 @@ class Collectives {
   uint64_t seq_ = 0;
   coll::Algo last_algo_ = coll::Algo::kNone;
   std::vector<char> scratch_;
+  trace::FlightRecorder* recorder_ = nullptr;
+  const char* transport_ = "self";  // transport_summary()
 };
 
 namespace coll {

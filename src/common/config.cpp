@@ -78,6 +78,11 @@ const std::vector<ConfigVar>& ConfigVars() {
       {"ZC_STALL_SHUTDOWN", "0",
        "engine: seconds after which such a stall shuts every rank's engine down with an error; "
        "0 = never, else more than ZC_STALL_WARNING"},
+      {"ZC_TRACE_BUFFER_SIZE", "2000",
+       "flight recorder: operations each communicator keeps (0..10000000); 0 = off"},
+      {"ZC_TRACE_DIR", "(none)",
+       "flight recorder: folder for the dumps written on a failed call and on SIGUSR2; unset = "
+       "no automatic dumps (zcrun sets a temporary one)"},
   };
   return vars;
 }
@@ -312,6 +317,12 @@ Status ReadEngine(Config* c) {
     if (c->stall_shutdown_s > 0 && c->stall_warning_s > 0 && c->stall_shutdown_s <= c->stall_warning_s)
       return Bad("ZC_STALL_SHUTDOWN", v, "more seconds than ZC_STALL_WARNING");
   }
+  if ((v = Get("ZC_TRACE_BUFFER_SIZE"))) {
+    long n;
+    if (!ParseInt(v, 0, 10000000, &n)) return Bad("ZC_TRACE_BUFFER_SIZE", v, "an integer from 0 to 10000000");
+    c->trace_buffer_size = static_cast<size_t>(n);
+  }
+  if ((v = Get("ZC_TRACE_DIR"))) c->trace_dir = v;
   return Status::Ok();
 }
 

@@ -55,6 +55,10 @@ struct Config {
   double stall_warning_s = 60.0;     // ZC_STALL_WARNING: seconds before a stall is reported; 0 = never
   double stall_shutdown_s = 0.0;     // ZC_STALL_SHUTDOWN: seconds before a stall shuts down; 0 = never
 
+  // Flight recorder (common/flight_recorder.h, docs/debugging.md).
+  size_t trace_buffer_size = 2000;   // ZC_TRACE_BUFFER_SIZE: operations kept per communicator; 0 = off
+  std::string trace_dir;             // ZC_TRACE_DIR: where dumps go on failure and SIGUSR2; empty = none
+
   // Reads the environment. Returns ZC_ERR_INVALID_ARG naming the first
   // variable with a bad value.
   static Status FromEnv(Config* out);

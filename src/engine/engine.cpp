@@ -7,6 +7,7 @@
 
 #include "collectives/collectives.h"
 #include "collectives/dtype.h"
+#include "common/flight_recorder.h"
 #include "common/log.h"
 #include "p2p/group.h"
 
@@ -179,6 +180,7 @@ Status Engine::Cycle() {
   stats_.cycles++;
   const bool stopping = DrainSubmissions(now);
   Proposal p = Propose(now, stopping);
+  trace::SetThreadLabel("engine negotiation");
   ZC_RETURN_IF_ERROR(coll_->Allreduce(p.bits.data(), p.bits.data(), p.bits.size(), ZC_UINT64, ZC_BAND)
                          .with_context(Format("negotiation (cycle %llu)", static_cast<unsigned long long>(stats_.cycles))));
   stats_.negotiation_collectives++;
@@ -367,6 +369,9 @@ Status Engine::Execute(std::vector<Response>& responses) {
     if (used[i]) continue;
     used[i] = true;
     const Request& a = responses[i].lead();
+    // The flight recorder labels the collective with the tensor's name (a
+    // fused allreduce: its first tensor's, with a "+" after it).
+    trace::SetThreadLabel(a.name.c_str());
     if (a.type != OpType::kAllreduce) {
       ZC_RETURN_IF_ERROR(RunOther(responses[i]));
       continue;
@@ -385,6 +390,7 @@ Status Engine::Execute(std::vector<Response>& responses) {
         }
       }
     }
+    if (set.size() > 1) trace::SetThreadLabel((a.name.substr(0, 46) + "+").c_str());
     ZC_RETURN_IF_ERROR(set.size() > 1 ? RunFused(set) : RunAllreduce(responses[i]));
   }
   return Status::Ok();

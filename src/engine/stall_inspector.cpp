@@ -13,7 +13,9 @@ bool StallInspector::Inspect(MessageTable& table, const std::vector<uint8_t>& jo
       std::string what = DescribeStalls(stalls, true);
       if (rank_ == 0)
         ZC_WARN(kEngine, "stall: operations submitted by some ranks and not by others for more than %g s "
-                "(ZC_STALL_WARNING): %s", warning_s_, what.c_str());
+                "(ZC_STALL_WARNING): %s. What each rank is doing: its flight recorder (SIGUSR2 with "
+                "ZC_TRACE_DIR set, then python3 -m zcomm.trace DIR; docs/debugging.md)", warning_s_,
+                what.c_str());
       else
         ZC_INFO(kEngine, "stall: %s", what.c_str());
     }
@@ -24,7 +26,8 @@ bool StallInspector::Inspect(MessageTable& table, const std::vector<uint8_t>& jo
 
 Status StallInspector::ShutdownError(MessageTable& table, const std::vector<uint8_t>& joined,
                                      Clock::time_point now) const {
-  return Error(ZC_ERR_TIMEOUT, "stall shutdown (ZC_STALL_SHUTDOWN %g s): %s", shutdown_s_,
+  return Error(ZC_ERR_TIMEOUT, "stall shutdown (ZC_STALL_SHUTDOWN %g s): %s (the ranks' flight recorders "
+               "say what each was doing: docs/debugging.md)", shutdown_s_,
                DescribeStalls(table.Stalled(now, 0, joined, false), false).c_str());
 }
 

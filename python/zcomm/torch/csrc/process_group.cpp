@@ -115,6 +115,12 @@ std::string ProcessGroupZcomm::What(const std::string& name) {
          std::to_string(++seq_);
 }
 
+std::string ProcessGroupZcomm::TraceLabel(const std::string& what) {
+  // What() is "rank R/S: NAME #N": the label is "NAME #N".
+  const size_t colon = what.find(": ");
+  return colon == std::string::npos ? what : what.substr(colon + 2);
+}
+
 void ProcessGroupZcomm::Check(zc_status st, const std::string& what) const {
   if (st == ZC_OK) return;
   std::string msg = "zcomm " + what + " failed: " + zc_status_string(st) + ": " +
@@ -180,11 +186,15 @@ zc_status ProcessGroupZcomm::RunQueued(void* arg) {
         "zcomm " + q->what + " failed: the communicator is broken: " + broken));
     return ZC_OK;  // the error travels in q->error, with its message
   }
+  // The flight recorder labels the call with torch's name for it
+  // ("allreduce #12": the op and this group's count of its calls).
+  zc_trace_set_label(TraceLabel(q->what).c_str());
   try {
     q->body(q->what);
   } catch (...) {
     q->error = std::current_exception();
   }
+  zc_trace_set_label(nullptr);
   return ZC_OK;
 }
 
@@ -804,9 +814,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::PostP2p(bool is_send, at::Tens
     p.source = std::make_unique<int>(peer);
     p.work->SetSource(any ? -1 : peer);
   }
+  zc_trace_set_label(TraceLabel(p.what).c_str());
   zc_status st = is_send ? zc_isend(comm_, p.buf.data_ptr(), bytes, peer, tag, &p.req)
                          : zc_irecv_source(comm_, p.buf.data_ptr(), bytes, peer, tag,
                                            p.source.get(), &p.req);
+  zc_trace_set_label(nullptr);
   TORCH_CHECK(st == ZC_OK, "zcomm ", p.what, " failed: ", zc_status_string(st), ": ",
               zc_last_error(comm_));
   p.deadline = Clock::now() + timeout_;

@@ -111,6 +111,8 @@ class ProcessGroupZcomm : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> SparseAllreduce(at::Tensor& t, const c10d::AllreduceOptions& opts,
                                                  const std::string& pre);
   std::string What(const std::string& name);
+  // The flight recorder's label of a call described by What().
+  static std::string TraceLabel(const std::string& what);
   // Throws std::runtime_error "zcomm <what>: <status>: <zcomm's detail>".
   void Check(zc_status st, const std::string& what) const;
   void CheckRoot(int64_t root, const std::string& prefix) const;

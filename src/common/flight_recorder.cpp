@@ -1,0 +1,481 @@
+#include "common/flight_recorder.h"
+
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <x86intrin.h>
+#endif
+
+#include <algorithm>
+#include <thread>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "common/log.h"
+#include "common/trace_signal.h"
+
+namespace zc::trace {
+namespace {
+
+// Words of a slot, after its version.
+enum Word : int {
+  kId,
+  kSeq,
+  kOp,
+  kAlgo,
+  kTransport,
+  kPacked,  // dtype + 1 | (redop + 1) << 8 | state << 16 | status << 24
+  kCount,
+  kBytes,
+  kRootPeer,  // root (low 32 bits) | peer << 32
+  kTag,
+  kPosted,
+  kStarted,
+  kDone,
+  kLabel,  // 6 words
+  kWords = kLabel + 6,
+};
+static_assert(sizeof(Entry::label) == 6 * sizeof(uint64_t), "label words");
+
+uint64_t Pack(const OpInfo& i, State s, zc_status st) {
+  return (static_cast<uint64_t>(i.dtype + 1) & 0xff) | (static_cast<uint64_t>(i.redop + 1) & 0xff) << 8 |
+         static_cast<uint64_t>(s) << 16 | (static_cast<uint64_t>(st) & 0xff) << 24;
+}
+
+uint64_t WithState(uint64_t packed, State s, zc_status st) {
+  return (packed & 0xffffull) | static_cast<uint64_t>(s) << 16 | (static_cast<uint64_t>(st) & 0xff) << 24;
+}
+
+uint64_t PtrWord(const char* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); }
+const char* WordPtr(uint64_t w) { return reinterpret_cast<const char*>(static_cast<uintptr_t>(w)); }
+
+thread_local char t_label[sizeof(Entry::label)] = {};
+
+const char* DtypeText(int d) {
+  static const char* const names[] = {"int8",   "uint8",    "int32",   "uint32",  "int64",
+                                      "uint64", "float16",  "bfloat16", "float32", "float64",
+                                      "int16",  "uint16",   "bool"};
+  return d >= 0 && d < static_cast<int>(sizeof(names) / sizeof(names[0])) ? names[d] : nullptr;
+}
+
+const char* RedopText(int o) {
+  static const char* const names[] = {"sum", "prod", "min", "max", "avg", "band", "bor", "bxor"};
+  return o >= 0 && o < static_cast<int>(sizeof(names) / sizeof(names[0])) ? names[o] : nullptr;
+}
+
+const char* StatusText(zc_status s) {
+  switch (s) {
+    case ZC_OK: return "ZC_OK";
+    case ZC_ERR_INVALID_ARG: return "ZC_ERR_INVALID_ARG";
+    case ZC_ERR_MISMATCH: return "ZC_ERR_MISMATCH";
+    case ZC_ERR_TIMEOUT: return "ZC_ERR_TIMEOUT";
+    case ZC_ERR_PEER_LOST: return "ZC_ERR_PEER_LOST";
+    case ZC_ERR_ABORTED: return "ZC_ERR_ABORTED";
+    case ZC_ERR_NO_MEMORY: return "ZC_ERR_NO_MEMORY";
+    case ZC_ERR_UNSUPPORTED: return "ZC_ERR_UNSUPPORTED";
+    case ZC_ERR_SYSTEM: return "ZC_ERR_SYSTEM";
+    case ZC_ERR_INTERNAL: return "ZC_ERR_INTERNAL";
+  }
+  return "ZC_ERR_UNKNOWN";
+}
+
+// JSON text of s (quoted, escaped).
+void AppendString(std::string* out, const char* s) {
+  out->push_back('"');
+  for (const unsigned char* p = reinterpret_cast<const unsigned char*>(s ? s : ""); *p; ++p) {
+    switch (*p) {
+      case '"': *out += "\\\""; break;
+      case '\\': *out += "\\\\"; break;
+      case '\n': *out += "\\n"; break;
+      case '\t': *out += "\\t"; break;
+      case '\r': *out += "\\r"; break;
+      default:
+        if (*p < 0x20) {
+          char buf[8];
+          snprintf(buf, sizeof(buf), "\\u%04x", *p);
+          *out += buf;
+        } else {
+          out->push_back(static_cast<char>(*p));
+        }
+    }
+  }
+  out->push_back('"');
+}
+
+void AppendKey(std::string* out, const char* key) {
+  AppendString(out, key);
+  out->push_back(':');
+}
+
+void AppendField(std::string* out, const char* key, const char* s) {
+  AppendKey(out, key);
+  if (s) AppendString(out, s);
+  else *out += "null";
+  out->push_back(',');
+}
+
+void AppendField(std::string* out, const char* key, long long v) {
+  AppendKey(out, key);
+  *out += std::to_string(v);
+  out->push_back(',');
+}
+
+void AppendEntry(std::string* out, const Entry& e) {
+  *out += "{";
+  AppendField(out, "id", static_cast<long long>(e.id));
+  AppendField(out, "seq", static_cast<long long>(e.info.seq));
+  AppendField(out, "op", e.info.op);
+  AppendField(out, "dtype", DtypeText(e.info.dtype));
+  AppendField(out, "redop", RedopText(e.info.redop));
+  AppendField(out, "count", static_cast<long long>(e.info.count));
+  AppendField(out, "bytes", static_cast<long long>(e.info.bytes));
+  AppendField(out, "root", e.info.root);
+  AppendField(out, "peer", e.info.peer);
+  AppendField(out, "tag", e.info.tag);
+  AppendField(out, "algo", e.info.algo);
+  AppendField(out, "transport", e.info.transport);
+  AppendField(out, "label", e.label);
+  AppendField(out, "state", StateName(e.state));
+  AppendField(out, "status", StatusText(e.status));
+  AppendField(out, "t_posted_ns", static_cast<long long>(e.t_posted_ns));
+  AppendField(out, "t_started_ns", static_cast<long long>(e.t_started_ns));
+  AppendField(out, "t_done_ns", static_cast<long long>(e.t_done_ns));
+  out->pop_back();
+  *out += "}";
+}
+
+std::string Hostname() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "";
+  return buf;
+}
+
+int64_t RealtimeNs() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+}  // namespace
+
+// A record: the version (odd while its writer is inside) and its words,
+// every one an atomic so that a reader racing a writer is well defined.
+struct FlightRecorder::Slot {
+  std::atomic<uint64_t> version{0};
+  std::atomic<uint64_t> w[kWords] = {};
+
+  // Seqlock write side: fn(words) runs between the odd and the even version.
+  template <typename Fn>
+  void Write(Fn&& fn) {
+    const uint64_t v = version.load(std::memory_order_relaxed) | 1;
+    version.store(v, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    fn(w);
+    version.store(v + 1, std::memory_order_release);
+  }
+  void Set(int word, uint64_t value) { w[word].store(value, std::memory_order_relaxed); }
+  uint64_t Get(int word) const { return w[word].load(std::memory_order_relaxed); }
+};
+
+const char* StateName(State s) {
+  switch (s) {
+    case State::kPosted: return "posted";
+    case State::kStarted: return "started";
+    case State::kCompleted: return "completed";
+    case State::kFailed: return "failed";
+  }
+  return "unknown";
+}
+
+void SetThreadLabel(const char* label) {
+  memset(t_label, 0, sizeof(t_label));
+  if (label) strncpy(t_label, label, sizeof(t_label) - 1);
+}
+
+const char* ThreadLabel() { return t_label; }
+
+// Whether the time stamp counter ticks at one rate on every core, whatever
+// the power state (CPUID 0x80000007 EDX bit 8): then a record's times are
+// ticks (one instruction) converted to nanoseconds when read.
+bool InvariantTsc() {
+#if defined(__x86_64__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(0x80000000, &a, &b, &c, &d) || a < 0x80000007) return false;
+  if (!__get_cpuid(0x80000007, &a, &b, &c, &d)) return false;
+  return (d >> 8) & 1;
+#else
+  return false;
+#endif
+}
+
+uint64_t FlightRecorder::Ticks() const {
+#if defined(__x86_64__)
+  if (tsc_) return __rdtsc();
+#endif
+  return static_cast<uint64_t>(NowNs());
+}
+
+FlightRecorder::TickScale FlightRecorder::Scale() const {
+  TickScale s{tick0_, mono0_, 1.0};
+  if (!tsc_) {
+    s.tick0 = 0;
+    s.mono0 = 0;
+    return s;
+  }
+  // Ticks per nanosecond from the interval since the recorder was made;
+  // at least a millisecond of it, so that the two reads' skew is noise.
+  if (NowNs() - mono0_ < 1000000) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  const uint64_t t1 = Ticks();
+  const int64_t m1 = NowNs();
+  if (t1 > tick0_) s.ns_per_tick = static_cast<double>(m1 - mono0_) / static_cast<double>(t1 - tick0_);
+  return s;
+}
+
+int64_t FlightRecorder::TickScale::ToNs(uint64_t t) const {
+  if (t == 0) return 0;
+  return mono0 + static_cast<int64_t>(static_cast<double>(static_cast<int64_t>(t - tick0)) * ns_per_tick);
+}
+
+int64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+FlightRecorder::FlightRecorder(size_t capacity, Identity id, std::string dump_dir)
+    : capacity_(capacity), id_(std::move(id)), dump_dir_(std::move(dump_dir)), tsc_(InvariantTsc()) {
+  tick0_ = Ticks();
+  mono0_ = NowNs();
+  if (capacity_) slots_.reset(new Slot[capacity_]);
+  if (capacity_ && !dump_dir_.empty()) RegisterForSignal(this);
+}
+
+FlightRecorder::~FlightRecorder() {
+  if (capacity_ && !dump_dir_.empty()) UnregisterForSignal(this);
+}
+
+FlightRecorder::Slot* FlightRecorder::SlotOf(uint64_t id) const {
+  return &slots_[(id - 1) % capacity_];
+}
+
+uint64_t FlightRecorder::Begin(const OpInfo& info, State s) {
+  if (!capacity_) return 0;
+  const uint64_t id = next_.fetch_add(1, std::memory_order_relaxed) + 1;
+  const uint64_t now = Ticks();
+  uint64_t label[6];
+  memcpy(label, t_label, sizeof(label));
+  SlotOf(id)->Write([&](std::atomic<uint64_t>* w) {
+    auto set = [w](int i, uint64_t v) { w[i].store(v, std::memory_order_relaxed); };
+    set(kId, id);
+    set(kSeq, info.seq);
+    set(kOp, PtrWord(info.op));
+    set(kAlgo, PtrWord(info.algo));
+    set(kTransport, PtrWord(info.transport));
+    set(kPacked, Pack(info, s, ZC_OK));
+    set(kCount, info.count);
+    set(kBytes, info.bytes);
+    set(kRootPeer, static_cast<uint32_t>(info.root) | static_cast<uint64_t>(static_cast<uint32_t>(info.peer)) << 32);
+    set(kTag, static_cast<uint64_t>(static_cast<int64_t>(info.tag)));
+    set(kPosted, now);
+    set(kStarted, s == State::kStarted ? now : 0);
+    set(kDone, 0);
+    for (int i = 0; i < 6; ++i) set(kLabel + i, label[i]);
+  });
+  return id;
+}
+
+void FlightRecorder::Started(uint64_t id) {
+  if (!id) return;
+  Slot* slot = SlotOf(id);
+  if (slot->Get(kId) != id) return;  // overwritten by newer records
+  const uint64_t now = Ticks();
+  slot->Write([&](std::atomic<uint64_t>*) {
+    slot->Set(kPacked, WithState(slot->Get(kPacked), State::kStarted, ZC_OK));
+    slot->Set(kStarted, now);
+  });
+}
+
+void FlightRecorder::SetAlgo(uint64_t id, const char* algo) {
+  if (!id) return;
+  Slot* slot = SlotOf(id);
+  if (slot->Get(kId) != id) return;
+  slot->Write([&](std::atomic<uint64_t>*) { slot->Set(kAlgo, PtrWord(algo)); });
+}
+
+void FlightRecorder::End(uint64_t id, const Status& st) {
+  if (!id) return;
+  if (!st.ok()) {
+    std::lock_guard<std::mutex> lock(failure_mu_);
+    if (!failure_id_) {
+      failure_id_ = id;
+      failure_code_ = st.code();
+      failure_message_ = st.message();
+    }
+  }
+  Slot* slot = SlotOf(id);
+  if (slot->Get(kId) != id) return;
+  const uint64_t now = Ticks();
+  slot->Write([&](std::atomic<uint64_t>*) {
+    const uint64_t packed = slot->Get(kPacked);
+    slot->Set(kPacked, WithState(packed, st.ok() ? State::kCompleted : State::kFailed, st.code()));
+    if (!slot->Get(kStarted)) slot->Set(kStarted, now);
+    slot->Set(kDone, now);
+  });
+}
+
+std::vector<Entry> FlightRecorder::Snapshot(size_t* torn) const {
+  std::vector<Entry> out;
+  size_t torn_count = 0;
+  const TickScale scale = Scale();
+  for (size_t i = 0; i < capacity_; ++i) {
+    const Slot& s = slots_[i];
+    const uint64_t v1 = s.version.load(std::memory_order_acquire);
+    if (v1 == 0) continue;  // never written
+    uint64_t w[kWords];
+    for (int k = 0; k < kWords; ++k) w[k] = s.Get(k);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    const uint64_t v2 = s.version.load(std::memory_order_relaxed);
+    if ((v1 & 1) || v1 != v2) {
+      ++torn_count;
+      continue;
+    }
+    Entry e;
+    e.id = w[kId];
+    e.info.seq = w[kSeq];
+    e.info.op = WordPtr(w[kOp]);
+    e.info.algo = WordPtr(w[kAlgo]);
+    e.info.transport = WordPtr(w[kTransport]);
+    e.info.dtype = static_cast<int>(w[kPacked] & 0xff) - 1;
+    e.info.redop = static_cast<int>((w[kPacked] >> 8) & 0xff) - 1;
+    e.state = static_cast<State>((w[kPacked] >> 16) & 0xff);
+    e.status = static_cast<zc_status>((w[kPacked] >> 24) & 0xff);
+    e.info.count = w[kCount];
+    e.info.bytes = w[kBytes];
+    e.info.root = static_cast<int32_t>(w[kRootPeer] & 0xffffffffu);
+    e.info.peer = static_cast<int32_t>(w[kRootPeer] >> 32);
+    e.info.tag = static_cast<int>(static_cast<int64_t>(w[kTag]));
+    e.t_posted_ns = scale.ToNs(w[kPosted]);
+    e.t_started_ns = scale.ToNs(w[kStarted]);
+    e.t_done_ns = scale.ToNs(w[kDone]);
+    memcpy(e.label, &w[kLabel], sizeof(e.label));
+    e.label[sizeof(e.label) - 1] = 0;
+    out.push_back(e);
+  }
+  std::sort(out.begin(), out.end(), [](const Entry& a, const Entry& b) { return a.id < b.id; });
+  if (torn) *torn = torn_count;
+  return out;
+}
+
+std::string FlightRecorder::ToJson(const char* reason) const {
+  size_t torn = 0;
+  std::vector<Entry> entries = Snapshot(&torn);
+  std::string out;
+  out.reserve(512 + entries.size() * 400);
+  out += "{";
+  AppendField(&out, "format", "zcomm-flight-recorder");
+  AppendField(&out, "version", kFormatVersion);
+  AppendField(&out, "reason", reason);
+  AppendField(&out, "job", id_.job.c_str());
+  AppendKey(&out, "comm");
+  out += "{";
+  AppendField(&out, "context", static_cast<long long>(id_.context));
+  AppendField(&out, "rank", id_.rank);
+  AppendField(&out, "size", id_.size);
+  AppendField(&out, "world_rank", id_.world_rank);
+  AppendField(&out, "transport", id_.transport.c_str());
+  out.pop_back();
+  out += "},";
+  AppendField(&out, "host", Hostname().c_str());
+  AppendField(&out, "pid", static_cast<long long>(getpid()));
+  AppendField(&out, "monotonic_ns", static_cast<long long>(NowNs()));
+  AppendField(&out, "realtime_ns", static_cast<long long>(RealtimeNs()));
+  AppendField(&out, "capacity", static_cast<long long>(capacity_));
+  AppendField(&out, "recorded", static_cast<long long>(next_.load(std::memory_order_relaxed)));
+  AppendField(&out, "torn", static_cast<long long>(torn));
+  AppendKey(&out, "failure");
+  {
+    std::lock_guard<std::mutex> lock(failure_mu_);
+    if (failure_id_) {
+      out += "{";
+      AppendField(&out, "id", static_cast<long long>(failure_id_));
+      AppendField(&out, "status", StatusText(failure_code_));
+      AppendField(&out, "message", failure_message_.c_str());
+      out.pop_back();
+      out += "},";
+    } else {
+      out += "null,";
+    }
+  }
+  AppendKey(&out, "entries");
+  out += "[";
+  for (size_t i = 0; i < entries.size(); ++i) {
+    out += i ? ",\n" : "\n";
+    AppendEntry(&out, entries[i]);
+  }
+  out += "]}\n";
+  return out;
+}
+
+Status FlightRecorder::DumpTo(const std::string& path, const char* reason) const {
+  if (path.empty()) return Error(ZC_ERR_INVALID_ARG, "flight recorder dump: empty path");
+  const std::string text = ToJson(reason);
+  const std::string tmp = path + ".tmp";
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return SystemError(errno, "flight recorder dump: cannot create %s", tmp.c_str());
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int err = errno;
+      close(fd);
+      unlink(tmp.c_str());
+      return SystemError(err, "flight recorder dump: cannot write %s", tmp.c_str());
+    }
+    done += static_cast<size_t>(n);
+  }
+  close(fd);
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    unlink(tmp.c_str());
+    return SystemError(err, "flight recorder dump: cannot rename %s to %s", tmp.c_str(), path.c_str());
+  }
+  return Status::Ok();
+}
+
+std::string FlightRecorder::FileName() const {
+  return Format("zctrace-%s-c%u-r%d-p%ld.json", id_.job.empty() ? "local" : id_.job.c_str(), id_.context,
+                id_.rank, static_cast<long>(getpid()));
+}
+
+std::string FlightRecorder::DumpToDir(const char* reason) const {
+  if (!capacity_ || dump_dir_.empty()) return "";
+  const std::string path = dump_dir_ + "/" + FileName();
+  Status st = DumpTo(path, reason);
+  if (!st.ok()) {
+    ZC_WARN(kCommon, "%s", st.message().c_str());
+    return "";
+  }
+  ZC_INFO(kCommon, "flight recorder of rank %d (context %u) dumped to %s (%s)", id_.rank, id_.context,
+          path.c_str(), reason);
+  return path;
+}
+
+void FlightRecorder::DumpOnFailure(const Status& st) {
+  if (st.ok() || !capacity_ || dump_dir_.empty()) return;
+  // A refused argument is the caller's mistake on this rank alone: nothing hangs.
+  if (st.code() == ZC_ERR_INVALID_ARG || st.code() == ZC_ERR_UNSUPPORTED) return;
+  if (failure_dumped_.exchange(true)) return;
+  const char* reason = st.code() == ZC_ERR_TIMEOUT     ? "timeout"
+                       : st.code() == ZC_ERR_PEER_LOST ? "peer_lost"
+                       : st.code() == ZC_ERR_ABORTED   ? "aborted"
+                       : st.code() == ZC_ERR_MISMATCH  ? "mismatch"
+                                                       : "failure";
+  DumpToDir(reason);
+}
+
+}  // namespace zc::trace

@@ -1,0 +1,159 @@
+// FlightRecorder: the last N operations of one communicator, kept so that a
+// hung or failed job can say which rank was doing what (docs/debugging.md).
+//
+// A ring of fixed-size records. The calling thread writes its own record:
+// one atomic increment reserves the next slot, then plain (relaxed atomic)
+// stores fill it; later state changes rewrite a few words of the same slot.
+// Nothing on the hot path takes a lock or allocates. Each slot carries a
+// version word (a seqlock: odd while being written); a reader copies the
+// slot and keeps it only when the version was even and unchanged, so a dump
+// taken while operations run never shows a half-written record.
+//
+// Records are made once per call (at the C ABI or the collective's entry),
+// never per chunk or message. A record whose slot was reused before its
+// call finished (more than N newer operations) is simply lost: its later
+// updates see another id in the slot and leave it alone.
+//
+// Dumps are JSON, one file per communicator and rank (format in
+// docs/debugging.md, "The dump format"); python/zcomm/trace reads them.
+#pragma once
+
+#include <zcomm/zcomm.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace zc::trace {
+
+// The dump format's version (the "version" field). Readers refuse others.
+constexpr int kFormatVersion = 1;
+
+enum class State : uint8_t { kPosted = 1, kStarted = 2, kCompleted = 3, kFailed = 4 };
+const char* StateName(State s);
+
+// What a call is, given when its record is made. Strings are static
+// (literals or names with program lifetime): the record keeps the pointer.
+struct OpInfo {
+  const char* op = "";            // "allreduce", "send", "irecv", ...
+  const char* algo = nullptr;     // "ring", "shm", ... (collectives)
+  const char* transport = nullptr;  // "shm", "tcp", "mixed", ...
+  int dtype = -1;                 // zc_dtype, -1: none (send/recv of bytes)
+  int redop = -1;                 // zc_op, -1: none
+  uint64_t count = 0;             // elements (collectives) or bytes (p2p)
+  uint64_t bytes = 0;             // bytes this rank contributes
+  int root = -1;                  // rooted collectives
+  int peer = -1;                  // p2p: the peer (ZC_ANY_SOURCE: any)
+  int tag = -1;                   // p2p tag
+  uint64_t seq = 0;               // collectives: their sequence number on the communicator
+};
+
+// One record as a reader sees it (a consistent copy of a slot).
+struct Entry {
+  uint64_t id = 0;  // 1, 2, ...: order of the calls on this communicator and rank
+  OpInfo info;
+  State state = State::kPosted;
+  zc_status status = ZC_OK;
+  char label[48] = {};
+  int64_t t_posted_ns = 0, t_started_ns = 0, t_done_ns = 0;  // CLOCK_MONOTONIC; 0: not yet
+};
+
+// Who the recorder belongs to: written into every dump.
+struct Identity {
+  std::string job;         // a short hash of the job key: equal for every rank of a job
+  uint32_t context = 0;    // the communicator's context id (0: the world's)
+  int rank = 0, size = 1;  // in the communicator
+  int world_rank = 0;      // in its World (the process's rank in the job)
+  std::string transport;   // "shm", "tcp", "mixed", "verbs", "self"
+};
+
+// The calling thread's label for the operations it starts from now on
+// (a torch op, an engine tensor, a PS key); "" or nullptr clears it.
+// Truncated to 47 bytes.
+void SetThreadLabel(const char* label);
+const char* ThreadLabel();
+
+class FlightRecorder {
+ public:
+  // capacity 0: records nothing (every call below is a no-op). With a
+  // dump folder, the recorder is dumped on SIGUSR2 (common/trace_signal.h)
+  // while it lives.
+  FlightRecorder(size_t capacity, Identity id, std::string dump_dir);
+  ~FlightRecorder();
+  FlightRecorder(const FlightRecorder&) = delete;
+  FlightRecorder& operator=(const FlightRecorder&) = delete;
+
+  bool enabled() const { return capacity_ != 0; }
+  size_t capacity() const { return capacity_; }
+  const Identity& identity() const { return id_; }
+  const std::string& dump_dir() const { return dump_dir_; }
+
+  // A new record in state `s` (kPosted or kStarted), labelled with the
+  // thread's label. Returns its id (0 when the recorder is off).
+  uint64_t Begin(const OpInfo& info, State s = State::kStarted);
+  // Posted -> started (nonblocking calls that wait to run).
+  void Started(uint64_t id);
+  // Completed (status ZC_OK) or failed. A failure keeps the first failure's
+  // message for the dump.
+  void End(uint64_t id, const Status& st);
+  // Sets the algorithm once the callee has chosen it.
+  void SetAlgo(uint64_t id, const char* algo);
+
+  // The records still in the ring, oldest first (torn ones skipped).
+  std::vector<Entry> Snapshot(size_t* torn = nullptr) const;
+  // The dump as JSON text; reason: "timeout", "signal", "request", ...
+  std::string ToJson(const char* reason) const;
+  // Writes the dump to path (through a temporary file and a rename).
+  Status DumpTo(const std::string& path, const char* reason) const;
+  // The file name this recorder dumps to inside a folder:
+  // "zctrace-<job>-c<context>-r<rank>-p<pid>.json".
+  std::string FileName() const;
+  // Writes the dump into dump_dir() (nothing when it is empty or the
+  // recorder is off). Returns the path written, or "".
+  std::string DumpToDir(const char* reason) const;
+  // After a failed call: one automatic dump per recorder (the first
+  // failure is the one that explains the others); later requests and
+  // signals still dump.
+  void DumpOnFailure(const Status& st);
+
+ private:
+  struct Slot;
+  Slot* SlotOf(uint64_t id) const;
+  // Record times are ticks: the time stamp counter where it is invariant
+  // (one instruction, no system call), else CLOCK_MONOTONIC nanoseconds;
+  // converted when read.
+  uint64_t Ticks() const;
+  struct TickScale {
+    uint64_t tick0;
+    int64_t mono0;
+    double ns_per_tick;
+    int64_t ToNs(uint64_t ticks) const;
+  };
+  TickScale Scale() const;
+
+  size_t capacity_;
+  Identity id_;
+  std::string dump_dir_;
+  bool tsc_;
+  uint64_t tick0_ = 0;
+  int64_t mono0_ = 0;
+  std::unique_ptr<Slot[]> slots_;
+  std::atomic<uint64_t> next_{0};
+  std::atomic<bool> failure_dumped_{false};
+  mutable std::mutex failure_mu_;  // failure path only
+  uint64_t failure_id_ = 0;
+  zc_status failure_code_ = ZC_OK;
+  std::string failure_message_;
+};
+
+// Monotonic clock in nanoseconds (CLOCK_MONOTONIC: one clock for every
+// process of a host).
+int64_t NowNs();
+
+}  // namespace zc::trace

@@ -1,0 +1,82 @@
+// trace_scenario SCENARIO: a job that hangs or fails in a known way, for
+// the flight recorder's diagnosis tests (test_trace_diagnosis.py runs it
+// under zcrun with a short ZC_TIMEOUT and checks what zcrun prints). Every
+// rank first runs 5 allreduces of 8 floats (collectives #1..#5, labelled
+// "step N"); then, at collective #6:
+//   skip      the last rank skips the allreduce and waits elsewhere (until
+//             zcrun stops it); the others wait for it in allreduce #6
+//   mismatch  the last rank calls a broadcast where the others allreduce
+//   stop      the last rank stops itself (SIGSTOP) before allreduce #6
+//   deadlock  every rank receives from its left neighbour before it sends
+//             to its right one: a cycle of receives (tag 7, 8 bytes)
+//   ok        every rank runs allreduce #6; then a dump on request
+//             (zc_comm_dump_trace into argv[2]) and a clean end
+#include <signal.h>
+#include <unistd.h>
+#include <zcomm/zcomm.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+namespace {
+
+int Check(zc_comm* comm, zc_status s, const char* what) {
+  if (s == ZC_OK) return 0;
+  fprintf(stderr, "rank %d: %s: %s: %s\n", zc_rank(comm), what, zc_status_string(s), zc_last_error(comm));
+  return 1;
+}
+
+int Step(zc_comm* comm, int step) {
+  float x[8];
+  for (int i = 0; i < 8; ++i) x[i] = static_cast<float>(zc_rank(comm) + i + step);
+  std::string label = "step " + std::to_string(step);
+  zc_trace_set_label(label.c_str());
+  zc_status s = zc_allreduce(comm, x, x, 8, ZC_FLOAT32, ZC_SUM);
+  zc_trace_set_label(nullptr);
+  return Check(comm, s, label.c_str());
+}
+
+// Waits "elsewhere" (as a rank stuck in its own work would) until zcrun
+// stops the job: pause() returns for every handled signal (SIGUSR2).
+[[noreturn]] void WaitForever() {
+  for (;;) pause();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: trace_scenario skip|mismatch|stop|deadlock|ok [DUMP]\n");
+    return 2;
+  }
+  const std::string scenario = argv[1];
+  zc_comm* comm = nullptr;
+  if (zc_init(&comm) != ZC_OK) {
+    fprintf(stderr, "zc_init: %s\n", zc_last_error(nullptr));
+    return 1;
+  }
+  const int rank = zc_rank(comm), size = zc_size(comm);
+  const bool last = rank == size - 1;
+  for (int step = 1; step <= 5; ++step)
+    if (Step(comm, step)) return 1;
+
+  if (scenario == "skip" && last) WaitForever();
+  if (scenario == "stop" && last) raise(SIGSTOP);
+  if (scenario == "mismatch" && last) {
+    float x[8] = {};
+    return Check(comm, zc_broadcast(comm, x, 8, ZC_FLOAT32, 0), "broadcast");
+  }
+  if (scenario == "deadlock") {
+    char buf[8] = {};
+    const int left = (rank + size - 1) % size, right = (rank + 1) % size;
+    if (Check(comm, zc_recv(comm, buf, sizeof(buf), left, 7), "recv")) return 1;
+    return Check(comm, zc_send(comm, buf, sizeof(buf), right, 7), "send");
+  }
+  if (Step(comm, 6)) return 1;
+  if (scenario == "ok" && argc > 2) {
+    std::string path = std::string(argv[2]) + "/rank" + std::to_string(rank) + ".json";
+    if (Check(comm, zc_comm_dump_trace(comm, path.c_str()), "zc_comm_dump_trace")) return 1;
+  }
+  return Check(comm, zc_finalize(comm), "zc_finalize");
+}
