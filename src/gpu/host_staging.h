@@ -49,11 +49,21 @@ class HostStaging {
   // (ZC_ERR_NO_MEMORY), a failed copy (ZC_ERR_SYSTEM with the CUDA error).
   Status Stage(const StageArg* args, size_t n, void** host);
 
+  // The same, for a stream-ordered call: the inputs' copies are enqueued
+  // on `stream` (cuMemcpyDtoHAsync) and run when the stream reaches them;
+  // the pinned copies hold the inputs only once it has.
+  Status StageOnStream(const StageArg* args, size_t n, void** host, CuStream stream);
+
   // True when some buffer is device memory (the call is staged).
   bool active() const { return !items_.empty(); }
+  // The device of the first staged buffer (-1: none).
+  int device() const { return items_.empty() ? -1 : items_[0].device; }
 
   // Copies every staged output back to its device buffer.
   Status CopyOut();
+  // The same, enqueued on `stream` (cuMemcpyHtoDAsync): the pinned copies
+  // must stay (this object alive) until the stream has run the copies.
+  Status CopyOutOnStream(CuStream stream);
 
  private:
   struct Item {
@@ -66,6 +76,10 @@ class HostStaging {
   };
 
   const DriverTable* driver() const;
+  // Stage()'s common part: classifies, merges, makes a context current,
+  // takes the pinned copies and points host[] at them; *drv the driver.
+  Status Plan(const StageArg* args, size_t n, void** host, const DriverTable** drv);
+  Status CopyError(const DriverTable* drv, const Item& it, bool to_host, CuResult r) const;
 
   const DriverTable* fixed_driver_;
   PointerCache* cache_;
