@@ -42,25 +42,44 @@ zc_status CompletedRequest(zc_request** req) {
   return ZC_OK;
 }
 
-// The host part of a collective: fn(Collectives*, host buffers).
-using HostCollective = std::function<zc::Status(zc::Collectives*, void* const* host)>;
+// The host part of a collective: fn(Collectives*, host buffers, offset,
+// bytes) runs it on bytes [offset, offset + bytes) of each buffer (the
+// whole buffers unless it is pipelined).
+using HostCollective = std::function<zc::Status(zc::Collectives*, void* const* host, size_t offset, size_t bytes)>;
 
-// Puts the collective's copies and gate on the stream and its host part on
+// Pipeline chunk of an elementwise collective (allreduce, broadcast,
+// reduce): ZC_GPU_CHUNK_BYTES, a whole number of elements; the same on
+// every rank, whatever memory each passes.
+size_t Chunk(const zc_comm* comm, zc_dtype dtype) {
+  const size_t es = zc::DtypeSize(dtype);
+  const size_t c = comm->config.gpu_chunk_bytes / es * es;
+  return c;
+}
+
+char* At(void* p, size_t offset) { return p ? static_cast<char*>(p) + offset : nullptr; }
+
+// Puts the collective's copies and gates on the stream and its host part on
 // the communicator's queue (after the calls made before it, as on every
-// rank).
+// rank). chunk > 0: pipelined in parts of chunk bytes, one host collective
+// per part.
 zc_status CollectiveOnStream(zc_comm* comm, const char* op, void* stream, std::vector<Buf> bufs, zc_request** req,
-                             HostCollective fn) {
+                             size_t chunk, HostCollective fn) {
   StreamOrdered* so = nullptr;
   zc::Status st = comm->gpu->OnStream(&so);
   std::vector<void*> host(bufs.size());
   std::shared_ptr<StreamOp> sop;
-  if (st.ok()) st = so->Begin(AsStream(stream), bufs.data(), bufs.size(), true, host.data(), &sop);
+  if (st.ok()) st = so->Begin(AsStream(stream), bufs.data(), bufs.size(), true, chunk, host.data(), &sop);
   if (!st.ok()) return Fail(st.with_context(zc::Format("rank %d: %s", comm->rank, op)));
   auto task = comm->queue->Submit([comm, op, so, sop, host = std::move(host), fn = std::move(fn)] {
-    zc::Status s = so->WaitReady(sop.get());
-    if (s.ok()) s = RunLocked(comm, op, [&](zc::Collectives* c) { return fn(c, host.data()); });
-    else s = s.with_context(zc::Format("rank %d: %s", comm->rank, op));
-    so->Complete(sop.get(), s);
+    zc::Status s;
+    for (size_t k = 0; k < sop->parts.size() && s.ok(); ++k) {
+      const auto& part = sop->parts[k];
+      s = so->WaitReady(sop.get(), k);
+      if (s.ok()) s = RunLocked(comm, op, [&](zc::Collectives* c) { return fn(c, host.data(), part.offset, part.bytes); });
+      else s = s.with_context(zc::Format("rank %d: %s", comm->rank, op));
+      so->Complete(sop.get(), k, s);
+    }
+    so->CompleteRest(sop.get(), s);
     return s;
   });
   if (req) {
@@ -99,11 +118,11 @@ zc_status PeerOnStream(zc_comm* comm, const char* op, bool send, void* buf, size
   std::shared_ptr<StreamOp> sop;
   // A receive's gate holds the stream until the message is in; a send's
   // input is copied before the stream goes on, so it has none.
-  if (st.ok()) st = so->Begin(AsStream(stream), &arg, 1, !send, &host, &sop);
+  if (st.ok()) st = so->Begin(AsStream(stream), &arg, 1, !send, 0, &host, &sop);
   std::shared_ptr<zc::P2pRequest> posted;
   if (st.ok() && !send) {
     st = comm->p2p->Irecv(host, bytes, peer, tag, &posted);
-    if (!st.ok()) so->Complete(sop.get(), st);  // opens the gate
+    if (!st.ok()) so->CompleteRest(sop.get(), st);  // opens the gate
   }
   if (!st.ok()) return Fail(st.with_context(context));
   zc_request* r = nullptr;
@@ -135,8 +154,8 @@ zc_status zc_allreduce_on_stream(zc_comm* comm, const void* sendbuf, void* recvb
   const size_t bytes = count * zc::DtypeSize(dtype);
   return CollectiveOnStream(comm, "allreduce_on_stream", stream,
                             {Buf{sendbuf, bytes, true, false, "sendbuf"}, Buf{recvbuf, bytes, false, true, "recvbuf"}},
-                            req, [=](zc::Collectives* c, void* const* h) {
-                              return c->Allreduce(h[0], h[1], count, dtype, op);
+                            req, Chunk(comm, dtype), [=](zc::Collectives* c, void* const* h, size_t off, size_t n) {
+                              return c->Allreduce(At(h[0], off), At(h[1], off), n / zc::DtypeSize(dtype), dtype, op);
                             });
 }
 
@@ -148,7 +167,9 @@ zc_status zc_broadcast_on_stream(zc_comm* comm, void* buf, size_t count, zc_dtyp
   const bool is_root = comm->rank == root;
   return CollectiveOnStream(comm, "broadcast_on_stream", stream,
                             {Buf{buf, count * zc::DtypeSize(dtype), is_root, !is_root, "buf"}}, req,
-                            [=](zc::Collectives* c, void* const* h) { return c->Broadcast(h[0], count, dtype, root); });
+                            Chunk(comm, dtype), [=](zc::Collectives* c, void* const* h, size_t off, size_t n) {
+                              return c->Broadcast(At(h[0], off), n / zc::DtypeSize(dtype), dtype, root);
+                            });
 }
 
 zc_status zc_reduce_on_stream(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count, zc_dtype dtype,
@@ -162,8 +183,8 @@ zc_status zc_reduce_on_stream(zc_comm* comm, const void* sendbuf, void* recvbuf,
       comm, "reduce_on_stream", stream,
       {Buf{sendbuf, bytes, true, false, "sendbuf"},
        Buf{is_root ? recvbuf : nullptr, is_root ? bytes : 0, false, true, "recvbuf"}},
-      req, [=](zc::Collectives* c, void* const* h) {
-        return c->Reduce(h[0], is_root ? h[1] : recvbuf, count, dtype, op, root);
+      req, Chunk(comm, dtype), [=](zc::Collectives* c, void* const* h, size_t off, size_t n) {
+        return c->Reduce(At(h[0], off), is_root ? At(h[1], off) : recvbuf, n / zc::DtypeSize(dtype), dtype, op, root);
       });
 }
 
@@ -176,7 +197,7 @@ zc_status zc_allgather_on_stream(zc_comm* comm, const void* sendbuf, void* recvb
   return CollectiveOnStream(
       comm, "allgather_on_stream", stream,
       {Buf{sendbuf, bytes, true, false, "sendbuf"}, Buf{recvbuf, bytes * comm->size, false, true, "recvbuf"}}, req,
-      [=](zc::Collectives* c, void* const* h) { return c->Allgather(h[0], h[1], sendcount, dtype); });
+      0, [=](zc::Collectives* c, void* const* h, size_t, size_t) { return c->Allgather(h[0], h[1], sendcount, dtype); });
 }
 
 zc_status zc_reduce_scatter_on_stream(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t recvcount,
@@ -188,7 +209,7 @@ zc_status zc_reduce_scatter_on_stream(zc_comm* comm, const void* sendbuf, void* 
   return CollectiveOnStream(
       comm, "reduce_scatter_on_stream", stream,
       {Buf{sendbuf, bytes * comm->size, true, false, "sendbuf"}, Buf{recvbuf, bytes, false, true, "recvbuf"}}, req,
-      [=](zc::Collectives* c, void* const* h) { return c->ReduceScatter(h[0], h[1], recvcount, dtype, op); });
+      0, [=](zc::Collectives* c, void* const* h, size_t, size_t) { return c->ReduceScatter(h[0], h[1], recvcount, dtype, op); });
 }
 
 zc_status zc_alltoall_on_stream(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count, zc_dtype dtype,
@@ -200,13 +221,13 @@ zc_status zc_alltoall_on_stream(zc_comm* comm, const void* sendbuf, void* recvbu
   return CollectiveOnStream(
       comm, "alltoall_on_stream", stream,
       {Buf{sendbuf, bytes, true, false, "sendbuf"}, Buf{recvbuf, bytes, false, true, "recvbuf"}}, req,
-      [=](zc::Collectives* c, void* const* h) { return c->Alltoall(h[0], h[1], count, dtype); });
+      0, [=](zc::Collectives* c, void* const* h, size_t, size_t) { return c->Alltoall(h[0], h[1], count, dtype); });
 }
 
 zc_status zc_barrier_on_stream(zc_comm* comm, void* stream, zc_request** req) {
   ZC_CHECK_STREAM_REQ(comm, "barrier_on_stream", req);
   return CollectiveOnStream(comm, "barrier_on_stream", stream, {}, req,
-                            [](zc::Collectives* c, void* const*) { return c->Barrier(); });
+                            0, [](zc::Collectives* c, void* const*, size_t, size_t) { return c->Barrier(); });
 }
 
 zc_status zc_allgatherv_on_stream(zc_comm* comm, const void* sendbuf, size_t sendcount, void* recvbuf,
@@ -222,7 +243,7 @@ zc_status zc_allgatherv_on_stream(zc_comm* comm, const void* sendbuf, size_t sen
   return CollectiveOnStream(
       comm, "allgatherv_on_stream", stream,
       {Buf{sendbuf, sendcount * es, true, false, "sendbuf"}, Buf{recvbuf, extent * es, false, true, "recvbuf"}},
-      req, [=, counts = std::move(counts), offs = std::move(offs)](zc::Collectives* c, void* const* h) {
+      req, 0, [=, counts = std::move(counts), offs = std::move(offs)](zc::Collectives* c, void* const* h, size_t, size_t) {
         return c->Allgatherv(h[0], sendcount, h[1], counts.data(), offs.data(), dtype);
       });
 }
@@ -242,8 +263,8 @@ zc_status zc_alltoallv_on_stream(zc_comm* comm, const void* sendbuf, const size_
       comm, "alltoallv_on_stream", stream,
       {Buf{sendbuf, send_extent * es, true, false, "sendbuf"}, Buf{recvbuf, recv_extent * es, false, true, "recvbuf"}},
       req,
-      [=, sc = std::move(sc), sd = std::move(sd), rc = std::move(rc), rd = std::move(rd)](zc::Collectives* c,
-                                                                                          void* const* h) {
+      0, [=, sc = std::move(sc), sd = std::move(sd), rc = std::move(rc), rd = std::move(rd)](
+             zc::Collectives* c, void* const* h, size_t, size_t) {
         return c->Alltoallv(h[0], sc.data(), sd.data(), h[1], rc.data(), rd.data(), dtype);
       });
 }
@@ -259,7 +280,7 @@ zc_status zc_gather_on_stream(zc_comm* comm, const void* sendbuf, void* recvbuf,
       comm, "gather_on_stream", stream,
       {Buf{sendbuf, bytes, true, false, "sendbuf"},
        Buf{is_root ? recvbuf : nullptr, is_root ? bytes * comm->size : 0, false, true, "recvbuf"}},
-      req, [=](zc::Collectives* c, void* const* h) {
+      req, 0, [=](zc::Collectives* c, void* const* h, size_t, size_t) {
         return c->Gather(h[0], is_root ? h[1] : nullptr, count, dtype, root);
       });
 }
@@ -275,7 +296,7 @@ zc_status zc_scatter_on_stream(zc_comm* comm, const void* sendbuf, void* recvbuf
       comm, "scatter_on_stream", stream,
       {Buf{is_root ? sendbuf : nullptr, is_root ? bytes * comm->size : 0, true, false, "sendbuf"},
        Buf{recvbuf, bytes, false, true, "recvbuf"}},
-      req, [=](zc::Collectives* c, void* const* h) {
+      req, 0, [=](zc::Collectives* c, void* const* h, size_t, size_t) {
         return c->Scatter(is_root ? h[0] : nullptr, h[1], count, dtype, root);
       });
 }

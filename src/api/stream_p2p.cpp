@@ -51,7 +51,7 @@ void StreamP2p::Stop() {
 
 void StreamP2p::Finish(Entry* e, Status st) {
   if (!st.ok()) st = st.with_context(e->context);
-  streams_->Complete(e->op.get(), st);
+  streams_->CompleteRest(e->op.get(), st);
   if (e->req != nullptr) {
     e->req->status = st;
     e->req->done.store(1, std::memory_order_release);  // the waiter may free it now
@@ -66,7 +66,7 @@ bool StreamP2p::Progress(std::deque<Entry>* active) {
     Entry& e = *it;
     if (!e.posted && !send_blocked) {
       bool ready = false;
-      Status st = streams_->PollReady(e.op.get(), &ready);
+      Status st = streams_->PollReady(e.op.get(), 0, &ready);
       if (st.ok() && !ready && e.ready_deadline.expired())
         st = Error(ZC_ERR_TIMEOUT, "the stream did not reach the send in %.0f s", e.ready_deadline.elapsed_s());
       if (st.ok() && ready) st = p2p_->Isend(e.host, e.bytes, e.peer, e.tag, &e.posted);

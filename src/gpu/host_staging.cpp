@@ -95,25 +95,36 @@ Status HostStaging::Stage(const StageArg* args, size_t n, void** host) {
   return Status::Ok();
 }
 
-Status HostStaging::StageOnStream(const StageArg* args, size_t n, void** host, CuStream stream) {
+Status HostStaging::PlanOnStream(const StageArg* args, size_t n, void** host) {
   const DriverTable* drv = nullptr;
   ZC_RETURN_IF_ERROR(Plan(args, n, host, &drv));
   if (items_.empty()) return Status::Ok();
   if (drv->MemcpyDtoHAsync == nullptr || drv->MemcpyHtoDAsync == nullptr)
     return Error(ZC_ERR_UNSUPPORTED, "%s is CUDA memory, but the driver lacks cuMemcpyDtoHAsync", items_[0].name);
-  for (Item& it : items_) {
-    if (!it.in) continue;
-    CuResult r = drv->MemcpyDtoHAsync(it.host, static_cast<CuDevicePtr>(it.lo), it.hi - it.lo, stream);
+  return Status::Ok();
+}
+
+Status HostStaging::CopyInOnStream(CuStream stream, size_t offset, size_t len) {
+  const DriverTable* drv = driver();
+  for (const Item& it : items_) {
+    const size_t size = it.hi - it.lo;
+    if (!it.in || offset >= size) continue;
+    const size_t n = std::min(len, size - offset);
+    CuResult r = drv->MemcpyDtoHAsync(static_cast<char*>(it.host) + offset, static_cast<CuDevicePtr>(it.lo + offset),
+                                      n, stream);
     if (r != cu::kSuccess) return CopyError(drv, it, true, r);
   }
   return Status::Ok();
 }
 
-Status HostStaging::CopyOutOnStream(CuStream stream) {
+Status HostStaging::CopyOutOnStream(CuStream stream, size_t offset, size_t len) {
   const DriverTable* drv = driver();
   for (const Item& it : items_) {
-    if (!it.out) continue;
-    CuResult r = drv->MemcpyHtoDAsync(static_cast<CuDevicePtr>(it.lo), it.host, it.hi - it.lo, stream);
+    const size_t size = it.hi - it.lo;
+    if (!it.out || offset >= size) continue;
+    const size_t n = std::min(len, size - offset);
+    CuResult r = drv->MemcpyHtoDAsync(static_cast<CuDevicePtr>(it.lo + offset), static_cast<char*>(it.host) + offset,
+                                      n, stream);
     if (r != cu::kSuccess) return CopyError(drv, it, false, r);
   }
   return Status::Ok();

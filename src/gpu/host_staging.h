@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "common/status.h"
@@ -49,10 +50,15 @@ class HostStaging {
   // (ZC_ERR_NO_MEMORY), a failed copy (ZC_ERR_SYSTEM with the CUDA error).
   Status Stage(const StageArg* args, size_t n, void** host);
 
-  // The same, for a stream-ordered call: the inputs' copies are enqueued
-  // on `stream` (cuMemcpyDtoHAsync) and run when the stream reaches them;
-  // the pinned copies hold the inputs only once it has.
-  Status StageOnStream(const StageArg* args, size_t n, void** host, CuStream stream);
+  // The same for a stream-ordered call, without copies: the pinned copies
+  // are filled and emptied by CopyInOnStream / CopyOutOnStream.
+  Status PlanOnStream(const StageArg* args, size_t n, void** host);
+  // Enqueues on `stream` the copies of bytes [offset, offset + len) of
+  // every staged input (device to host) or output (host to device),
+  // counted from the start of each (clipped to its end). The pinned copies
+  // must stay (this object alive) until the stream has run them.
+  Status CopyInOnStream(CuStream stream, size_t offset = 0, size_t len = SIZE_MAX);
+  Status CopyOutOnStream(CuStream stream, size_t offset = 0, size_t len = SIZE_MAX);
 
   // True when some buffer is device memory (the call is staged).
   bool active() const { return !items_.empty(); }
@@ -61,9 +67,6 @@ class HostStaging {
 
   // Copies every staged output back to its device buffer.
   Status CopyOut();
-  // The same, enqueued on `stream` (cuMemcpyHtoDAsync): the pinned copies
-  // must stay (this object alive) until the stream has run the copies.
-  Status CopyOutOnStream(CuStream stream);
 
  private:
   struct Item {

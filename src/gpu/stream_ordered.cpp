@@ -60,7 +60,7 @@ StreamOrdered::~StreamOrdered() {
   for (auto& p : pages_) drv_->MemFreeHost(p->host);
 }
 
-Status StreamOrdered::TakeSlot(StreamOp* op) {
+Status StreamOrdered::TakeSlot(StreamOp::Part* part) {
   if (free_slots_.empty()) {
     auto page = std::make_unique<SlotPage>();
     if (drv_->MemHostAlloc == nullptr) return Error(ZC_ERR_UNSUPPORTED, "the CUDA driver lacks cuMemHostAlloc");
@@ -78,59 +78,81 @@ Status StreamOrdered::TakeSlot(StreamOp* op) {
     pages_.push_back(std::move(page));
     for (size_t i = kWordsPerPage; i-- > 0;) free_slots_.push_back(first + i);
   }
-  op->slot = free_slots_.back();
+  part->slot = free_slots_.back();
   free_slots_.pop_back();
-  op->word = &pages_[op->slot / kWordsPerPage]->words()[op->slot % kWordsPerPage];
+  part->word = &pages_[part->slot / kWordsPerPage]->words()[part->slot % kWordsPerPage];
   if (++next_number_ == 0) ++next_number_;  // 0 is every word's first value
-  op->number = next_number_;
+  part->number = next_number_;
   return Status::Ok();
 }
 
-Status StreamOrdered::EnqueueGate(StreamOp* op) {
+Status StreamOrdered::EnqueueGate(CuStream stream, StreamOp::Part* part) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ZC_RETURN_IF_ERROR(TakeSlot(part));
+  }
   if (waits_on_value()) {
-    SlotPage* page;
+    CuDevicePtr addr;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      page = pages_[op->slot / kWordsPerPage].get();
+      addr = pages_[part->slot / kWordsPerPage]->dev + (part->slot % kWordsPerPage) * sizeof(uint32_t);
     }
-    const CuDevicePtr addr = page->dev + (op->slot % kWordsPerPage) * sizeof(uint32_t);
-    return CuCheck(drv_, drv_->StreamWaitValue32(op->stream, addr, op->number, cu::kStreamWaitValueGeq),
-                   "cuStreamWaitValue32");
+    ZC_RETURN_IF_ERROR(CuCheck(drv_, drv_->StreamWaitValue32(stream, addr, part->number, cu::kStreamWaitValueGeq),
+                               "cuStreamWaitValue32"));
+    part->gated = true;
+    return Status::Ok();
   }
   if (drv_->LaunchHostFunc == nullptr)
     return Error(ZC_ERR_UNSUPPORTED, "the CUDA driver has neither cuStreamWaitValue32 nor cuLaunchHostFunc");
-  auto* arg = new HostGateArg{op->word, op->number, timeout_s_};
-  CuResult r = drv_->LaunchHostFunc(op->stream, &HostGate, arg);
+  auto* arg = new HostGateArg{part->word, part->number, timeout_s_};
+  CuResult r = drv_->LaunchHostFunc(stream, &HostGate, arg);
   if (r != cu::kSuccess) delete arg;
-  return CuCheck(drv_, r, "cuLaunchHostFunc");
+  ZC_RETURN_IF_ERROR(CuCheck(drv_, r, "cuLaunchHostFunc"));
+  part->gated = true;
+  return Status::Ok();
 }
 
-Status StreamOrdered::Begin(CuStream stream, const StageArg* args, size_t n, bool gate, void** host,
-                            std::shared_ptr<StreamOp>* out) {
+// Every part's input copies and ready event, then every part's gate and
+// output copies, then `done`.
+Status StreamOrdered::Enqueue(StreamOp* op, bool gate) {
+  for (StreamOp::Part& p : op->parts) {
+    ZC_RETURN_IF_ERROR(op->staging.CopyInOnStream(op->stream, p.offset, p.bytes));
+    ZC_RETURN_IF_ERROR(CuCheck(drv_, drv_->EventCreate(&p.ready, cu::kEventDisableTiming), "cuEventCreate"));
+    ZC_RETURN_IF_ERROR(CuCheck(drv_, drv_->EventRecord(p.ready, op->stream), "cuEventRecord"));
+  }
+  if (gate) {
+    for (StreamOp::Part& p : op->parts) {
+      ZC_RETURN_IF_ERROR(EnqueueGate(op->stream, &p));
+      ZC_RETURN_IF_ERROR(op->staging.CopyOutOnStream(op->stream, p.offset, p.bytes));
+    }
+  }
+  ZC_RETURN_IF_ERROR(CuCheck(drv_, drv_->EventCreate(&op->done, cu::kEventDisableTiming), "cuEventCreate"));
+  return CuCheck(drv_, drv_->EventRecord(op->done, op->stream), "cuEventRecord");
+}
+
+Status StreamOrdered::Begin(CuStream stream, const StageArg* args, size_t n, bool gate, size_t chunk_bytes,
+                            void** host, std::shared_ptr<StreamOp>* out) {
   Reap();
   if (drv_->EventCreate == nullptr || drv_->EventRecord == nullptr || drv_->EventQuery == nullptr ||
       drv_->EventDestroy == nullptr)
     return Error(ZC_ERR_UNSUPPORTED, "the CUDA driver lacks the event functions");
   auto op = std::make_shared<StreamOp>(drv_, cache_, pool_);
   op->stream = stream;
-  Status st = op->staging.StageOnStream(args, n, host, stream);
+  size_t total = 0;
+  for (size_t i = 0; i < n; ++i) total = std::max(total, args[i].bytes);
+  const size_t chunk = chunk_bytes > 0 && chunk_bytes < total ? chunk_bytes : std::max<size_t>(total, 1);
+  for (size_t off = 0; off < std::max<size_t>(total, 1); off += chunk) {
+    StreamOp::Part p;
+    p.offset = off;
+    p.bytes = std::min(chunk, total - std::min(total, off));
+    op->parts.push_back(p);
+  }
+  Status st = op->staging.PlanOnStream(args, n, host);
   if (st.ok()) {
     if (op->staging.active()) op->device = std::max(op->staging.device(), 0);
     else st = CurrentDevice(drv_, &op->device);
   }
-  if (st.ok()) st = CuCheck(drv_, drv_->EventCreate(&op->ready, cu::kEventDisableTiming), "cuEventCreate");
-  if (st.ok()) st = CuCheck(drv_, drv_->EventRecord(op->ready, stream), "cuEventRecord");
-  if (st.ok() && gate) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      st = TakeSlot(op.get());
-    }
-    if (st.ok()) st = EnqueueGate(op.get());
-    op->gated = st.ok();
-    if (st.ok()) st = op->staging.CopyOutOnStream(stream);
-  }
-  if (st.ok()) st = CuCheck(drv_, drv_->EventCreate(&op->done, cu::kEventDisableTiming), "cuEventCreate");
-  if (st.ok()) st = CuCheck(drv_, drv_->EventRecord(op->done, stream), "cuEventRecord");
+  if (st.ok()) st = Enqueue(op.get(), gate);
   if (!st.ok()) {
     Abandon(op);
     return st;
@@ -143,10 +165,13 @@ Status StreamOrdered::Begin(CuStream stream, const StageArg* args, size_t n, boo
   return Status::Ok();
 }
 
-// Begin failed: opens the gate if it is on the stream, and keeps the pinned
+// Begin failed: opens the gates already on the stream, and keeps the pinned
 // copies until the stream is past them (copies may be queued on them).
 void StreamOrdered::Abandon(const std::shared_ptr<StreamOp>& op) {
-  if (op->gated) op->word->store(op->number, std::memory_order_release);
+  for (StreamOp::Part& p : op->parts) {
+    if (p.gated) p.word->store(p.number, std::memory_order_release);
+    p.completed = true;
+  }
   op->completed.store(true, std::memory_order_release);
   if (op->done == nullptr && drv_->EventCreate(&op->done, cu::kEventDisableTiming) != cu::kSuccess) {
     op->done = nullptr;
@@ -162,14 +187,13 @@ void StreamOrdered::Abandon(const std::shared_ptr<StreamOp>& op) {
   new std::shared_ptr<StreamOp>(op);
 }
 
-Status StreamOrdered::WaitReady(StreamOp* op) {
-  ZC_RETURN_IF_ERROR(EnsureContext(drv_, op->device));
+Status StreamOrdered::WaitReady(StreamOp* op, size_t part) {
   Deadline deadline(timeout_s_);
   Backoff backoff;
   for (;;) {
-    const CuResult r = drv_->EventQuery(op->ready);
-    if (r == cu::kSuccess) return Status::Ok();
-    if (r != cu::kErrorNotReady) return CuCheck(drv_, r, "cuEventQuery (the stream's work before the call)");
+    bool ready = false;
+    ZC_RETURN_IF_ERROR(PollReady(op, part, &ready));
+    if (ready) return Status::Ok();
     if (deadline.expired())
       return Error(ZC_ERR_TIMEOUT,
                    "the stream did not reach the call in %.0f s (the work queued on it before the call has "
@@ -179,32 +203,44 @@ Status StreamOrdered::WaitReady(StreamOp* op) {
   }
 }
 
-Status StreamOrdered::PollReady(StreamOp* op, bool* ready) {
+Status StreamOrdered::PollReady(StreamOp* op, size_t part, bool* ready) {
   *ready = false;
   ZC_RETURN_IF_ERROR(EnsureContext(drv_, op->device));
-  const CuResult r = drv_->EventQuery(op->ready);
+  const CuResult r = drv_->EventQuery(op->parts[part].ready);
   if (r == cu::kErrorNotReady) return Status::Ok();
   *ready = r == cu::kSuccess;
   return CuCheck(drv_, r, "cuEventQuery (the stream's work before the call)");
 }
 
-void StreamOrdered::Complete(StreamOp* op, const Status& st) {
+void StreamOrdered::Complete(StreamOp* op, size_t part, const Status& st) {
   if (!st.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     if (async_error_.ok()) async_error_ = st;
   }
-  if (op->gated) op->word->store(op->number, std::memory_order_release);
+  StreamOp::Part& p = op->parts[part];
+  if (p.completed) return;
+  p.completed = true;
+  if (p.gated) p.word->store(p.number, std::memory_order_release);
+  for (const StreamOp::Part& q : op->parts)
+    if (!q.completed) return;
   op->completed.store(true, std::memory_order_release);
+}
+
+void StreamOrdered::CompleteRest(StreamOp* op, const Status& st) {
+  for (size_t i = 0; i < op->parts.size(); ++i) Complete(op, i, st);
 }
 
 bool StreamOrdered::Finished(StreamOp* op) {
   if (!op->completed.load(std::memory_order_acquire)) return false;
-  const CuResult r = drv_->EventQuery(op->done);
-  if (r == cu::kErrorNotReady) return false;
-  drv_->EventDestroy(op->ready);
+  if (drv_->EventQuery(op->done) == cu::kErrorNotReady) return false;
+  for (StreamOp::Part& p : op->parts) {
+    if (p.ready != nullptr) drv_->EventDestroy(p.ready);
+    p.ready = nullptr;
+    if (p.word != nullptr) free_slots_.push_back(p.slot);
+    p.word = nullptr;
+  }
   drv_->EventDestroy(op->done);
-  op->ready = op->done = nullptr;
-  if (op->word != nullptr) free_slots_.push_back(op->slot);
+  op->done = nullptr;
   return true;
 }
 

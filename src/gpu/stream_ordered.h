@@ -56,18 +56,26 @@ namespace zc::gpu {
 class PinnedPool;
 class PointerCache;
 
-// One stream-ordered operation: what its host part and Reap need.
+// One stream-ordered operation: what its host part and Reap need. A
+// pipelined operation has several parts (chunks of its buffers), each with
+// its own ready event and gate.
 struct StreamOp {
+  struct Part {
+    size_t offset = 0, bytes = 0;  // the chunk, in bytes of each buffer
+    CuEvent ready = nullptr;
+    bool gated = false;                     // its gate is on the stream
+    std::atomic<uint32_t>* word = nullptr;  // its completion word
+    size_t slot = 0;
+    uint32_t number = 0;
+    bool completed = false;  // set by the host part's thread only
+  };
   StreamOp(const DriverTable* drv, PointerCache* cache, PinnedPool* pool) : staging(drv, cache, pool) {}
   CuStream stream = nullptr;
   int device = 0;
   HostStaging staging;
-  CuEvent ready = nullptr, done = nullptr;
-  bool gated = false;                   // the gate is on the stream
-  std::atomic<uint32_t>* word = nullptr;  // the completion word (gated ops)
-  size_t slot = 0;
-  uint32_t number = 0;
-  std::atomic<bool> completed{false};
+  std::vector<Part> parts;
+  CuEvent done = nullptr;
+  std::atomic<bool> completed{false};  // every part is
 };
 
 class StreamOrdered {
@@ -81,16 +89,24 @@ class StreamOrdered {
 
   // Enqueues the operation on `stream` (steps above; `gate` false leaves
   // out steps 3 and 4); host[i] is what the host part runs on for args[i].
-  // On an error nothing is left waiting on the stream.
-  Status Begin(CuStream stream, const StageArg* args, size_t n, bool gate, void** host,
+  // chunk_bytes > 0 (a multiple of the element size) pipelines it: every
+  // buffer of the call has the same size (or none) and is cut into parts of
+  // that many bytes; the stream gets every part's input copy and ready
+  // event, then every part's gate and output copy, so the copies of one
+  // part overlap the host collective of another. On an error nothing is
+  // left waiting on the stream.
+  Status Begin(CuStream stream, const StageArg* args, size_t n, bool gate, size_t chunk_bytes, void** host,
                std::shared_ptr<StreamOp>* op);
-  // Host part: returns once the stream has passed `ready`; ZC_ERR_TIMEOUT
-  // after the deadline (the work queued before the call never finished).
-  Status WaitReady(StreamOp* op);
-  // The same without waiting: *ready once the stream has passed `ready`.
-  Status PollReady(StreamOp* op, bool* ready);
-  // Host part: the operation is over with `st`; opens its gate.
-  void Complete(StreamOp* op, const Status& st);
+  // Host part: returns once the stream has passed the part's `ready`;
+  // ZC_ERR_TIMEOUT after the deadline (the work queued before the call
+  // never finished).
+  Status WaitReady(StreamOp* op, size_t part);
+  // The same without waiting: *ready once the stream has passed it.
+  Status PollReady(StreamOp* op, size_t part, bool* ready);
+  // Host part: the part is over with `st`; opens its gate.
+  void Complete(StreamOp* op, size_t part, const Status& st);
+  // Completes every part not completed yet with `st` (after a failure).
+  void CompleteRest(StreamOp* op, const Status& st);
 
   // Gives back what finished operations held (a caller's thread).
   void Reap();
@@ -104,8 +120,9 @@ class StreamOrdered {
 
  private:
   struct SlotPage;
-  Status TakeSlot(StreamOp* op);  // mu_ held
-  Status EnqueueGate(StreamOp* op);
+  Status TakeSlot(StreamOp::Part* part);  // mu_ held
+  Status EnqueueGate(CuStream stream, StreamOp::Part* part);
+  Status Enqueue(StreamOp* op, bool gate);
   void Abandon(const std::shared_ptr<StreamOp>& op);  // Begin failed part way
   bool Finished(StreamOp* op);                        // mu_ held
 

@@ -348,8 +348,10 @@ Env BaseEnv(const char* transport) {
   return {{"ZC_TRANSPORT", transport}, {"ZC_SOCKET_IFNAME", "lo"}, {"ZC_TIMEOUT", "60"}};
 }
 
-void EveryCall(int n, const char* transport, bool wait_value) {
-  auto res = RunRanks(n, [wait_value](int rank) { return EveryCallBody(rank, wait_value); }, BaseEnv(transport), 240);
+void EveryCall(int n, const char* transport, bool wait_value, const char* chunk = nullptr) {
+  Env env = BaseEnv(transport);
+  if (chunk) env.push_back({"ZC_GPU_CHUNK_BYTES", chunk});
+  auto res = RunRanks(n, [wait_value](int rank) { return EveryCallBody(rank, wait_value); }, env, 240);
   EXPECT_TRUE(AllOk(res)) << Describe(res);
 }
 
@@ -359,6 +361,68 @@ TEST(StreamOrdered, EveryCall4Shm) { EveryCall(4, "shm", true); }
 TEST(StreamOrdered, EveryCall2Tcp) { EveryCall(2, "tcp", true); }
 TEST(StreamOrdered, EveryCall3Tcp) { EveryCall(3, "tcp", true); }
 TEST(StreamOrdered, EveryCallHostFuncGate2Shm) { EveryCall(2, "shm", false); }
+// Pipelined staging: allreduce, broadcast and reduce in 16-float parts
+// (4099 floats: 257 parts, the last of 3 floats).
+TEST(StreamOrdered, EveryCallPipelined3Shm) { EveryCall(3, "shm", true, "64"); }
+TEST(StreamOrdered, EveryCallPipelined2Tcp) { EveryCall(2, "tcp", true, "64"); }
+TEST(StreamOrdered, EveryCallPipelinedHostFuncGate2Shm) { EveryCall(2, "shm", false, "64"); }
+
+// Chunk boundaries: counts around multiples of the part (1024 floats),
+// out of place and in place, broadcast and reduce from the last rank; the
+// stream waits on one gate per part.
+int ChunkBoundariesBody(int rank) {
+  static Rig rig(true);
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  rig.Install(comm);
+  const int n = zc_size(comm), root = n - 1;
+  CuStream s = FakeCuda::Get().NewStream();
+  for (size_t count : {size_t{1023}, size_t{1024}, size_t{1025}, size_t{2048}, size_t{3 * 1024 + 1}}) {
+    const size_t parts = (count + 1023) / 1024;
+    Round R(comm, s);
+    Latch latch;
+    latch.Enqueue(s);
+    std::vector<float> sum(count, 0.0f);
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; ++i) sum[i] += Value(r, i);
+    zc_request* req = nullptr;
+    float *in = R.Dev(count), *out = R.Dev(count);
+    R.Write(in, Series(rank, count));
+    const uint64_t waits0 = FakeCuda::Get().value_waits();
+    CHILD_OK(zc_allreduce_on_stream(comm, in, out, count, ZC_FLOAT32, ZC_SUM, s, &req));
+    R.Keep(req);
+    R.Read("pipelined allreduce", out, sum);
+    R.Write(in, Series(rank, count));
+    CHILD_OK(zc_allreduce_on_stream(comm, in, in, count, ZC_FLOAT32, ZC_SUM, s, &req));
+    R.Keep(req);
+    R.Read("pipelined allreduce in place", in, sum);
+    float* b = R.Dev(count);
+    R.Write(b, rank == root ? Series(root, count, 5) : std::vector<float>(count, 0.0f));
+    CHILD_OK(zc_broadcast_on_stream(comm, b, count, ZC_FLOAT32, root, s, &req));
+    R.Keep(req);
+    R.Read("pipelined broadcast", b, Series(root, count, 5));
+    float* rin = R.Dev(count);
+    float* rout = rank == root ? R.Dev(count) : nullptr;
+    R.Write(rin, Series(rank, count));
+    CHILD_OK(zc_reduce_on_stream(comm, rin, rout, count, ZC_FLOAT32, ZC_SUM, root, s, &req));
+    R.Keep(req);
+    if (rank == root) R.Read("pipelined reduce", rout, sum);
+    latch.open.store(true);
+    if (int r = R.Finish(); r != 0) return r;
+    const uint64_t waits = FakeCuda::Get().value_waits() - waits0;
+    CHILD_CHECK(waits == 4 * parts, "rank %d: count %zu: %llu gates, want %zu (4 calls x %zu parts)", rank, count,
+                static_cast<unsigned long long>(waits), 4 * parts, parts);
+  }
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+
+TEST(StreamOrdered, PipelinedChunkBoundaries3Shm) {
+  Env env = BaseEnv("shm");
+  env.push_back({"ZC_GPU_CHUNK_BYTES", "4096"});
+  auto res = RunRanks(3, ChunkBoundariesBody, env, 120);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
+}
 
 // A count mismatch fails the request and the communicator's async error;
 // the stream goes on past the failed call.
