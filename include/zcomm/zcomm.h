@@ -425,6 +425,64 @@ zc_status zc_comm_dump_trace(zc_comm* comm, const char* path);
  * communicator (a framework's op, a tensor or key name); NULL or "" clears
  * the label. At most 47 bytes are kept. Always ZC_OK. */
 zc_status zc_trace_set_label(const char* label);
+/* ---- Stream-ordered calls (CUDA) -----------------------------------------
+ * Every collective and send/recv in stream order, as NCCL's: `stream` is a
+ * CUstream / cudaStream_t passed as void* (NULL: the legacy default
+ * stream). The call returns at once, without waiting for the stream or the
+ * network; the operation starts after the work already queued on the
+ * stream (it reads the inputs once the stream has reached the call), and
+ * work queued on the stream after the call waits until the outputs are
+ * written. The host never needs to synchronise in between: a kernel that
+ * writes the input, the call, and a kernel that reads the output may be
+ * queued back to back. Buffers may be device or host memory, mixed; the
+ * call's arguments and the rules of the matching plain call apply (the
+ * collectives run in call order with the nonblocking ones, on every rank
+ * alike). Device buffers are staged through pinned host memory by copies
+ * on the stream; the host collective runs on the communicator's progress
+ * thread. The stream waits for the result through
+ * cuStreamWaitValue32 on host memory (a host function where the driver
+ * lacks it).
+ *
+ * *req (req may be NULL) completes with the operation's status once its
+ * host part is done; the outputs are then written in stream order (the host
+ * sees them after cuStreamSynchronize or an event). An operation that
+ * fails still lets the stream go on (its outputs are undefined): the error
+ * is the request's, and zc_comm_get_async_error reports it. A send's input
+ * is copied when the stream reaches it, so later work on the stream does
+ * not wait for the message to be delivered; its request completes when it
+ * has been. Sends on streams are posted in call order once the stream has
+ * reached them; receives are posted at the call.
+ *
+ * Builds without CUDA return ZC_ERR_UNSUPPORTED; so does a process where no
+ * CUDA driver is loaded (no stream can exist there). docs/gpu.md. */
+zc_status zc_allreduce_on_stream(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
+                                 zc_dtype dtype, zc_op op, void* stream, zc_request** req);
+zc_status zc_broadcast_on_stream(zc_comm* comm, void* buf, size_t count, zc_dtype dtype, int root,
+                                 void* stream, zc_request** req);
+zc_status zc_reduce_on_stream(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
+                              zc_dtype dtype, zc_op op, int root, void* stream, zc_request** req);
+zc_status zc_allgather_on_stream(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t sendcount,
+                                 zc_dtype dtype, void* stream, zc_request** req);
+zc_status zc_reduce_scatter_on_stream(zc_comm* comm, const void* sendbuf, void* recvbuf,
+                                      size_t recvcount, zc_dtype dtype, zc_op op, void* stream,
+                                      zc_request** req);
+zc_status zc_alltoall_on_stream(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
+                                zc_dtype dtype, void* stream, zc_request** req);
+zc_status zc_barrier_on_stream(zc_comm* comm, void* stream, zc_request** req);
+zc_status zc_allgatherv_on_stream(zc_comm* comm, const void* sendbuf, size_t sendcount, void* recvbuf,
+                                  const size_t* recvcounts, const size_t* displs, zc_dtype dtype,
+                                  void* stream, zc_request** req);
+zc_status zc_alltoallv_on_stream(zc_comm* comm, const void* sendbuf, const size_t* sendcounts,
+                                 const size_t* sdispls, void* recvbuf, const size_t* recvcounts,
+                                 const size_t* rdispls, zc_dtype dtype, void* stream, zc_request** req);
+zc_status zc_gather_on_stream(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
+                              zc_dtype dtype, int root, void* stream, zc_request** req);
+zc_status zc_scatter_on_stream(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
+                               zc_dtype dtype, int root, void* stream, zc_request** req);
+zc_status zc_send_on_stream(zc_comm* comm, const void* buf, size_t bytes, int peer, int tag,
+                            void* stream, zc_request** req);
+zc_status zc_recv_on_stream(zc_comm* comm, void* buf, size_t bytes, int peer, int tag, void* stream,
+                            zc_request** req);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -2,7 +2,10 @@
 // (CUDA IPC on one host, or host staging through pinned memory with
 // ZC_GPU_IPC=0) next to the same allreduce on host buffers, per message size. Run under zcrun, one rank per process, all on
 // the same GPU unless there are several:
-//   zcrun -np 2 build/perf/gpu/gpu_allreduce [--quick]
+//   zcrun -np 2 build/perf/gpu/gpu_allreduce [--quick] [--on-stream]
+// --on-stream: the device column is zc_allreduce_on_stream on a
+// non-blocking stream followed by cuStreamSynchronize (pipelined staging in
+// ZC_GPU_CHUNK_BYTES parts).
 // Rank 0 prints one line per size: time per call (median of the repeats)
 // and the algorithm bandwidth (bytes / time). Exits 0 with a "no GPU" line
 // where there is none.
@@ -22,13 +25,22 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double MedianUs(zc_comm* comm, const void* s, void* r, size_t count, int iters) {
+// stream != null: zc_allreduce_on_stream on it, then cuStreamSynchronize.
+double MedianUs(zc_comm* comm, const void* s, void* r, size_t count, int iters, const DriverTable* drv = nullptr,
+                CuStream stream = nullptr) {
   std::vector<double> t;
   for (int rep = 0; rep < 5; ++rep) {
     zc_barrier(comm);
     const auto t0 = Clock::now();
     for (int i = 0; i < iters; ++i) {
-      if (zc_allreduce(comm, s, r, count, ZC_FLOAT32, ZC_SUM) != ZC_OK) {
+      zc_status st;
+      if (stream != nullptr) {
+        st = zc_allreduce_on_stream(comm, s, r, count, ZC_FLOAT32, ZC_SUM, stream, nullptr);
+        if (st == ZC_OK && drv->StreamSynchronize(stream) != 0) st = ZC_ERR_SYSTEM;
+      } else {
+        st = zc_allreduce(comm, s, r, count, ZC_FLOAT32, ZC_SUM);
+      }
+      if (st != ZC_OK) {
         std::fprintf(stderr, "allreduce: %s\n", zc_last_error(comm));
         return -1;
       }
@@ -42,7 +54,11 @@ double MedianUs(zc_comm* comm, const void* s, void* r, size_t count, int iters) 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false, on_stream = false;
+  for (int i = 1; i < argc; ++i) {
+    quick |= std::strcmp(argv[i], "--quick") == 0;
+    on_stream |= std::strcmp(argv[i], "--on-stream") == 0;
+  }
   std::string why;
   const int ndev = DeviceCount(&why);
   zc_comm* comm = nullptr;
@@ -70,26 +86,31 @@ int main(int argc, char** argv) {
     return 1;
   }
   drv->MemsetD8(ds, 0, max_bytes);
+  CuStream stream = nullptr;
+  if (on_stream && drv->StreamCreate(&stream, cu::kStreamNonBlocking) != 0) {
+    std::fprintf(stderr, "rank %d: cuStreamCreate failed\n", rank);
+    return 1;
+  }
   std::vector<float> hs(max_bytes / 4, 1.0f), hr(max_bytes / 4);
   if (rank == 0)
     std::printf("# gpu_allreduce: %d ranks, float32 sum, %d GPU(s); time per call (us), algbw GB/s\n"
                 "%12s %12s %10s %12s %10s %8s %s\n",
                 zc_size(comm), ndev, "bytes", "host_us", "host_GB/s", "device_us", "dev_GB/s",
-                "dev/host", "device algorithm");
+                "dev/host", on_stream ? "device path: allreduce_on_stream + cuStreamSynchronize" : "device algorithm");
   // Warm-up: pinned pool, IPC mappings, GPU clocks.
   for (size_t bytes : {size_t{4096}, max_bytes}) {
-    if (MedianUs(comm, reinterpret_cast<void*>(ds), reinterpret_cast<void*>(dr), bytes / 4, 3) < 0)
+    if (MedianUs(comm, reinterpret_cast<void*>(ds), reinterpret_cast<void*>(dr), bytes / 4, 3, drv, stream) < 0)
       return 1;
   }
   for (size_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {
     const size_t count = bytes / 4;
     const int iters = bytes <= (1u << 20) ? 50 : (bytes <= (16u << 20) ? 10 : 3);
     const double h = MedianUs(comm, hs.data(), hr.data(), count, iters);
-    const double d = MedianUs(comm, reinterpret_cast<void*>(ds), reinterpret_cast<void*>(dr), count, iters);
+    const double d = MedianUs(comm, reinterpret_cast<void*>(ds), reinterpret_cast<void*>(dr), count, iters, drv, stream);
     if (h < 0 || d < 0) return 1;
     if (rank == 0)
       std::printf("%12zu %12.1f %10.2f %12.1f %10.2f %8.2f %s\n", bytes, h, bytes / h / 1e3, d,
-                  bytes / d / 1e3, d / h, zc_last_algorithm(comm));
+                  bytes / d / 1e3, d / h, on_stream ? "staged, pipelined" : zc_last_algorithm(comm));
   }
   drv->MemFree(ds);
   drv->MemFree(dr);

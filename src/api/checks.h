@@ -30,6 +30,10 @@ zc_status CheckOp(const zc_comm* comm, const char* op, zc_dtype dtype, zc_op rop
 zc_status CheckBuf(const zc_comm* comm, const char* op, const void* p, const char* name, size_t count);
 // count x factor elements fit in size_t bytes.
 zc_status CheckBytes(const zc_comm* comm, const char* op, size_t count, zc_dtype dtype, size_t factor);
+// Point to point: buf, a peer of the communicator other than this rank (or
+// ZC_ANY_SOURCE for a receive), a tag >= 0.
+zc_status CheckPeerArgs(zc_comm* comm, const char* op, bool send, const void* buf, size_t bytes, int peer,
+                        int tag);
 zc_status CheckRoot(const zc_comm* comm, const char* op, int root);
 // Each collective's whole argument check, shared by its blocking and
 // nonblocking entry points (op names the entry point in messages).

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "api/collective_queue.h"
+#include "api/stream_p2p.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/launcher_watch.h"
 #include "bootstrap/store_server.h"
@@ -118,4 +119,7 @@ struct zc_comm {
   // The nonblocking collectives, in call order: run by its worker thread or
   // by a waiter (api/collective_queue.h).
   std::shared_ptr<zc::api::CollectiveQueue> queue;
+  // zc_send_on_stream / zc_recv_on_stream: their thread, made on first use.
+  std::mutex stream_p2p_mu;
+  std::unique_ptr<zc::api::StreamP2p> stream_p2p;
 };

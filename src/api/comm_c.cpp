@@ -94,6 +94,7 @@ Status MakeComm(const std::shared_ptr<zc::World>& world, std::vector<int> member
     gpu.ipc_min_bytes = comm->config.gpu_ipc_min_bytes;
   }
   gpu.ipc_reachable = comm->size > 1 && comm->local_size == comm->size;
+  gpu.timeout_s = comm->config.timeout_s;
   zc::Device* device = world->device.get();
   gpu.known_host = [device](const void* p, size_t bytes) { return device->regions().IsPoolMemory(p, bytes); };
   comm->gpu = std::make_unique<zc::gpu::DevicePath>(gpu);
@@ -325,6 +326,7 @@ zc_status zc_comm_get_async_error(zc_comm* comm, zc_status* error) {
   ZC_CHECK_COMM(comm, "zc_comm_get_async_error");
   if (!error) return BadArg(comm, "zc_comm_get_async_error", "error is NULL");
   Status st = comm->group->AsyncError();
+  if (st.ok() && comm->gpu) st = comm->gpu->StreamAsyncError();  // a stream-ordered call failed
   *error = st.code();
   if (!st.ok()) Fail(st.with_context(zc::Format("rank %d: communicator broken", comm->rank)));
   return ZC_OK;
@@ -333,6 +335,7 @@ zc_status zc_comm_get_async_error(zc_comm* comm, zc_status* error) {
 zc_status zc_finalize(zc_comm* comm) {
   ZC_CHECK_COMM(comm, "zc_finalize");
   comm->queue->Stop();
+  zc::api::StopStreamP2p(comm);
   // From here on every entry point refuses the handle (the queued
   // nonblocking calls have run).
   comm->magic = zc_comm::kDead;

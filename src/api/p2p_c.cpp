@@ -17,22 +17,6 @@ using namespace zc::api;
 
 namespace {
 
-zc_status CheckPeerArgs(zc_comm* comm, const char* op, bool send, const void* buf, size_t bytes,
-                        int peer, int tag) {
-  ZC_TRY(CheckBuf(comm, op, buf, "buf", bytes));
-  if (!send && peer == ZC_ANY_SOURCE) {
-    if (comm->size < 2)
-      return BadArg(comm, op, "receive from any source: rank %d is alone in its communicator "
-                    "(no peer could send)", comm->rank);
-  } else if (peer < 0 || peer >= comm->size)
-    return BadArg(comm, op, "peer %d is out of range [0, %d)", peer, comm->size);
-  if (peer == comm->rank)
-    return BadArg(comm, op, "%s self (rank %d) would never complete",
-                  send ? "send to" : "receive from", peer);
-  if (tag < 0) return BadArg(comm, op, "tag %d: tags are >= 0", tag);
-  return ZC_OK;
-}
-
 std::string Context(const zc_comm* comm, const char* op, bool send, int peer, int tag,
                     size_t bytes) {
   if (!send && peer == ZC_ANY_SOURCE)
@@ -109,6 +93,22 @@ zc::Status Finish(zc_request* r, zc::Status st) {
 }  // namespace
 
 namespace zc::api {
+
+zc_status CheckPeerArgs(zc_comm* comm, const char* op, bool send, const void* buf, size_t bytes,
+                        int peer, int tag) {
+  ZC_TRY(CheckBuf(comm, op, buf, "buf", bytes));
+  if (!send && peer == ZC_ANY_SOURCE) {
+    if (comm->size < 2)
+      return BadArg(comm, op, "receive from any source: rank %d is alone in its communicator "
+                    "(no peer could send)", comm->rank);
+  } else if (peer < 0 || peer >= comm->size)
+    return BadArg(comm, op, "peer %d is out of range [0, %d)", peer, comm->size);
+  if (peer == comm->rank)
+    return BadArg(comm, op, "%s self (rank %d) would never complete",
+                  send ? "send to" : "receive from", peer);
+  if (tag < 0) return BadArg(comm, op, "tag %d: tags are >= 0", tag);
+  return ZC_OK;
+}
 
 // zc_test/zc_wait for point-to-point requests (nonblocking_c.cpp).
 zc_status TestP2p(zc_request* r, int* done) {

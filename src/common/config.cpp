@@ -61,6 +61,9 @@ const std::vector<ConfigVar>& ConfigVars() {
        "same-host allreduce of device buffers through CUDA IPC: auto (from "
        "ZC_GPU_IPC_MIN_BYTES up), 0 never (host staging), 1 always"},
       {"ZC_GPU_IPC_MIN_BYTES", "4M", "smallest allreduce that takes the CUDA IPC path in auto mode"},
+      {"ZC_GPU_CHUNK_BYTES", "1M",
+       "stream-ordered allreduce, broadcast and reduce: staging copies and host collective overlap in "
+       "chunks of this many bytes (0: one piece); the same on every rank"},
       {"ZC_PS_PARTITION", "4M",
        "parameter server: keys are cut into chunks of this many bytes spread over the servers"},
       {"ZC_PS_SERVER_THREADS", "2", "parameter server: aggregation threads per server (1..64)"},
@@ -286,6 +289,10 @@ Status ReadGpu(Config* c) {
   if ((v = Get("ZC_GPU_IPC_MIN_BYTES"))) {
     if (!ParseBytes(v, &c->gpu_ipc_min_bytes))
       return Bad("ZC_GPU_IPC_MIN_BYTES", v, "a size in bytes (k, M, G suffixes)");
+  }
+  if ((v = Get("ZC_GPU_CHUNK_BYTES"))) {
+    if (!ParseBytes(v, &c->gpu_chunk_bytes))
+      return Bad("ZC_GPU_CHUNK_BYTES", v, "a size in bytes (k, M, G suffixes)");
   }
   return Status::Ok();
 }

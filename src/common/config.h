@@ -43,6 +43,7 @@ struct Config {
   size_t chunk_bytes = 1u << 20;     // ZC_CHUNK: pipeline chunk of the ring
   std::string gpu_ipc = "auto";      // ZC_GPU_IPC: auto|0|1 (same-host CUDA IPC allreduce)
   size_t gpu_ipc_min_bytes = 4u << 20;  // ZC_GPU_IPC_MIN_BYTES: auto mode threshold
+  size_t gpu_chunk_bytes = 1u << 20;    // ZC_GPU_CHUNK_BYTES: stream-ordered staging pipeline chunk
   size_t ps_partition_bytes = 4u << 20;  // ZC_PS_PARTITION: parameter-server chunk (BytePS's 4 MB)
   int ps_server_threads = 2;            // ZC_PS_SERVER_THREADS: aggregation threads per server
   std::string ps_placement = "roundrobin";  // ZC_PS_PLACEMENT: roundrobin|hash

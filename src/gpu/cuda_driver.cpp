@@ -67,6 +67,21 @@ bool FillTable(void* lib) {
   Resolve(lib, &t.MemcpyDtoD, "cuMemcpyDtoD_v2");
   Resolve(lib, &t.MemsetD8, "cuMemsetD8_v2");
   Resolve(lib, &t.StreamSynchronize, "cuStreamSynchronize");
+  // Plain (legacy default stream) names: zcomm passes explicit streams.
+  Resolve(lib, &t.StreamCreate, "cuStreamCreate");
+  Resolve(lib, &t.StreamDestroy, "cuStreamDestroy_v2", "cuStreamDestroy");
+  Resolve(lib, &t.StreamQuery, "cuStreamQuery");
+  Resolve(lib, &t.StreamWaitEvent, "cuStreamWaitEvent");
+  Resolve(lib, &t.StreamWaitValue32, "cuStreamWaitValue32_v2", "cuStreamWaitValue32");
+  Resolve(lib, &t.LaunchHostFunc, "cuLaunchHostFunc");
+  Resolve(lib, &t.EventCreate, "cuEventCreate");
+  Resolve(lib, &t.EventDestroy, "cuEventDestroy_v2", "cuEventDestroy");
+  Resolve(lib, &t.EventRecord, "cuEventRecord");
+  Resolve(lib, &t.EventQuery, "cuEventQuery");
+  Resolve(lib, &t.EventSynchronize, "cuEventSynchronize");
+  Resolve(lib, &t.MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
+  Resolve(lib, &t.MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
+  Resolve(lib, &t.MemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2");
 
   // Required for anything zcomm does; the rest is checked at use.
   const char* missing = nullptr;

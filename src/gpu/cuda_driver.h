@@ -22,6 +22,7 @@
 
 struct CUctx_st;     // same incomplete types as cuda.h, so values interoperate
 struct CUstream_st;
+struct CUevent_st;
 
 namespace zc::gpu {
 
@@ -30,6 +31,8 @@ using CuDevice = int;
 using CuDevicePtr = unsigned long long;
 using CuContext = CUctx_st*;
 using CuStream = CUstream_st*;
+using CuEvent = CUevent_st*;
+using CuHostFn = void (*)(void* user_data);  // CUhostFn
 struct CuIpcMemHandle {
   char reserved[64];  // CU_IPC_HANDLE_SIZE
 };
@@ -43,6 +46,7 @@ constexpr CuResult kErrorDeinitialized = 4;
 constexpr CuResult kErrorNoDevice = 100;
 constexpr CuResult kErrorInvalidContext = 201;
 constexpr CuResult kErrorAlreadyMapped = 208;
+constexpr CuResult kErrorNotReady = 600;
 // CUpointer_attribute
 constexpr int kPointerAttrContext = 1;
 constexpr int kPointerAttrMemoryType = 2;
@@ -60,6 +64,10 @@ constexpr unsigned kMemoryTypeUnified = 4;
 constexpr unsigned kIpcMemLazyEnablePeerAccess = 1;
 constexpr unsigned kMemAttachGlobal = 1;
 constexpr unsigned kMemHostAllocPortable = 1;  // pinned for every context
+constexpr unsigned kMemHostAllocDeviceMap = 2;  // mapped into the device's address space
+constexpr unsigned kStreamNonBlocking = 1;      // CU_STREAM_NON_BLOCKING
+constexpr unsigned kEventDisableTiming = 2;     // CU_EVENT_DISABLE_TIMING
+constexpr unsigned kStreamWaitValueGeq = 0;     // CU_STREAM_WAIT_VALUE_GEQ (cyclic >=)
 }  // namespace cu
 
 // The driver entry points zcomm uses. Members are null where the driver
@@ -108,6 +116,25 @@ struct DriverTable {
                          size_t bytes) = nullptr;
   CuResult (*MemsetD8)(CuDevicePtr dst, unsigned char v, size_t n) = nullptr;
   CuResult (*StreamSynchronize)(CuStream s) = nullptr;
+  // Streams and events: the stream-ordered calls (stream_ordered.h).
+  CuResult (*StreamCreate)(CuStream* s, unsigned flags) = nullptr;
+  CuResult (*StreamDestroy)(CuStream s) = nullptr;
+  CuResult (*StreamQuery)(CuStream s) = nullptr;
+  CuResult (*StreamWaitEvent)(CuStream s, CuEvent e, unsigned flags) = nullptr;
+  CuResult (*StreamWaitValue32)(CuStream s, CuDevicePtr addr, uint32_t value,
+                                unsigned flags) = nullptr;
+  CuResult (*LaunchHostFunc)(CuStream s, CuHostFn fn, void* user_data) = nullptr;
+  CuResult (*EventCreate)(CuEvent* e, unsigned flags) = nullptr;
+  CuResult (*EventDestroy)(CuEvent e) = nullptr;
+  CuResult (*EventRecord)(CuEvent e, CuStream s) = nullptr;
+  CuResult (*EventQuery)(CuEvent e) = nullptr;
+  CuResult (*EventSynchronize)(CuEvent e) = nullptr;
+  CuResult (*MemcpyHtoDAsync)(CuDevicePtr dst, const void* src, size_t bytes,
+                              CuStream s) = nullptr;
+  CuResult (*MemcpyDtoHAsync)(void* dst, CuDevicePtr src, size_t bytes,
+                              CuStream s) = nullptr;
+  CuResult (*MemHostGetDevicePointer)(CuDevicePtr* d, void* p,
+                                      unsigned flags) = nullptr;
 };
 
 // The process driver if libcuda.so.1 is already loaded in this process,

@@ -3,13 +3,14 @@
 #include "collectives/collectives.h"
 #include "collectives/dtype.h"
 #include "gpu/ipc_allreduce.h"
+#include "gpu/stream_ordered.h"
 #include "p2p/group.h"
 
 namespace zc::gpu {
 
 DevicePath::DevicePath(const DevicePathOptions& opts) : opts_(opts) {}
 
-DevicePath::~DevicePath() = default;
+DevicePath::~DevicePath() = default;  // StreamOrdered's destructor closes it
 
 bool DevicePath::UseIpc(Collectives* c, const void* send, const void* recv, size_t bytes,
                         zc_op op, int* device) {
@@ -87,6 +88,29 @@ Status DevicePath::StagePlan(const void* send, void* recv, size_t bytes,
   return Status::Ok();
 }
 
-void DevicePath::Close() { ipc_.reset(); }
+Status DevicePath::OnStream(StreamOrdered** out) {
+  *out = nullptr;
+  if (!opts_.enabled) return Error(ZC_ERR_UNSUPPORTED, "stream-ordered calls: zcomm was built without CUDA");
+  std::lock_guard<std::mutex> lock(stream_mu_);
+  if (!stream_) {
+    const DriverTable* drv = opts_.drv ? opts_.drv : LoadedDriver();
+    if (drv == nullptr || !drv->loaded)
+      return Error(ZC_ERR_UNSUPPORTED, "stream-ordered calls: no CUDA driver is loaded in this process");
+    stream_ = std::make_unique<StreamOrdered>(drv, opts_.cache, opts_.pool, opts_.timeout_s);
+  }
+  *out = stream_.get();
+  return Status::Ok();
+}
+
+Status DevicePath::StreamAsyncError() const {
+  std::lock_guard<std::mutex> lock(stream_mu_);
+  return stream_ ? stream_->async_error() : Status::Ok();
+}
+
+void DevicePath::Close() {
+  ipc_.reset();
+  std::lock_guard<std::mutex> lock(stream_mu_);
+  if (stream_) stream_->Close();
+}
 
 }  // namespace zc::gpu

@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "common/status.h"
@@ -40,6 +41,7 @@ namespace zc::gpu {
 class IpcAllreduce;
 class PinnedPool;
 class PointerCache;
+class StreamOrdered;
 
 struct DevicePathOptions {
   // Stage and IPC device memory (CUDA builds); false: pass everything through.
@@ -56,6 +58,8 @@ struct DevicePathOptions {
   const DriverTable* drv = nullptr;
   PointerCache* cache = nullptr;
   PinnedPool* pool = nullptr;
+  // Deadline of the stream-ordered calls' waits (ZC_TIMEOUT).
+  double timeout_s = 300.0;
 };
 
 class DevicePath {
@@ -102,7 +106,15 @@ class DevicePath {
   // one take the same driver, caches and modes.
   const DevicePathOptions& options() const { return opts_; }
 
-  // Closes the mappings of peers' buffers (zc_finalize).
+  // The stream-ordered calls' state (stream_ordered.h), made on first use.
+  // ZC_ERR_UNSUPPORTED when disabled (a build without CUDA) or when no CUDA
+  // driver is loaded in the process (no stream can exist then).
+  Status OnStream(StreamOrdered** out);
+  // The first failure of a stream-ordered call (ok if none).
+  Status StreamAsyncError() const;
+
+  // Closes the mappings of peers' buffers and waits (deadline) until the
+  // streams are past the stream-ordered calls (zc_finalize).
   void Close();
 
  private:
@@ -137,6 +149,8 @@ class DevicePath {
 
   DevicePathOptions opts_;
   std::unique_ptr<IpcAllreduce> ipc_;  // made on first use
+  mutable std::mutex stream_mu_;
+  std::unique_ptr<StreamOrdered> stream_;  // made on first use (stream_mu_)
 };
 
 }  // namespace zc::gpu

@@ -17,7 +17,7 @@ const DriverTable* HostStaging::driver() const {
   return fixed_driver_ != nullptr ? fixed_driver_ : LoadedDriver();
 }
 
-Status HostStaging::Stage(const StageArg* args, size_t n, void** host) {
+Status HostStaging::Plan(const StageArg* args, size_t n, void** host, const DriverTable** drv_out) {
   // Classify; host memory is final at once.
   std::vector<size_t> dev_args;
   for (size_t i = 0; i < n; ++i) {
@@ -60,16 +60,8 @@ Status HostStaging::Stage(const StageArg* args, size_t n, void** host) {
   ZC_RETURN_IF_ERROR(EnsureContext(drv, device));
 
   for (Item& it : items_) {
-    const size_t bytes = it.hi - it.lo;
-    Status st = pool_->Acquire(bytes, &it.host, &it.cap);
+    Status st = pool_->Acquire(it.hi - it.lo, &it.host, &it.cap);
     if (!st.ok()) return st.with_context(it.name);
-    if (it.in) {
-      CuResult r = drv->MemcpyDtoH(it.host, static_cast<CuDevicePtr>(it.lo), bytes);
-      if (r != cu::kSuccess) {
-        return Error(ZC_ERR_SYSTEM, "%s: copy of %zu bytes from GPU %d to host: %s", it.name,
-                     bytes, it.device, CuErrorText(drv, r).c_str());
-      }
-    }
   }
   for (size_t i : dev_args) {
     const uintptr_t p = reinterpret_cast<uintptr_t>(args[i].ptr);
@@ -80,6 +72,61 @@ Status HostStaging::Stage(const StageArg* args, size_t n, void** host) {
       }
     }
   }
+  *drv_out = drv;
+  return Status::Ok();
+}
+
+Status HostStaging::CopyError(const DriverTable* drv, const Item& it, bool to_host, CuResult r) const {
+  if (to_host)
+    return Error(ZC_ERR_SYSTEM, "%s: copy of %zu bytes from GPU %d to host: %s", it.name,
+                 static_cast<size_t>(it.hi - it.lo), it.device, CuErrorText(drv, r).c_str());
+  return Error(ZC_ERR_SYSTEM, "%s: copy of %zu bytes from host to GPU %d: %s", it.name,
+               static_cast<size_t>(it.hi - it.lo), it.device, CuErrorText(drv, r).c_str());
+}
+
+Status HostStaging::Stage(const StageArg* args, size_t n, void** host) {
+  const DriverTable* drv = nullptr;
+  ZC_RETURN_IF_ERROR(Plan(args, n, host, &drv));
+  for (Item& it : items_) {
+    if (!it.in) continue;
+    CuResult r = drv->MemcpyDtoH(it.host, static_cast<CuDevicePtr>(it.lo), it.hi - it.lo);
+    if (r != cu::kSuccess) return CopyError(drv, it, true, r);
+  }
+  return Status::Ok();
+}
+
+Status HostStaging::PlanOnStream(const StageArg* args, size_t n, void** host) {
+  const DriverTable* drv = nullptr;
+  ZC_RETURN_IF_ERROR(Plan(args, n, host, &drv));
+  if (items_.empty()) return Status::Ok();
+  if (drv->MemcpyDtoHAsync == nullptr || drv->MemcpyHtoDAsync == nullptr)
+    return Error(ZC_ERR_UNSUPPORTED, "%s is CUDA memory, but the driver lacks cuMemcpyDtoHAsync", items_[0].name);
+  return Status::Ok();
+}
+
+Status HostStaging::CopyInOnStream(CuStream stream, size_t offset, size_t len) {
+  const DriverTable* drv = driver();
+  for (const Item& it : items_) {
+    const size_t size = it.hi - it.lo;
+    if (!it.in || offset >= size) continue;
+    const size_t n = std::min(len, size - offset);
+    CuResult r = drv->MemcpyDtoHAsync(static_cast<char*>(it.host) + offset, static_cast<CuDevicePtr>(it.lo + offset),
+                                      n, stream);
+    if (r != cu::kSuccess) return CopyError(drv, it, true, r);
+  }
+  return Status::Ok();
+}
+
+Status HostStaging::CopyOutOnStream(CuStream stream, size_t offset, size_t len) {
+  const DriverTable* drv = driver();
+  for (const Item& it : items_) {
+    const size_t size = it.hi - it.lo;
+    if (!it.out || offset >= size) continue;
+    const size_t n = std::min(len, size - offset);
+    CuResult r = drv->MemcpyHtoDAsync(static_cast<CuDevicePtr>(it.lo + offset), static_cast<char*>(it.host) + offset,
+                                      n, stream);
+    if (r != cu::kSuccess) return CopyError(drv, it, false, r);
+  }
   return Status::Ok();
 }
 
@@ -89,10 +136,7 @@ Status HostStaging::CopyOut() {
     if (!it.out) continue;
     const size_t bytes = it.hi - it.lo;
     CuResult r = drv->MemcpyHtoD(static_cast<CuDevicePtr>(it.lo), it.host, bytes);
-    if (r != cu::kSuccess) {
-      return Error(ZC_ERR_SYSTEM, "%s: copy of %zu bytes from host to GPU %d: %s", it.name, bytes,
-                   it.device, CuErrorText(drv, r).c_str());
-    }
+    if (r != cu::kSuccess) return CopyError(drv, it, false, r);
   }
   return Status::Ok();
 }

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "common/status.h"
@@ -49,8 +50,20 @@ class HostStaging {
   // (ZC_ERR_NO_MEMORY), a failed copy (ZC_ERR_SYSTEM with the CUDA error).
   Status Stage(const StageArg* args, size_t n, void** host);
 
+  // The same for a stream-ordered call, without copies: the pinned copies
+  // are filled and emptied by CopyInOnStream / CopyOutOnStream.
+  Status PlanOnStream(const StageArg* args, size_t n, void** host);
+  // Enqueues on `stream` the copies of bytes [offset, offset + len) of
+  // every staged input (device to host) or output (host to device),
+  // counted from the start of each (clipped to its end). The pinned copies
+  // must stay (this object alive) until the stream has run them.
+  Status CopyInOnStream(CuStream stream, size_t offset = 0, size_t len = SIZE_MAX);
+  Status CopyOutOnStream(CuStream stream, size_t offset = 0, size_t len = SIZE_MAX);
+
   // True when some buffer is device memory (the call is staged).
   bool active() const { return !items_.empty(); }
+  // The device of the first staged buffer (-1: none).
+  int device() const { return items_.empty() ? -1 : items_[0].device; }
 
   // Copies every staged output back to its device buffer.
   Status CopyOut();
@@ -66,6 +79,10 @@ class HostStaging {
   };
 
   const DriverTable* driver() const;
+  // Stage()'s common part: classifies, merges, makes a context current,
+  // takes the pinned copies and points host[] at them; *drv the driver.
+  Status Plan(const StageArg* args, size_t n, void** host, const DriverTable** drv);
+  Status CopyError(const DriverTable* drv, const Item& it, bool to_host, CuResult r) const;
 
   const DriverTable* fixed_driver_;
   PointerCache* cache_;

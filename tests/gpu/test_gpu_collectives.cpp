@@ -403,6 +403,78 @@ TEST(GpuCollectives, PlanOnDeviceBuffers) {
   EXPECT_TRUE(AllOk(res)) << Describe(res);
 }
 
+// The stream-ordered calls on the real driver: on a non-blocking stream,
+// an async copy writes the input, the call is made, an async copy reads the
+// output, with no host synchronisation until the end (allreduce in 64 KiB
+// pipeline parts, broadcast, allgather, send/recv around the ring).
+int OnStreamBody(int rank) {
+  const gpu::DriverTable* drv = nullptr;
+  if (InitGpu(&drv)) return 1;
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  const int n = zc_size(comm);
+  gpu::CuStream s = nullptr;
+  CU_OK(drv->StreamCreate(&s, gpu::cu::kStreamNonBlocking));
+  for (size_t count : {size_t{1}, size_t{7}, size_t{65537}}) {
+    const size_t bytes = count * 4;
+    DeviceMem in, out, all, pin, pout;
+    if (Alloc(drv, &in, bytes) || Alloc(drv, &out, bytes) || Alloc(drv, &all, bytes * n) ||
+        Alloc(drv, &pin, bytes) || Alloc(drv, &pout, bytes))
+      return 1;
+    float *hin = nullptr, *hout = nullptr, *hall = nullptr, *hp = nullptr;
+    CU_OK(drv->MemHostAlloc(reinterpret_cast<void**>(&hin), bytes, 0));
+    CU_OK(drv->MemHostAlloc(reinterpret_cast<void**>(&hout), bytes, 0));
+    CU_OK(drv->MemHostAlloc(reinterpret_cast<void**>(&hall), bytes * n, 0));
+    CU_OK(drv->MemHostAlloc(reinterpret_cast<void**>(&hp), bytes, 0));
+    for (size_t i = 0; i < count; ++i) hin[i] = static_cast<float>((rank + 1) * 1000 + i % 997);
+    CU_OK(drv->MemcpyHtoDAsync(in.p, hin, bytes, s));
+    CU_OK(drv->MemcpyHtoDAsync(pin.p, hin, bytes, s));
+    zc_request* reqs[5] = {};
+    CHILD_OK(zc_allreduce_on_stream(comm, in.get(), out.get(), count, ZC_FLOAT32, ZC_SUM, s, &reqs[0]));
+    CU_OK(drv->MemcpyDtoHAsync(hout, out.p, bytes, s));
+    CHILD_OK(zc_allgather_on_stream(comm, in.get(), all.get(), count, ZC_FLOAT32, s, &reqs[1]));
+    CU_OK(drv->MemcpyDtoHAsync(hall, all.p, bytes * n, s));
+    CHILD_OK(zc_broadcast_on_stream(comm, in.get(), count, ZC_FLOAT32, n - 1, s, &reqs[2]));
+    CHILD_OK(zc_recv_on_stream(comm, pout.get(), bytes, (rank + n - 1) % n, 3, s, &reqs[3]));
+    CHILD_OK(zc_send_on_stream(comm, pin.get(), bytes, (rank + 1) % n, 3, s, &reqs[4]));
+    CU_OK(drv->MemcpyDtoHAsync(hp, pout.p, bytes, s));
+    CU_OK(drv->StreamSynchronize(s));
+    for (zc_request* r : reqs) CHILD_OK(zc_wait(r));
+    std::vector<float> bc(count);
+    CU_OK(drv->MemcpyDtoH(bc.data(), in.p, bytes));
+    const int prev = (rank + n - 1) % n;
+    for (size_t i = 0; i < count; ++i) {
+      float sum = 0;
+      for (int r = 0; r < n; ++r) sum += static_cast<float>((r + 1) * 1000 + i % 997);
+      CHILD_CHECK(hout[i] == sum, "rank %d count %zu: allreduce [%zu] = %g", rank, count, i, double(hout[i]));
+      for (int r = 0; r < n; ++r)
+        CHILD_CHECK(hall[r * count + i] == static_cast<float>((r + 1) * 1000 + i % 997),
+                    "rank %d count %zu: allgather [%d][%zu]", rank, count, r, i);
+      CHILD_CHECK(bc[i] == static_cast<float>(n * 1000 + i % 997), "rank %d: broadcast [%zu] = %g", rank, i,
+                  double(bc[i]));
+      CHILD_CHECK(hp[i] == static_cast<float>((prev + 1) * 1000 + i % 997), "rank %d: recv [%zu] = %g", rank, i,
+                  double(hp[i]));
+    }
+    for (float* h : {hin, hout, hall, hp}) drv->MemFreeHost(h);
+  }
+  zc_status e = ZC_OK;
+  CHILD_OK(zc_comm_get_async_error(comm, &e));
+  CHILD_CHECK(e == ZC_OK, "rank %d: async error %s", rank, zc_status_string(e));
+  CHILD_OK(zc_finalize(comm));
+  drv->StreamDestroy(s);
+  return 0;
+}
+
+TEST(GpuCollectives, OnStream) {
+  SKIP_WITHOUT_GPU();
+  for (int ranks : {2, 3, 4}) {
+    Env env = GpuEnv();
+    env.push_back({"ZC_GPU_CHUNK_BYTES", "64k"});
+    auto res = RunRanks(ranks, OnStreamBody, env, 300);
+    EXPECT_TRUE(AllOk(res)) << ranks << " ranks\n" << Describe(res);
+  }
+}
+
 // On one rank (no peer to hang): a device range past its allocation is
 // ZC_ERR_INVALID_ARG; a buffer freed behind zcomm's back fails cleanly with
 // the rank, the operation and the CUDA error.

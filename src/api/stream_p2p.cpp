@@ -1,0 +1,117 @@
+#include "api/stream_p2p.h"
+
+#include "api/comm.h"
+#include "gpu/stream_ordered.h"
+#include "p2p/messenger.h"
+
+namespace zc::api {
+
+StreamP2p::StreamP2p(Messenger* p2p, gpu::StreamOrdered* streams, double timeout_s)
+    : p2p_(p2p), streams_(streams), timeout_s_(timeout_s), thread_([this] { Run(); }) {}
+
+StreamP2p::~StreamP2p() { Stop(); }
+
+void StreamP2p::AddSend(std::shared_ptr<gpu::StreamOp> op, const void* host, size_t bytes, int peer, int tag,
+                        zc_request* req, std::string context) {
+  Entry e;
+  e.op = std::move(op);
+  e.host = host;
+  e.bytes = bytes;
+  e.peer = peer;
+  e.tag = tag;
+  e.req = req;
+  e.context = std::move(context);
+  e.ready_deadline = Deadline(timeout_s_);
+  std::lock_guard<std::mutex> lock(mu_);
+  incoming_.push_back(std::move(e));
+  cv_.notify_one();
+}
+
+void StreamP2p::AddRecv(std::shared_ptr<gpu::StreamOp> op, std::shared_ptr<P2pRequest> posted, zc_request* req,
+                        std::string context) {
+  Entry e;
+  e.op = std::move(op);
+  e.posted = std::move(posted);
+  e.req = req;
+  e.context = std::move(context);
+  std::lock_guard<std::mutex> lock(mu_);
+  incoming_.push_back(std::move(e));
+  cv_.notify_one();
+}
+
+void StreamP2p::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_ && !thread_.joinable()) return;
+    stop_ = true;
+    cv_.notify_one();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void StreamP2p::Finish(Entry* e, Status st) {
+  if (!st.ok()) st = st.with_context(e->context);
+  streams_->CompleteRest(e->op.get(), st);
+  if (e->req != nullptr) {
+    e->req->status = st;
+    e->req->done.store(1, std::memory_order_release);  // the waiter may free it now
+    e->req = nullptr;
+  }
+}
+
+bool StreamP2p::Progress(std::deque<Entry>* active) {
+  bool moved = false;
+  bool send_blocked = false;  // an earlier send is not posted: later ones wait
+  for (auto it = active->begin(); it != active->end();) {
+    Entry& e = *it;
+    if (!e.posted && !send_blocked) {
+      bool ready = false;
+      Status st = streams_->PollReady(e.op.get(), 0, &ready);
+      if (st.ok() && !ready && e.ready_deadline.expired())
+        st = Error(ZC_ERR_TIMEOUT, "the stream did not reach the send in %.0f s", e.ready_deadline.elapsed_s());
+      if (st.ok() && ready) st = p2p_->Isend(e.host, e.bytes, e.peer, e.tag, &e.posted);
+      if (!st.ok()) {
+        Finish(&e, st);
+        it = active->erase(it);
+        moved = true;
+        continue;
+      }
+      if (!ready) (void)e.ready_deadline.remaining_s();  // starts its clock
+      moved |= ready;
+    }
+    if (!e.posted) {
+      send_blocked = true;
+      ++it;
+      continue;
+    }
+    Status st;
+    if (e.posted->Test(&st)) {
+      Finish(&e, st);
+      it = active->erase(it);
+      moved = true;
+      continue;
+    }
+    ++it;
+  }
+  return moved;
+}
+
+void StreamP2p::Run() {
+  std::deque<Entry> active;
+  Backoff backoff;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (active.empty()) cv_.wait(lock, [&] { return stop_ || !incoming_.empty(); });
+      if (active.empty() && incoming_.empty() && stop_) return;
+      while (!incoming_.empty()) {
+        active.push_back(std::move(incoming_.front()));
+        incoming_.pop_front();
+      }
+    }
+    if (Progress(&active)) backoff = Backoff();
+    else backoff.Pause();
+  }
+}
+
+}  // namespace zc::api
