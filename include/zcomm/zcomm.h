@@ -425,6 +425,7 @@ zc_status zc_comm_dump_trace(zc_comm* comm, const char* path);
  * communicator (a framework's op, a tensor or key name); NULL or "" clears
  * the label. At most 47 bytes are kept. Always ZC_OK. */
 zc_status zc_trace_set_label(const char* label);
+
 /* ---- Stream-ordered calls (CUDA) -----------------------------------------
  * Every collective and send/recv in stream order, as NCCL's: `stream` is a
  * CUstream / cudaStream_t passed as void* (NULL: the legacy default
@@ -483,6 +484,64 @@ zc_status zc_send_on_stream(zc_comm* comm, const void* buf, size_t bytes, int pe
                             void* stream, zc_request** req);
 zc_status zc_recv_on_stream(zc_comm* comm, void* buf, size_t bytes, int peer, int tag, void* stream,
                             zc_request** req);
+/* ---- Fault tolerance: revoke, agree, shrink (docs/elastic.md) ----------
+ * MPI ULFM's semantics (MPIX_Comm_revoke, MPIX_Comm_agree,
+ * MPIX_Comm_shrink), so that a job survives the loss of ranks without a
+ * restart. A lost rank (its process exited, its connections broke) already
+ * fails every pending and later operation on every survivor with
+ * ZC_ERR_PEER_LOST or ZC_ERR_ABORTED within milliseconds (see zc_abort);
+ * the survivors then call zc_comm_shrink and go on with the communicator it
+ * returns. Communicators that share connections (zc_comm_split,
+ * zc_comm_dup) share their fate here too: a revoke, a lost rank or a shrink
+ * of one is one of all of them. */
+
+/* Revokes comm: every pending and later operation on comm (and on every
+ * communicator sharing its connections) fails, on every rank, with
+ * ZC_ERR_ABORTED ("rank R revoked the communicator" or "... failed or
+ * aborted the job"), wherever it waits, other threads included, within
+ * milliseconds. Not collective and does not block; revoking a revoked
+ * communicator is ZC_OK. zc_comm_agree, zc_comm_shrink,
+ * zc_comm_failed_ranks and zc_finalize still work on a revoked
+ * communicator; no other call does, for good. */
+zc_status zc_comm_revoke(zc_comm* comm);
+/* *revoked = 1 when operations on comm fail at once: it was revoked, a
+ * peer's loss or an abort broke it, or a shrink replaced it; else 0. */
+zc_status zc_comm_is_revoked(zc_comm* comm, int* revoked);
+/* The ranks of comm this process knows to be lost (its own view, no
+ * communication), in increasing order: ranks holds up to zc_size(comm)
+ * entries (NULL: only the count), *count their number. After zc_comm_agree
+ * or zc_comm_shrink it includes the ranks they agreed failed. */
+zc_status zc_comm_failed_ranks(zc_comm* comm, int* ranks, int* count);
+/* Fault-tolerant agreement, collective over the live ranks of comm (every
+ * live rank must call it, in the same order as its other agreements on
+ * comm), also on a revoked communicator. *flag: this rank's value in, the
+ * bitwise AND of the values of the ranks that took part out (a rank that
+ * died during the call may or may not have contributed). Every rank that
+ * returns gets the same *flag and the same status: ZC_OK when no rank of
+ * comm was found failed, ZC_ERR_PEER_LOST when some were (zc_last_error
+ * names them; zc_comm_failed_ranks then lists them on every survivor).
+ * Found failed: known lost by a rank when it called, or dead before its
+ * own value reached anyone (a rank that dies later in the call is
+ * reported by the next agreement).
+ * Correct when ranks die before or during the call. ZC_ERR_TIMEOUT (naming
+ * the rank) when a live rank does not take part within ZC_TIMEOUT. */
+zc_status zc_comm_agree(zc_comm* comm, int* flag);
+/* Collective over the live ranks of comm: revokes comm (as zc_comm_revoke),
+ * agrees on which ranks have failed (as zc_comm_agree, repeated until no
+ * further failure shows up during it), and gives every survivor *newcomm:
+ * the live ranks of comm, in the order of their ranks in comm, renumbered
+ * from 0. The new communicator uses the connections and the registered
+ * pool the ranks already have (no rendezvous, no new connection); memory
+ * from zc_mem_alloc stays valid. comm and every other communicator made
+ * before the shrink over the same connections stay revoked for good:
+ * finalize them (no barrier, ZC_OK); split or dup the new one instead. One
+ * shrink at a time per set of connections; shrinking a communicator that
+ * an earlier shrink revoked is ZC_ERR_INVALID_ARG. A rank the others
+ * agreed failed (they lost their connections to it) gets ZC_ERR_PEER_LOST
+ * and no communicator. A rank that dies right after the agreement is in
+ * the new communicator: its first operation fails, and the survivors
+ * shrink again. Errors as zc_comm_agree. */
+zc_status zc_comm_shrink(zc_comm* comm, zc_comm** newcomm);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "api/collective_queue.h"
@@ -48,6 +49,11 @@ struct World {
   std::mutex contexts_mu;
   std::map<uint32_t, uint64_t> contexts;  // id -> 0 (in use) or the reserving split's token
   uint64_t next_token = 1;
+  // Ids used before a shrink (an older epoch), never given out again: late
+  // control messages of a revoked communicator must find no new owner.
+  std::set<uint32_t> retired_contexts;
+  // One shrink at a time over this World (api/elastic_c.cpp).
+  std::mutex shrink_mu;
 
   ~World() {
     launcher_watch.reset();  // its hook uses the device
@@ -122,4 +128,19 @@ struct zc_comm {
   // zc_send_on_stream / zc_recv_on_stream: their thread, made on first use.
   std::mutex stream_p2p_mu;
   std::unique_ptr<zc::api::StreamP2p> stream_p2p;
+
+  // Fault tolerance (api/elastic_c.cpp): agreements on this communicator,
+  // numbered in call order (the same on every rank), one at a time.
+  std::mutex agree_mu;
+  uint32_t agree_seq = 0;
 };
+
+namespace zc::api {
+// The communicator of `members` (Device ranks in the new rank order) over
+// world with context ctx (comm_c.cpp). Collective over the members.
+// parent_gpu: the DevicePath of the communicator it comes from, or null.
+Status MakeComm(const std::shared_ptr<World>& world, std::vector<int> members, uint32_t ctx,
+                const gpu::DevicePath* parent_gpu, std::unique_ptr<zc_comm>* out);
+// Gives context id ctx of world back.
+void ReleaseContext(World* world, uint32_t ctx);
+}  // namespace zc::api

@@ -61,6 +61,67 @@ std::shared_ptr<zc::trace::FlightRecorder> MakeRecorder(const zc::World& world, 
                                                      world.config.trace_dir);
 }
 
+// A context id free on every rank of comm (MPI's context-id agreement):
+// each rank reserves the lowest id it has free from `candidate` on, the
+// largest proposal wins if every rank can take it, else all try again above
+// it. Reservations keep concurrent splits of this process apart.
+Status AgreeContext(zc_comm* comm, zc::Collectives* c, uint32_t* out) {
+  zc::World* w = comm->world.get();
+  uint64_t token;
+  {
+    std::lock_guard<std::mutex> lock(w->contexts_mu);
+    token = w->next_token++;
+  }
+  uint32_t candidate = 1;
+  for (;;) {
+    uint32_t proposal = candidate;
+    {
+      std::lock_guard<std::mutex> lock(w->contexts_mu);
+      while (proposal <= zc::kMaxContext && (w->contexts.count(proposal) || w->retired_contexts.count(proposal)))
+        ++proposal;
+      if (proposal > zc::kMaxContext)
+        return zc::Error(ZC_ERR_NO_MEMORY, "no free communicator context id (%u communicators "
+                         "over this rank's connections)", zc::kMaxContext);
+      w->contexts[proposal] = token;
+    }
+    std::vector<uint32_t> all(static_cast<size_t>(comm->size));
+    Status st = c->Allgather(&proposal, all.data(), 1, ZC_UINT32);
+    uint32_t ctx = st.ok() ? *std::max_element(all.begin(), all.end()) : 0;
+    uint32_t ok = 0;
+    {
+      std::lock_guard<std::mutex> lock(w->contexts_mu);
+      if (proposal != ctx) w->contexts.erase(proposal);
+      auto it = w->contexts.find(ctx);
+      if (st.ok() && !w->retired_contexts.count(ctx) && (it == w->contexts.end() || it->second == token)) {
+        w->contexts[ctx] = token;
+        ok = 1;
+      }
+    }
+    std::vector<uint32_t> oks(static_cast<size_t>(comm->size));
+    if (st.ok()) st = c->Allgather(&ok, oks.data(), 1, ZC_UINT32);
+    bool all_ok = st.ok() && std::all_of(oks.begin(), oks.end(), [](uint32_t v) { return v == 1; });
+    {
+      std::lock_guard<std::mutex> lock(w->contexts_mu);
+      if (all_ok) w->contexts[ctx] = 0;  // in use
+      else if (ok) w->contexts.erase(ctx);
+    }
+    ZC_RETURN_IF_ERROR(st);
+    if (all_ok) {
+      *out = ctx;
+      return Status::Ok();
+    }
+    candidate = ctx + 1;
+  }
+}
+
+zc_status InitFailed(const char* op, int rank, const Status& st) {
+  return Fail(st.with_context(rank >= 0 ? zc::Format("rank %d: %s", rank, op) : std::string(op)));
+}
+
+}  // namespace
+
+namespace zc::api {
+
 // The communicator of `members` (Device ranks in the new rank order) over
 // world with context ctx. Collective over the members (collective links).
 // parent_gpu: the DevicePath of the communicator it is split or duplicated
@@ -109,63 +170,7 @@ void ReleaseContext(zc::World* world, uint32_t ctx) {
   world->contexts.erase(ctx);
 }
 
-// A context id free on every rank of comm (MPI's context-id agreement):
-// each rank reserves the lowest id it has free from `candidate` on, the
-// largest proposal wins if every rank can take it, else all try again above
-// it. Reservations keep concurrent splits of this process apart.
-Status AgreeContext(zc_comm* comm, zc::Collectives* c, uint32_t* out) {
-  zc::World* w = comm->world.get();
-  uint64_t token;
-  {
-    std::lock_guard<std::mutex> lock(w->contexts_mu);
-    token = w->next_token++;
-  }
-  uint32_t candidate = 1;
-  for (;;) {
-    uint32_t proposal = candidate;
-    {
-      std::lock_guard<std::mutex> lock(w->contexts_mu);
-      while (proposal <= zc::kMaxContext && w->contexts.count(proposal)) ++proposal;
-      if (proposal > zc::kMaxContext)
-        return zc::Error(ZC_ERR_NO_MEMORY, "no free communicator context id (%u communicators "
-                         "over this rank's connections)", zc::kMaxContext);
-      w->contexts[proposal] = token;
-    }
-    std::vector<uint32_t> all(static_cast<size_t>(comm->size));
-    Status st = c->Allgather(&proposal, all.data(), 1, ZC_UINT32);
-    uint32_t ctx = st.ok() ? *std::max_element(all.begin(), all.end()) : 0;
-    uint32_t ok = 0;
-    {
-      std::lock_guard<std::mutex> lock(w->contexts_mu);
-      if (proposal != ctx) w->contexts.erase(proposal);
-      auto it = w->contexts.find(ctx);
-      if (st.ok() && (it == w->contexts.end() || it->second == token)) {
-        w->contexts[ctx] = token;
-        ok = 1;
-      }
-    }
-    std::vector<uint32_t> oks(static_cast<size_t>(comm->size));
-    if (st.ok()) st = c->Allgather(&ok, oks.data(), 1, ZC_UINT32);
-    bool all_ok = st.ok() && std::all_of(oks.begin(), oks.end(), [](uint32_t v) { return v == 1; });
-    {
-      std::lock_guard<std::mutex> lock(w->contexts_mu);
-      if (all_ok) w->contexts[ctx] = 0;  // in use
-      else if (ok) w->contexts.erase(ctx);
-    }
-    ZC_RETURN_IF_ERROR(st);
-    if (all_ok) {
-      *out = ctx;
-      return Status::Ok();
-    }
-    candidate = ctx + 1;
-  }
-}
-
-zc_status InitFailed(const char* op, int rank, const Status& st) {
-  return Fail(st.with_context(rank >= 0 ? zc::Format("rank %d: %s", rank, op) : std::string(op)));
-}
-
-}  // namespace
+}  // namespace zc::api
 
 extern "C" {
 
@@ -345,7 +350,12 @@ zc_status zc_finalize(zc_comm* comm) {
   // a failure (an abort here or a peer's alert, which a lost peer causes)
   // there is no barrier: the dead would never come, nor the ranks that
   // learnt of it; a lost peer is reported.
-  Status health = comm->device->health().KnownHealth(-1);
+  // In its own epoch: a communicator revoked by a shrink is a failed one.
+  Status health;
+  {
+    zc::HealthScope scope = comm->group->Scope();
+    health = comm->device->health().KnownHealth(-1);
+  }
   if (!health.ok()) {
     if (health.code() == ZC_ERR_PEER_LOST)
       result = Fail(health.with_context(zc::Format("rank %d: zc_finalize", comm->rank)));

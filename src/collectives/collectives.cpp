@@ -116,9 +116,7 @@ void Collectives::AbortOnFailure(const Status& st) {
   // A failed collective leaves the streams mid-message: abort so that every
   // peer's waits fail now instead of at their deadline. Not when the failure
   // is a peer's alert, which the peers already have.
-  ControlPlane* cp = group_->control();
-  bool alerted = cp && cp->alert_word()->load(std::memory_order_acquire) != 0;
-  if (!group_->aborted() && !alerted)
+  if (!group_->aborted() && !group_->alerted())
     group_->Abort(st, st.code() == ZC_ERR_PEER_LOST ? group_->LostPeer() : -1);
 }
 
@@ -140,6 +138,7 @@ Status Collectives::RunAs(coll::Signature sig, size_t elem_size, Fn&& fn) {
   sig.seq = ++seq_;
   last_algo_ = sig.algo;
   const uint64_t record = recorder_ ? Record(sig, elem_size) : 0;
+  HealthScope scope = group_->Scope();
   Status st = group_->aborted() ? group_->Health(-1) : Status::Ok();
   if (st.ok()) {
     coll::OpCtx c(group_, links_.get(), sig, elem_size);

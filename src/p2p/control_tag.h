@@ -19,6 +19,7 @@ enum class TagClass : uint16_t {
   kLinks = 0x10,       // collectives: slot descriptors of a link
   kShmDirect = 0x11,   // collectives: shared-memory workspace descriptors
   kComm = 0x20,        // communicator management (split, dup, context ids)
+  kAgree = 0x21,       // fault tolerance: zc_comm_agree and zc_comm_shrink's agreements
   kPs = 0x30,          // parameter server: declarations, acknowledgements, goodbyes
 };
 

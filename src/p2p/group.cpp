@@ -5,7 +5,7 @@
 namespace zc {
 
 Group::Group(Device* dev, std::vector<int> members, uint32_t context)
-    : dev_(dev), members_(std::move(members)), context_(context) {
+    : dev_(dev), members_(std::move(members)), context_(context), epoch_(dev->health().epoch()) {
   auto it = std::find(members_.begin(), members_.end(), dev->rank());
   rank_ = it == members_.end() ? -1 : static_cast<int>(it - members_.begin());
 }
@@ -17,6 +17,7 @@ std::vector<int> Group::AllRanks(const Device* dev) {
 }
 
 Status Group::AsyncError() const {
+  HealthScope scope = Scope();
   ZC_RETURN_IF_ERROR(dev_->health().Health(-1));
   for (int r = 0; r < size(); ++r) {
     if (r == rank_) continue;

@@ -25,6 +25,8 @@ class Group {
  public:
   // members[r] is the Device rank of group rank r; the calling process must
   // be one of them. context must be agreed by every member (0: the world).
+  // The group belongs to the Device's current epoch (PeerHealth): a shrink
+  // later revokes it.
   Group(Device* dev, std::vector<int> members, uint32_t context);
   // Every rank of dev, in order, as context 0.
   static std::vector<int> AllRanks(const Device* dev);
@@ -35,6 +37,13 @@ class Group {
   uint32_t context() const { return context_; }
   int device_rank(int r) const { return members_[r]; }
   const std::vector<int>& members() const { return members_; }
+  // The Device epoch this group was made in (PeerHealth::epoch).
+  uint64_t epoch() const { return epoch_; }
+  // For the thread that runs this group's operations: they belong to its
+  // epoch, and fail as revoked once a shrink has started a newer one.
+  HealthScope Scope() const { return HealthScope::ForEpoch(&dev_->health(), epoch_); }
+  // A shrink has made a newer epoch: this group is revoked for good.
+  bool stale() const { return epoch_ < dev_->health().epoch(); }
 
   // ---- the Device's services, by group rank ----
   Channel& channel(int r, int index = 0) { return dev_->channel(members_[r], index); }
@@ -74,6 +83,8 @@ class Group {
   void Abort(const Status& why, int lost = -1) { dev_->health().Abort(why, lost); }
   int LostPeer() const { return dev_->health().LostPeer(); }
   bool aborted() const { return dev_->health().aborted(); }
+  // A peer's alert of the current epoch has come.
+  bool alerted() const { return dev_->health().alerted(); }
   ControlPlane* control() { return dev_->control(); }
   // The pause for a wait loop of this group's (the Device's spin setting).
   Backoff NewBackoff() const { return dev_->health().NewBackoff(); }
@@ -88,6 +99,7 @@ class Group {
   std::vector<int> members_;
   int rank_ = -1;
   uint32_t context_;
+  uint64_t epoch_;
 };
 
 }  // namespace zc

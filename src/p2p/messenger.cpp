@@ -92,7 +92,11 @@ namespace {
 }  // namespace
 
 Messenger::Messenger(Device* dev, std::vector<int> members, int my_rank, uint32_t context)
-    : dev_(dev), members_(std::move(members)), my_rank_(my_rank), context_(context & kMaxContext) {}
+    : dev_(dev),
+      members_(std::move(members)),
+      epoch_(dev->health().epoch()),
+      my_rank_(my_rank),
+      context_(context & kMaxContext) {}
 
 Messenger::~Messenger() {
   {
@@ -184,6 +188,7 @@ Status Messenger::Irecv(void* buf, size_t bytes, int peer, int tag,
 // progress thread and back, which would cost the small-message latency. With
 // requests pending it queues behind them, keeping the posting order.
 Status Messenger::Send(const void* buf, size_t bytes, int peer, int tag) {
+  HealthScope scope = HealthScope::ForEpoch(&dev_->health(), epoch_);
   if (pending() == 0) {
     ZC_RETURN_IF_ERROR(Check(buf, bytes, peer, "send"));
     return zc::Send(dev_, buf, bytes, members_[peer], tag, context_);
@@ -194,6 +199,7 @@ Status Messenger::Send(const void* buf, size_t bytes, int peer, int tag) {
 }
 
 Status Messenger::Recv(void* buf, size_t bytes, int peer, int tag, int* source) {
+  HealthScope scope = HealthScope::ForEpoch(&dev_->health(), epoch_);
   if (source) *source = kAnySource;
   if (peer != kAnySource && pending() == 0) {
     ZC_RETURN_IF_ERROR(Check(buf, bytes, peer, "recv"));
@@ -243,6 +249,7 @@ void Messenger::Complete(Op& op, const Status& st) {
 }
 
 void Messenger::Loop() {
+  HealthScope scope = HealthScope::ForEpoch(&dev_->health(), epoch_);
   int idle = 0;      // passes in a row that moved nothing
   int sleep_us = 0;  // current back-off sleep
   for (;;) {

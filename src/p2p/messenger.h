@@ -177,6 +177,9 @@ class Messenger {
 
   Device* dev_;
   const std::vector<int> members_;
+  // The Device epoch of the communicator (Group::epoch): its operations run
+  // in that epoch's HealthScope and fail as revoked after a shrink.
+  const uint64_t epoch_;
   const int my_rank_;
   const uint32_t context_;
   std::atomic<uint32_t> next_seq_{1};

@@ -9,7 +9,17 @@
 //
 // Threading: every method may be called from any thread once setup is done;
 // health_mu_ guards the statuses (abort_status_, lost_), the atomics carry the
-// fast checks (KnownHealthy: three loads).
+// fast checks (KnownHealthy: three loads, four after a shrink).
+//
+// Epochs (fault tolerance, docs/elastic.md). An abort (zc_abort, a revoke, a
+// lost peer) fails every operation of the current epoch on every rank. A
+// shrink then starts a new epoch on the survivors (AdvanceEpoch): the abort
+// and the alerts are cleared, lost peers stay lost, and the communicators
+// made before it stay revoked. Which epoch an operation belongs to is the
+// calling thread's HealthScope (set by the communicator it runs for); a
+// thread without one runs in the current epoch. The agreement behind agree
+// and shrink runs in a fault-tolerant scope, where only lost peers fail a
+// wait (it must work on a revoked communicator).
 #pragma once
 
 #include <atomic>
@@ -26,6 +36,37 @@
 namespace zc {
 
 class Connection;
+class PeerHealth;
+
+// The calling thread's operations belong to epoch `epoch` of health (a
+// communicator's; older than the current epoch: revoked), or, fault
+// tolerant, ignore aborts and alerts and fail only on lost peers (the
+// agreement of zc_comm_agree and zc_comm_shrink). Restores the previous
+// scope when it ends; scopes nest.
+class HealthScope {
+ public:
+  static HealthScope ForEpoch(const PeerHealth* health, uint64_t epoch) {
+    return HealthScope(health, epoch, false);
+  }
+  static HealthScope FaultTolerant(const PeerHealth* health) { return HealthScope(health, 0, true); }
+  HealthScope(HealthScope&& o) noexcept : saved_(o.saved_), active_(o.active_) { o.active_ = false; }
+  HealthScope(const HealthScope&) = delete;
+  HealthScope& operator=(const HealthScope&) = delete;
+  ~HealthScope();
+
+  struct State {
+    const PeerHealth* health = nullptr;
+    uint64_t epoch = 0;
+    bool fault_tolerant = false;
+  };
+  // The calling thread's scope for health, or nullptr.
+  static const State* Current(const PeerHealth* health);
+
+ private:
+  HealthScope(const PeerHealth* health, uint64_t epoch, bool fault_tolerant);
+  State saved_;
+  bool active_ = true;
+};
 
 class PeerHealth {
  public:
@@ -69,17 +110,37 @@ class PeerHealth {
   bool KnownHealthy(int peer) const {
     return !aborted_.load(std::memory_order_acquire) &&
            !(alert_word_ && alert_word_->load(std::memory_order_acquire)) &&
-           !(peer >= 0 && peer < size_ && lost_flag_[peer].load(std::memory_order_acquire));
+           !(peer >= 0 && peer < size_ && lost_flag_[peer].load(std::memory_order_acquire)) &&
+           !(shrunk_.load(std::memory_order_relaxed) && ScopeStale());
   }
   // True when transports (or flags) told us `peer` is gone.
   bool peer_lost(int peer) const {
     return peer >= 0 && peer < size_ && lost_flag_[peer].load(std::memory_order_acquire);
   }
-  // The lowest-numbered peer known lost, or -1.
+  // The lowest-numbered peer known lost, or -1; one lost in the current
+  // epoch first (after a shrink, the peers it left out are lost too).
   int LostPeer() const;
-  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
-  // A peer's alert has come (its failure is known to every rank already).
-  bool alerted() const { return alert_word_ && alert_word_->load(std::memory_order_acquire) != 0; }
+  // This epoch is aborted, or the calling thread's scope is an older epoch.
+  bool aborted() const {
+    return aborted_.load(std::memory_order_acquire) || (shrunk_.load(std::memory_order_relaxed) && ScopeStale());
+  }
+  // A peer's alert of this epoch has come (its failure is known to every rank already).
+  bool alerted() const;
+
+  // ---- epochs (see the top of this file) ----
+  uint64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
+  // Marks peer lost because the survivors' agreement says so (no local sign).
+  void DeclareLost(int peer, const std::string& why) {
+    OnPeerLost(peer, Status(ZC_ERR_PEER_LOST, why));
+  }
+  // Waits until no other thread of this process is writing an alert of the
+  // current epoch (Abort's alerts precede what this thread sends next on
+  // the same connections).
+  void FlushAlerts() const { std::lock_guard<std::mutex> lock(alert_mu_); }
+  // A shrink has been agreed: starts epoch epoch()+1 in which this rank is
+  // healthy again (abort and alerts of older epochs cleared; lost peers stay
+  // lost). Operations in scopes of older epochs fail as revoked.
+  void AdvanceEpoch();
 
   // ---- waits ----
   // True when what peer writes into our memory is stored by a thread of
@@ -137,6 +198,12 @@ class PeerHealth {
  private:
   // Writes the alert word `value` into every live peer.
   void AlertPeers(uint64_t value);
+  // The calling thread's scope is of an epoch older than the current one.
+  bool ScopeStale() const;
+  // Health of a fault-tolerant scope: only peer's loss (probed as Health does).
+  Status LossOf(int peer) const;
+  // The alert word's value when it is an alert of the current epoch, else 0.
+  uint64_t CurrentAlert() const;
 
   const int rank_, size_;
   const double timeout_s_;
@@ -146,12 +213,16 @@ class PeerHealth {
 
   std::atomic<uint64_t> spins_{Backoff::kSpins};  // see SetOversubscribed
   std::atomic<bool> aborted_{false};
+  std::atomic<uint64_t> epoch_{1};
+  std::atomic<bool> shrunk_{false};  // epoch_ > 1: scopes are consulted
+  mutable std::mutex alert_mu_;      // held while alerts are written (FlushAlerts)
   // The alert word this rank's Abort wrote into its peers (0: none).
   std::atomic<uint64_t> own_alert_{0};
   mutable std::mutex health_mu_;
   Status abort_status_;
   std::vector<Status> lost_;  // per peer; ok() = alive
   std::unique_ptr<std::atomic<bool>[]> lost_flag_;
+  std::unique_ptr<std::atomic<uint64_t>[]> lost_epoch_;  // the epoch each loss was noted in
   mutable std::unique_ptr<std::atomic<int64_t>[]> last_pid_check_ns_;
 
   std::atomic<uint64_t>* alert_word_ = nullptr;  // see AttachAlerts

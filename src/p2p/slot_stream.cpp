@@ -130,7 +130,8 @@ Status SlotWriter::WriteSlot(const SrcPiece* src, int n, uint64_t bytes, const u
     // Mapped slots (shm): plain stores straight into the slot, no staging
     // of the header and no per-write lookup; the flag's release store
     // orders all of it (a small message is some 60 instructions).
-    if (!health_->KnownHealthy(peer_)) return health_->Health(peer_);
+    // (Health is OK in a fault-tolerant scope of an aborted job: write on.)
+    if (!health_->KnownHealthy(peer_)) ZC_RETURN_IF_ERROR(health_->Health(peer_));
     uint64_t* head = reinterpret_cast<uint64_t*>(d + layout_.header_offset(k));
     head[0] = bytes;
     const int words = layout_.aux_words();
