@@ -223,7 +223,7 @@ void TraceCollector::Report() {
   if (dir_.empty() || !AnyDump(dir_)) return;
   int code = 0;
   std::string out = RunAnalyzer(dir_, &code);
-  if (code == 127 || out.empty()) {
+  if (code != 0 || out.empty()) {  // no Python, no zcomm package, or no dump it could read
     Say("the flight-recorder dumps are in " + dir_ + " (python3 -m zcomm.trace " + dir_ + " diagnoses them)");
     owned_ = false;  // kept: the user has to read them without us
     return;
