@@ -16,6 +16,7 @@
 #include "bootstrap/store_server.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "common/sha256.h"
 #include "common/socket.h"
 #include "common/status.h"
 #include "hosts.h"
@@ -201,7 +202,7 @@ int BuildSpawnRequest(const Options& opts, const Job& job, const Node& node, con
 // returns its exit code (the ranks started so far are in *ranks).
 int SpawnRanks(const Options& opts, const Job& job, TraceCollector* trace, std::vector<RankProcess>* ranks) {
   EnvList exports = ResolveExports(opts.exports);
-  trace->Prepare(job.placement.all_local(), exports, &exports);
+  trace->Prepare(job.placement.all_local(), ToHex(Sha256::Hash(job.job_key).data(), 8), exports, &exports);
   ranks->resize(static_cast<size_t>(job.size));
   for (const RankPlace& place : job.placement.ranks) {
     const Node& node = job.placement.nodes[static_cast<size_t>(place.node)];

@@ -181,20 +181,20 @@ TraceCollector::~TraceCollector() {
   if (owned_) RemoveTree(dir_);
 }
 
-void TraceCollector::Prepare(bool all_local, const EnvList& exports, EnvList* rank_env) {
+void TraceCollector::Prepare(bool all_local, const std::string& job_tag, const EnvList& exports,
+                             EnvList* rank_env) {
   for (const auto& [name, value] : exports)
     if (name == "ZC_TRACE_DIR" && !value.empty()) dir_ = value;
   if (dir_.empty())
     if (const char* v = getenv("ZC_TRACE_DIR"); v && *v) dir_ = v;
   if (!dir_.empty()) return;  // the user's: the ranks inherit or get it with -x
   if (!all_local) return;     // a folder here would not exist on the other hosts
+  // Named now, made only when something is written into it (a rank's dump
+  // or our record of the ranks): a job that ends well, or a zcrun killed
+  // outright, leaves nothing behind. The job key's hash (a secret's) makes
+  // the name unguessable to other users.
   const char* tmp = getenv("TMPDIR");
-  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/zcrun-trace-XXXXXX";
-  if (!mkdtemp(pattern.data())) {
-    ZC_INFO(kLauncher, "no flight-recorder folder (%s): no diagnosis if the job fails", strerror(errno));
-    return;
-  }
-  dir_ = pattern;
+  dir_ = std::string(tmp && *tmp ? tmp : "/tmp") + "/zcrun-trace-" + job_tag;
   owned_ = true;
   rank_env->emplace_back("ZC_TRACE_DIR", dir_);
 }
@@ -209,6 +209,8 @@ void TraceCollector::RequestDumps(const std::vector<RankProcess>& ranks, double 
     if (kill(r.pid, SIGUSR2) == 0) asked.push_back(r.pid);
   }
   // Before the ranks are stopped: what each process is doing now.
+  if (mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST)
+    ZC_INFO(kLauncher, "cannot make %s: %s", dir_.c_str(), strerror(errno));
   std::string fates = FatesJson(ranks);
   std::ofstream(dir_ + "/zcrun-ranks.json") << fates;
   Deadline dl(wait_s);
@@ -223,7 +225,7 @@ void TraceCollector::Report() {
   if (dir_.empty() || !AnyDump(dir_)) return;
   int code = 0;
   std::string out = RunAnalyzer(dir_, &code);
-  if (code == 127 || out.empty()) {
+  if (code != 0 || out.empty()) {  // no Python, no zcomm package, or no dump it could read
     Say("the flight-recorder dumps are in " + dir_ + " (python3 -m zcomm.trace " + dir_ + " diagnoses them)");
     owned_ = false;  // kept: the user has to read them without us
     return;

@@ -1,8 +1,9 @@
 // TraceCollector: the flight-recorder dumps of a job that fails or times out
 // (docs/debugging.md). Before the job starts it chooses the ranks'
 // ZC_TRACE_DIR: the user's (set in zcrun's environment or with -x; kept),
-// or, when every rank runs on this host, a temporary folder of its own
-// (removed at the end). When the job fails, before its ranks are stopped,
+// or, when every rank runs on this host, a temporary folder of its own,
+// made only when a dump is written (the ranks make it) and removed at the
+// end. When the job fails, before its ranks are stopped,
 // it sends SIGUSR2 to every rank that catches it and waits briefly for
 // their dumps; after the job it records what became of each rank's process
 // and prints the diagnosis of `python3 -m zcomm.trace`.
@@ -26,9 +27,11 @@ class TraceCollector {
   TraceCollector(const TraceCollector&) = delete;
   TraceCollector& operator=(const TraceCollector&) = delete;
 
-  // Chooses the folder; adds ZC_TRACE_DIR to *rank_env when zcrun made it.
-  // exports: the -x variables (the user's ZC_TRACE_DIR may be there).
-  void Prepare(bool all_local, const EnvList& exports, EnvList* rank_env);
+  // Chooses the folder; adds ZC_TRACE_DIR to *rank_env when it is zcrun's.
+  // job_tag: unguessable and unique to the job (a hash of its key), for
+  // the folder's name. exports: the -x variables (the user's ZC_TRACE_DIR
+  // may be there).
+  void Prepare(bool all_local, const std::string& job_tag, const EnvList& exports, EnvList* rank_env);
   bool active() const { return !dir_.empty(); }
   const std::string& dir() const { return dir_; }
 

@@ -38,13 +38,9 @@ uint64_t Record(zc_comm* comm, const char* op, size_t bytes, int peer, int tag, 
   return comm->trace->Begin(info, state);
 }
 
-// Ends a blocking call's record; st is returned with its context, and a
-// failure dumps the recorder (ZC_TRACE_DIR).
-zc_status EndRecord(zc_comm* comm, uint64_t record, const zc::Status& st, const std::string& context) {
-  if (st.ok()) {
-    if (record) comm->trace->End(record, st);
-    return ZC_OK;
-  }
+// A failed call: its record ends with the failure (with its context), the
+// recorder is dumped (ZC_TRACE_DIR), and the failure returned.
+zc_status FailRecord(zc_comm* comm, uint64_t record, const zc::Status& st, const std::string& context) {
   zc::Status full = st.with_context(context);
   if (record) comm->trace->End(record, full);
   if (comm->trace) comm->trace->DumpOnFailure(full);
@@ -64,7 +60,7 @@ zc_status Post(zc_comm* comm, const char* op, bool send, void* buf, size_t bytes
   const uint64_t record = Record(comm, op, bytes, peer, tag, zc::trace::State::kPosted);
   zc::Status st = send ? comm->p2p->Isend(host, bytes, peer, tag, &r->p2p)
                        : comm->p2p->Irecv(host, bytes, peer, tag, &r->p2p);
-  if (!st.ok()) return EndRecord(comm, record, st, r->context);
+  if (!st.ok()) return FailRecord(comm, record, st, r->context);
   if (record) {
     r->trace = comm->trace;
     r->trace_id = record;
@@ -162,7 +158,7 @@ zc_status zc_send(zc_comm* comm, const void* buf, size_t bytes, int peer, int ta
     return comm->p2p->Send(h[0], bytes, peer, tag);
   });
   if (st.ok() && record) comm->trace->End(record, st);
-  return st.ok() ? ZC_OK : EndRecord(comm, record, st, Context(comm, "send", true, peer, tag, bytes));
+  return st.ok() ? ZC_OK : FailRecord(comm, record, st, Context(comm, "send", true, peer, tag, bytes));
 }
 
 zc_status zc_recv(zc_comm* comm, void* buf, size_t bytes, int peer, int tag) {
@@ -181,7 +177,7 @@ zc_status zc_recv_source(zc_comm* comm, void* buf, size_t bytes, int peer, int t
   });
   if (source) *source = from;
   if (st.ok() && record) comm->trace->End(record, st);
-  return st.ok() ? ZC_OK : EndRecord(comm, record, st, Context(comm, "recv", false, peer, tag, bytes));
+  return st.ok() ? ZC_OK : FailRecord(comm, record, st, Context(comm, "recv", false, peer, tag, bytes));
 }
 
 zc_status zc_irecv_source(zc_comm* comm, void* buf, size_t bytes, int peer, int tag, int* source,

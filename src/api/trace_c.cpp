@@ -1,5 +1,6 @@
 // C ABI: the flight recorder (common/flight_recorder.h): dumps on request
 // and the calling thread's label.
+#include <sys/stat.h>
 #include <zcomm/zcomm.h>
 
 #include "api/checks.h"
@@ -20,6 +21,7 @@ zc_status zc_comm_dump_trace(zc_comm* comm, const char* path) {
   } else {
     if (comm->trace->dump_dir().empty())
       return BadArg(comm, op, "path is NULL and ZC_TRACE_DIR is not set (no folder to write into)");
+    mkdir(comm->trace->dump_dir().c_str(), 0700);  // as the automatic dumps do; EEXIST is fine
     target = comm->trace->dump_dir() + "/" + comm->trace->FileName();
   }
   zc::Status st = comm->trace->DumpTo(target, "request");

@@ -1,6 +1,7 @@
 #include "common/flight_recorder.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -454,6 +455,10 @@ std::string FlightRecorder::FileName() const {
 
 std::string FlightRecorder::DumpToDir(const char* reason) const {
   if (!capacity_ || dump_dir_.empty()) return "";
+  // The folder's last component is made when missing (zcrun names one and
+  // leaves it to the first dump), readable by this user only.
+  if (mkdir(dump_dir_.c_str(), 0700) != 0 && errno != EEXIST)
+    ZC_INFO(kCommon, "flight recorder: cannot make %s: %s", dump_dir_.c_str(), strerror(errno));
   const std::string path = dump_dir_ + "/" + FileName();
   Status st = DumpTo(path, reason);
   if (!st.ok()) {

@@ -82,6 +82,34 @@ check(sorted((e["pid"], e["tid"], e["ts"]) for e in xs) == [(0, 4, 0.0), (0, 5, 
 open_op = [e for e in xs if e["pid"] == 1][0]
 check(open_op["name"].endswith("[started]") and open_op["dur"] > 0, open_op)
 
+# The Python binding: a communicator of one rank, labelled calls, a dump on
+# request; without a path and without ZC_TRACE_DIR it is refused.
+import os
+import tempfile
+
+import numpy as np
+import zcomm
+
+os.environ.pop("ZC_TRACE_DIR", None)
+with zcomm.init() as comm:
+    zcomm.trace_label("warm-up")
+    comm.allreduce(np.arange(5, dtype=np.float64))
+    zcomm.trace_label(None)
+    comm.barrier()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "mine.json")
+        comm.dump_trace(path)
+        mine = zt.load(path)
+        ops = [(e["op"], e["seq"], e["count"], e["dtype"], e["label"], e["state"]) for e in mine.entries]
+        check(ops == [("allreduce", 1, 5, "float64", "warm-up", "completed"),
+                      ("barrier", 2, 0, None, "", "completed")], ops)
+        check(mine.size == 1 and mine.reason == "request" and mine.transport == "self", mine)
+    try:
+        comm.dump_trace()
+        check(False, "dump_trace() without ZC_TRACE_DIR should fail")
+    except zcomm.Error as e:
+        check("ZC_TRACE_DIR is not set" in str(e), str(e))
+
 if FAILS:
     sys.exit(1)
 print("OK")

@@ -24,7 +24,10 @@ def run_job(extra_args=(), env_extra=None, timeout_s=120):
     env = dict(os.environ, ZC_TRANSPORT=TRANSPORT, ZC_TIMEOUT="4", ZC_SOCKET_IFNAME="lo")
     env.pop("ZC_TRACE_DIR", None)
     env.update(env_extra or {})
-    cmd = [ZCRUN, "--timeout", "90", "-np", str(NP), PROG, SCENARIO] + list(extra_args)
+    if PROG.endswith(".py"):  # a torch script: its scenario is its own
+        cmd = [ZCRUN, "--timeout", "150", "-np", str(NP), sys.executable, PROG]
+    else:
+        cmd = [ZCRUN, "--timeout", "90", "-np", str(NP), PROG, SCENARIO] + list(extra_args)
     p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout_s)
     return p.returncode, p.stdout.decode(errors="replace")
 
@@ -47,6 +50,7 @@ EXPECTED = {
     "mismatch": "collective #6 does not match: ",
     "stop": "rank %d wrote no dump (its process " % LAST,
     "deadlock": "send/recv deadlock: rank 0 waits in recv from %d (tag 7, 8 bytes)" % LAST,
+    "ddp": "rank %d never posted allreduce #" % LAST,
 }
 
 
@@ -68,6 +72,9 @@ def check_failure():
     if SCENARIO == "stop":
         expect("is stopped" in v, "the stopped process is named", out)
         expect("allreduce #6" in v, "the others wait in allreduce #6", out)
+    if SCENARIO == "ddp":
+        expect("wait for it there" in v or "waits for it there" in v, "the waiting ranks are named", out)
+        expect("[label allreduce #" in out, "the torch op is the waiting rank's label", out)
     if SCENARIO == "deadlock":
         for r in range(NP):
             expect("rank %d waits in recv from %d (tag 7, 8 bytes)" % (r, (r - 1) % NP) in v,

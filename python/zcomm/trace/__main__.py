@@ -1,5 +1,6 @@
 """python3 -m zcomm.trace DIR [--chrome OUT.json] [--all]: the diagnosis of
-a job from the flight-recorder dumps in DIR (docs/debugging.md)."""
+a job from the flight-recorder dumps in DIR (docs/debugging.md). Exit
+status: 0, 2 (DIR unreadable), 3 (no dump in DIR)."""
 
 import argparse
 import json
@@ -33,7 +34,7 @@ def main(argv=None):
         with open(args.chrome, "w", encoding="utf-8") as f:
             json.dump(to_chrome(dumps), f)
         print("chrome trace of %d dump%s: %s" % (len(dumps), "" if len(dumps) == 1 else "s", args.chrome))
-    return 0 if dumps else 1
+    return 0 if dumps else 3
 
 
 if __name__ == "__main__":
