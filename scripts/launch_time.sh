@@ -20,7 +20,7 @@ job=$build/tests/slurm/cluster_job
 . "$src/tests/slurm/emuhosts.sh"
 . "$src/tests/slurm/cluster.sh"
 [ -x "$job" ] || { echo "missing $job (ninja -C $build)"; exit 1; }
-cluster_init "$(mktemp -d /tmp/zclaunch.XXXXXX)" 2
+cluster_init 2
 cluster_start_slurm
 cluster_start_sshd
 d=$CLUSTER_DIR

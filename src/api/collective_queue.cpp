@@ -151,8 +151,11 @@ std::shared_ptr<CollectiveQueue::Task> CollectiveQueue::NextForWorker() {
     }
     // A waiter may take it meanwhile; whatever is queued then waits for
     // this wake-up (at most kGrace) unless the queue is released first.
+    // wait_until reads its deadline again after waking, when a waiter may
+    // have taken, run and freed head: wait on a copy.
+    const Clock::time_point due = head.due;
     worker_timed_ = true;
-    worker_cv_.wait_until(lock, head.due);
+    worker_cv_.wait_until(lock, due);
     worker_timed_ = false;
   }
 }

@@ -7,8 +7,9 @@
 # the machine's /etc/slurm, /etc/munge and /etc/ssh are never read or
 # written (SLURM_CONF, munged's and sshd's options point at ours).
 #
-#   cluster_init DIR NODES      NODES compute hosts n1..nNODES (10.88.0.i),
-#                               ctl at 10.88.0.254; traps cleanup
+#   cluster_init NODES          NODES compute hosts n1..nNODES (10.88.0.i),
+#                               ctl at 10.88.0.254; a temporary directory
+#                               $CLUSTER_DIR; traps cleanup
 #   cluster_start_slurm         munged, slurmctld, slurmd on every node;
 #                               returns when every node is idle
 #   cluster_start_sshd          sshd on every node, a key pair for root,
@@ -26,14 +27,14 @@ CLUSTER_NODES=0
 cluster_skip() { echo "SKIP: $*"; exit 77; }
 
 cluster_init() {
-  local dir=$1 n=$2 i
+  local n=$1 i
   local why
   why=$(emu_can_run) || cluster_skip "$why"
-  CLUSTER_DIR=$dir
-  CLUSTER_NODES=$n
-  emu_init "zcemu$$" "$dir"
   trap 'cluster_down' EXIT
   trap 'exit 130' INT TERM
+  CLUSTER_DIR=$(mktemp -d /tmp/zcslurm.XXXXXX)
+  CLUSTER_NODES=$n
+  emu_init "zcemu$$" "$CLUSTER_DIR"
   emu_sweep_stale
   emu_add ctl 10.88.0.254
   for i in $(seq 1 "$n"); do emu_add "n$i" "10.88.0.$i"; done

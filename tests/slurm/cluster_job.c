@@ -24,7 +24,9 @@
  *   cluster_job --loop SECONDS   the checks, then allreduces until SECONDS
  *                                have passed (for the kill tests); prints
  *                                "ready rank R pid P host H" after zc_init */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <ifaddrs.h>

@@ -14,7 +14,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 [ "${ZC_HAVE_PMIX:-1}" = 1 ] || cluster_skip "zcomm was built without PMIx"
 job=$ZC_BUILD/tests/slurm/cluster_job
 cluster_need slurmctld slurmd srun munged
-cluster_init "$(mktemp -d /tmp/zcslurm.XXXXXX)" 3
+cluster_init 3
 cluster_start_slurm
 out=$CLUSTER_DIR/out
 

@@ -16,7 +16,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 [ "${ZC_HAVE_PMIX:-1}" = 1 ] || cluster_skip "zcomm was built without PMIx"
 job=$ZC_BUILD/tests/slurm/cluster_job
 cluster_need slurmctld slurmd srun sbatch munged
-cluster_init "$(mktemp -d /tmp/zcslurm.XXXXXX)" 2
+cluster_init 2
 cluster_start_slurm
 d=$CLUSTER_DIR
 

@@ -13,7 +13,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 [ "${ZC_HAVE_PMIX:-1}" = 1 ] || cluster_skip "zcomm was built without PMIx"
 [ -e "$ZC_BUILD/python/zcomm/torch/__init__.py" ] || cluster_skip "zcomm.torch not built (needs libtorch-dev)"
 cluster_need slurmctld slurmd srun munged
-cluster_init "$(mktemp -d /tmp/zcslurm.XXXXXX)" 2
+cluster_init 2
 cluster_start_slurm
 d=$CLUSTER_DIR
 

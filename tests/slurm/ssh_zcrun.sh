@@ -16,7 +16,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 job=$ZC_BUILD/tests/slurm/cluster_job
 zcrun=$ZC_BUILD/launcher/zcrun
 cluster_need sshd ssh ssh-keygen
-cluster_init "$(mktemp -d /tmp/zcslurm.XXXXXX)" 3
+cluster_init 3
 cluster_start_sshd
 d=$CLUSTER_DIR
 printf '# host  slots\nn1 slots=2\nn2 slots=2\n' >"$d/hostfile"
