@@ -484,6 +484,7 @@ zc_status zc_send_on_stream(zc_comm* comm, const void* buf, size_t bytes, int pe
                             void* stream, zc_request** req);
 zc_status zc_recv_on_stream(zc_comm* comm, void* buf, size_t bytes, int peer, int tag, void* stream,
                             zc_request** req);
+
 /* ---- Fault tolerance: revoke, agree, shrink (docs/elastic.md) ----------
  * MPI ULFM's semantics (MPIX_Comm_revoke, MPIX_Comm_agree,
  * MPIX_Comm_shrink), so that a job survives the loss of ranks without a
