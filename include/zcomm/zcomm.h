@@ -454,8 +454,11 @@ zc_status zc_trace_set_label(const char* label);
  * has been. Sends on streams are posted in call order once the stream has
  * reached them; receives are posted at the call.
  *
- * Builds without CUDA return ZC_ERR_UNSUPPORTED; so does a process where no
- * CUDA driver is loaded (no stream can exist there). docs/gpu.md. */
+ * Where no CUDA stream can exist (a build without CUDA, or no CUDA driver
+ * loaded in the process) only stream NULL is accepted: nothing can be
+ * queued on it, and the call is the nonblocking collective (or isend /
+ * irecv) on the buffers; another stream is ZC_ERR_UNSUPPORTED.
+ * docs/gpu.md. */
 zc_status zc_allreduce_on_stream(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
                                  zc_dtype dtype, zc_op op, void* stream, zc_request** req);
 zc_status zc_broadcast_on_stream(zc_comm* comm, void* buf, size_t count, zc_dtype dtype, int root,

@@ -93,7 +93,10 @@ PYBIND11_MODULE(_zcomm, m) {
       .def("iallgather", &C::Iallgather)
       .def("ireduce_scatter", &C::IreduceScatter)
       .def("ialltoall", &C::Ialltoall)
-      .def("ibarrier", &C::Ibarrier);
+      .def("ibarrier", &C::Ibarrier)
+      .def("allreduce_on_stream", &C::AllreduceOnStream)
+      .def("broadcast_on_stream", &C::BroadcastOnStream)
+      .def("allgather_on_stream", &C::AllgatherOnStream);
 
   // The parameter server (zc_ps_*); ps.py is its public face.
   py::class_<PsHandle, std::shared_ptr<PsHandle>>(m, "PsHandle")

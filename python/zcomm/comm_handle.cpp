@@ -329,6 +329,34 @@ CommHandle::Req CommHandle::Iallreduce(const py::object& send, const py::object&
   });
 }
 
+namespace {
+void* Ptr(uintptr_t p) { return reinterpret_cast<void*>(p); }
+}  // namespace
+
+CommHandle::Req CommHandle::AllreduceOnStream(uintptr_t send, uintptr_t recv, size_t count, int dtype, int op,
+                                              uintptr_t stream, py::object keep) {
+  ByteSize(count, dtype, 1, rank_, "allreduce_on_stream");
+  return Start("allreduce_on_stream", {std::move(keep)}, [&](zc_comm* c, zc_request** q) {
+    return zc_allreduce_on_stream(c, Ptr(send), Ptr(recv), count, zc_dtype(dtype), zc_op(op), Ptr(stream), q);
+  });
+}
+
+CommHandle::Req CommHandle::BroadcastOnStream(uintptr_t buf, size_t count, int dtype, int root, uintptr_t stream,
+                                              py::object keep) {
+  ByteSize(count, dtype, 1, rank_, "broadcast_on_stream");
+  return Start("broadcast_on_stream", {std::move(keep)}, [&](zc_comm* c, zc_request** q) {
+    return zc_broadcast_on_stream(c, Ptr(buf), count, zc_dtype(dtype), root, Ptr(stream), q);
+  });
+}
+
+CommHandle::Req CommHandle::AllgatherOnStream(uintptr_t send, uintptr_t recv, size_t count, int dtype,
+                                              uintptr_t stream, py::object keep) {
+  ByteSize(count, dtype, size_, rank_, "allgather_on_stream");
+  return Start("allgather_on_stream", {std::move(keep)}, [&](zc_comm* c, zc_request** q) {
+    return zc_allgather_on_stream(c, Ptr(send), Ptr(recv), count, zc_dtype(dtype), Ptr(stream), q);
+  });
+}
+
 CommHandle::Req CommHandle::Ibroadcast(const py::object& buf, size_t count, int dtype, int root) {
   const char* name = "ibroadcast";
   void* p = Buf(buf, ByteSize(count, dtype, 1, rank_, name), true, name, "buffer");

@@ -85,6 +85,14 @@ class CommHandle : public std::enable_shared_from_this<CommHandle> {
                      int op);
   Req Ialltoall(const py::object& send, const py::object& recv, size_t count, int dtype);
   Req Ibarrier();
+  // Stream-ordered calls on raw pointers (objects with
+  // __cuda_array_interface__, zcomm/cuda_arrays.py); `keep` stays alive
+  // until the request completes. stream: the CUstream as an integer.
+  Req AllreduceOnStream(uintptr_t send, uintptr_t recv, size_t count, int dtype, int op, uintptr_t stream,
+                        py::object keep);
+  Req BroadcastOnStream(uintptr_t buf, size_t count, int dtype, int root, uintptr_t stream, py::object keep);
+  Req AllgatherOnStream(uintptr_t send, uintptr_t recv, size_t count, int dtype, uintptr_t stream,
+                        py::object keep);
 
  private:
   // Runs f(comm) without the GIL under the shared lock; raises its failure.

@@ -4,6 +4,7 @@ import numpy as np
 
 from . import _zcomm
 from .arrays import Output, as_input, check_array, same_buffer, separate_input
+from .cuda_arrays import CudaArray, is_cuda_array
 from .dtypes import parse_op, zc_dtype
 from .errors import DtypeError, Error, Status, invalid
 from .request import Request
@@ -202,10 +203,51 @@ class Communicator:
 
     # ---- collectives ----------------------------------------------------------
 
+    # ---- objects with __cuda_array_interface__ (zcomm/cuda_arrays.py) --------
+
+    def _cuda(self, op, x, out, dtype, n_out):
+        """x and out as CudaArrays (out: x when None), their zc_dtype, the stream."""
+        cx = CudaArray(x, self.rank, op, "input")
+        co = cx if out is None else CudaArray(out, self.rank, op, "out")
+        if co.readonly:
+            raise invalid(self.rank, op, "out is read-only")
+        if co.dtype.newbyteorder("=") != cx.dtype.newbyteorder("="):
+            raise invalid(self.rank, op, f"out is {co.dtype}, the input {cx.dtype}")
+        if co.size != n_out(cx.size):
+            raise invalid(self.rank, op, f"out has {co.size} elements, the call needs {n_out(cx.size)}")
+        return cx, co, int(zc_dtype(cx, dtype, self.rank, op)), cx.stream
+
+    def _cuda_allreduce(self, op_name, x, out, op, dtype):
+        cx, co, d, stream = self._cuda(op_name, x, out, dtype, lambda n: n)
+        o_ = parse_op(op, self.rank, op_name)
+        h = self._h.allreduce_on_stream(cx.ptr, co.ptr, cx.size, d, int(o_), stream, (x, co.obj))
+        return Request(h, co.obj, None)
+
+    def _cuda_broadcast(self, op_name, x, root, dtype):
+        cx, _, d, stream = self._cuda(op_name, x, None, dtype, lambda n: n)
+        root = self._root(op_name, root)
+        return Request(self._h.broadcast_on_stream(cx.ptr, cx.size, d, root, stream, x), x, None)
+
+    def _cuda_allgather(self, op_name, x, out, dtype):
+        if out is None:
+            raise invalid(self.rank, op_name, "out is required for a __cuda_array_interface__ input")
+        cx, co, d, stream = self._cuda(op_name, x, out, dtype, lambda n: n * self.size)
+        return Request(self._h.allgather_on_stream(cx.ptr, co.ptr, cx.size, d, stream, (x, out)), out, None)
+
+    # ---- collectives ----------------------------------------------------------
+
     def allreduce(self, x, out=None, op="sum", dtype=None):
         """Reduces `x` over all ranks with `op` ("sum", "prod", "min", "max",
         "avg", "band", "bor", "bxor" or a :class:`zcomm.Op`). In place when
-        `out` is omitted or is `x`. Returns the result array."""
+        `out` is omitted or is `x`. Returns the result array.
+
+        `x` (and `out`) may be objects with ``__cuda_array_interface__``:
+        the call is stream-ordered on the interface's stream (see
+        :mod:`zcomm.cuda_arrays`); it returns once its host part is done.
+        The same holds for :meth:`broadcast` and :meth:`allgather` (whose
+        `out` must then be given) and their nonblocking variants."""
+        if is_cuda_array(x):
+            return self._cuda_allreduce("allreduce", x, out, op, dtype).wait()
         d = self._dtype("allreduce", x, dtype, out)
         o_ = parse_op(op, self.rank, "allreduce")
         send, o = self._inplace_or_out("allreduce", x, out)
@@ -214,6 +256,8 @@ class Communicator:
 
     def iallreduce(self, x, out=None, op="sum", dtype=None):
         """Nonblocking :meth:`allreduce`; ``wait()`` returns the result."""
+        if is_cuda_array(x):
+            return self._cuda_allreduce("iallreduce", x, out, op, dtype)
         d = self._dtype("iallreduce", x, dtype, out)
         o_ = parse_op(op, self.rank, "iallreduce")
         send, o = self._inplace_or_out("iallreduce", x, out)
@@ -222,6 +266,8 @@ class Communicator:
     def broadcast(self, x, root=0, dtype=None):
         """Sends root's `x` into every rank's `x` (same size everywhere), in
         place. Returns `x`."""
+        if is_cuda_array(x):
+            return self._cuda_broadcast("broadcast", x, root, dtype).wait()
         d = self._dtype("broadcast", x, dtype)
         root = self._root("broadcast", root)
         o = Output(x, self.rank, "broadcast", "the array", copy_in=self.rank == root)
@@ -230,6 +276,8 @@ class Communicator:
 
     def ibroadcast(self, x, root=0, dtype=None):
         """Nonblocking :meth:`broadcast`; ``wait()`` returns `x`."""
+        if is_cuda_array(x):
+            return self._cuda_broadcast("ibroadcast", x, root, dtype)
         d = self._dtype("ibroadcast", x, dtype)
         root = self._root("ibroadcast", root)
         o = Output(x, self.rank, "ibroadcast", "the array", copy_in=self.rank == root)
@@ -272,6 +320,8 @@ class Communicator:
         """Every rank's `x` (same size everywhere), in rank order: `out` has
         shape ``(size,) + x.shape`` by default (any shape of that many
         elements may be passed). Returns `out`."""
+        if is_cuda_array(x):
+            return self._cuda_allgather("allgather", x, out, dtype).wait()
         d = self._dtype("allgather", x, dtype, out)
         send, o = self._gathered("allgather", x, out, x.size * self.size)
         self._h.allgather(send, o.wire, x.size, d)
@@ -279,6 +329,8 @@ class Communicator:
 
     def iallgather(self, x, out=None, dtype=None):
         """Nonblocking :meth:`allgather`."""
+        if is_cuda_array(x):
+            return self._cuda_allgather("iallgather", x, out, dtype)
         d = self._dtype("iallgather", x, dtype, out)
         send, o = self._gathered("iallgather", x, out, x.size * self.size)
         return Request(self._h.iallgather(send, o.wire, x.size, d), o.user, o.finish)

@@ -207,7 +207,8 @@ zc_status zc_wait(zc_request* req) {
     return ZC_ERR_INVALID_ARG;
   }
   if (req->p2p) return WaitP2p(req);
-  // req->status is the completing thread's until done is set: read after.
+  // req->status is read only once done is set: another thread (the
+  // parameter server's, the stream p2p thread) completes such requests.
   zc::Status st;
   if (req->task) {
     // Runs the queued collectives up to this one here if the worker has not

@@ -6,6 +6,7 @@
 // order) or on its StreamP2p thread (send/recv, api/stream_p2p.h).
 #include <zcomm/zcomm.h>
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -58,12 +59,36 @@ size_t Chunk(const zc_comm* comm, zc_dtype dtype) {
 
 char* At(void* p, size_t offset) { return p ? static_cast<char*>(p) + offset : nullptr; }
 
+// No CUDA in the process (a build without it, or no driver loaded) and
+// stream NULL: nothing can be on the stream, so the call is the
+// nonblocking collective on the buffers themselves (host memory: the
+// argument checks refused device memory where it could exist).
+zc_status WithoutStream(zc_comm* comm, const char* op, std::vector<Buf> bufs, zc_request** req, HostCollective fn) {
+  std::vector<void*> host;
+  size_t total = 0;
+  for (const Buf& b : bufs) {
+    host.push_back(const_cast<void*>(b.ptr));
+    total = std::max(total, b.bytes);
+  }
+  auto task = comm->queue->Submit([comm, op, host = std::move(host), total, fn = std::move(fn)] {
+    return RunLocked(comm, op, [&](zc::Collectives* c) { return fn(c, host.data(), 0, total); });
+  });
+  if (req) {
+    auto* r = new zc_request();
+    r->queue = comm->queue;
+    r->task = std::move(task);
+    *req = r;
+  }
+  return ZC_OK;
+}
+
 // Puts the collective's copies and gates on the stream and its host part on
 // the communicator's queue (after the calls made before it, as on every
 // rank). chunk > 0: pipelined in parts of chunk bytes, one host collective
 // per part.
 zc_status CollectiveOnStream(zc_comm* comm, const char* op, void* stream, std::vector<Buf> bufs, zc_request** req,
                              size_t chunk, HostCollective fn) {
+  if (stream == nullptr && comm->gpu->NoStreams()) return WithoutStream(comm, op, std::move(bufs), req, std::move(fn));
   StreamOrdered* so = nullptr;
   zc::Status st = comm->gpu->OnStream(&so);
   std::vector<void*> host(bufs.size());
@@ -92,9 +117,9 @@ zc_status CollectiveOnStream(zc_comm* comm, const char* op, void* stream, std::v
 }
 
 // The communicator's StreamP2p, made on first use.
-zc::Status StreamP2pOf(zc_comm* comm, StreamOrdered* so, StreamP2p** out) {
+zc::Status StreamP2pOf(zc_comm* comm, StreamP2p** out) {
   std::lock_guard<std::mutex> lock(comm->stream_p2p_mu);
-  if (!comm->stream_p2p) comm->stream_p2p = std::make_unique<StreamP2p>(comm->p2p.get(), so, comm->config.timeout_s);
+  if (!comm->stream_p2p) comm->stream_p2p = std::make_unique<StreamP2p>(comm->p2p.get(), comm->config.timeout_s);
   *out = comm->stream_p2p.get();
   return zc::Status::Ok();
 }
@@ -111,24 +136,26 @@ zc_status PeerOnStream(zc_comm* comm, const char* op, bool send, void* buf, size
   std::string context = PeerContext(comm, op, send, peer, tag, bytes);
   StreamOrdered* so = nullptr;
   StreamP2p* sp = nullptr;
-  zc::Status st = comm->gpu->OnStream(&so);
-  if (st.ok()) st = StreamP2pOf(comm, so, &sp);
+  // No CUDA and stream NULL: nothing to wait for (so stays null).
+  const bool streamless = stream == nullptr && comm->gpu->NoStreams();
+  zc::Status st = streamless ? zc::Status::Ok() : comm->gpu->OnStream(&so);
+  if (st.ok()) st = StreamP2pOf(comm, &sp);
   const Buf arg{buf, bytes, send, !send, "buf"};
   void* host = buf;
   std::shared_ptr<StreamOp> sop;
   // A receive's gate holds the stream until the message is in; a send's
   // input is copied before the stream goes on, so it has none.
-  if (st.ok()) st = so->Begin(AsStream(stream), &arg, 1, !send, 0, &host, &sop);
+  if (st.ok() && so) st = so->Begin(AsStream(stream), &arg, 1, !send, 0, &host, &sop);
   std::shared_ptr<zc::P2pRequest> posted;
   if (st.ok() && !send) {
     st = comm->p2p->Irecv(host, bytes, peer, tag, &posted);
-    if (!st.ok()) so->CompleteRest(sop.get(), st);  // opens the gate
+    if (!st.ok() && so) so->CompleteRest(sop.get(), st);  // opens the gate
   }
   if (!st.ok()) return Fail(st.with_context(context));
   zc_request* r = nullptr;
   if (req) *req = r = new zc_request();
-  if (send) sp->AddSend(std::move(sop), host, bytes, peer, tag, r, std::move(context));
-  else sp->AddRecv(std::move(sop), std::move(posted), r, std::move(context));
+  if (send) sp->AddSend(so, std::move(sop), host, bytes, peer, tag, r, std::move(context));
+  else sp->AddRecv(so, std::move(sop), std::move(posted), r, std::move(context));
   return ZC_OK;
 }
 

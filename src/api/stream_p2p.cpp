@@ -6,14 +6,15 @@
 
 namespace zc::api {
 
-StreamP2p::StreamP2p(Messenger* p2p, gpu::StreamOrdered* streams, double timeout_s)
-    : p2p_(p2p), streams_(streams), timeout_s_(timeout_s), thread_([this] { Run(); }) {}
+StreamP2p::StreamP2p(Messenger* p2p, double timeout_s)
+    : p2p_(p2p), timeout_s_(timeout_s), thread_([this] { Run(); }) {}
 
 StreamP2p::~StreamP2p() { Stop(); }
 
-void StreamP2p::AddSend(std::shared_ptr<gpu::StreamOp> op, const void* host, size_t bytes, int peer, int tag,
-                        zc_request* req, std::string context) {
+void StreamP2p::AddSend(gpu::StreamOrdered* so, std::shared_ptr<gpu::StreamOp> op, const void* host, size_t bytes,
+                        int peer, int tag, zc_request* req, std::string context) {
   Entry e;
+  e.so = so;
   e.op = std::move(op);
   e.host = host;
   e.bytes = bytes;
@@ -27,9 +28,10 @@ void StreamP2p::AddSend(std::shared_ptr<gpu::StreamOp> op, const void* host, siz
   cv_.notify_one();
 }
 
-void StreamP2p::AddRecv(std::shared_ptr<gpu::StreamOp> op, std::shared_ptr<P2pRequest> posted, zc_request* req,
-                        std::string context) {
+void StreamP2p::AddRecv(gpu::StreamOrdered* so, std::shared_ptr<gpu::StreamOp> op,
+                        std::shared_ptr<P2pRequest> posted, zc_request* req, std::string context) {
   Entry e;
+  e.so = so;
   e.op = std::move(op);
   e.posted = std::move(posted);
   e.req = req;
@@ -51,7 +53,7 @@ void StreamP2p::Stop() {
 
 void StreamP2p::Finish(Entry* e, Status st) {
   if (!st.ok()) st = st.with_context(e->context);
-  streams_->CompleteRest(e->op.get(), st);
+  if (e->op) e->so->CompleteRest(e->op.get(), st);
   if (e->req != nullptr) {
     e->req->status = st;
     e->req->done.store(1, std::memory_order_release);  // the waiter may free it now
@@ -65,8 +67,8 @@ bool StreamP2p::Progress(std::deque<Entry>* active) {
   for (auto it = active->begin(); it != active->end();) {
     Entry& e = *it;
     if (!e.posted && !send_blocked) {
-      bool ready = false;
-      Status st = streams_->PollReady(e.op.get(), 0, &ready);
+      bool ready = !e.op;  // no stream: nothing to wait for
+      Status st = e.op ? e.so->PollReady(e.op.get(), 0, &ready) : Status::Ok();
       if (st.ok() && !ready && e.ready_deadline.expired())
         st = Error(ZC_ERR_TIMEOUT, "the stream did not reach the send in %.0f s", e.ready_deadline.elapsed_s());
       if (st.ok() && ready) st = p2p_->Isend(e.host, e.bytes, e.peer, e.tag, &e.posted);

@@ -41,23 +41,25 @@ namespace zc::api {
 
 class StreamP2p {
  public:
-  StreamP2p(Messenger* p2p, gpu::StreamOrdered* streams, double timeout_s);
+  StreamP2p(Messenger* p2p, double timeout_s);
   ~StreamP2p();  // Stop()
   StreamP2p(const StreamP2p&) = delete;
   StreamP2p& operator=(const StreamP2p&) = delete;
 
   // req (may be null) completes with the operation; context names it in
-  // errors ("rank R: send_on_stream to P (tag T, N bytes)").
-  void AddSend(std::shared_ptr<gpu::StreamOp> op, const void* host, size_t bytes, int peer, int tag,
+  // errors ("rank R: send_on_stream to P (tag T, N bytes)"). so and op are
+  // null where the process has no CUDA (stream NULL: nothing to wait for).
+  void AddSend(gpu::StreamOrdered* so, std::shared_ptr<gpu::StreamOp> op, const void* host, size_t bytes, int peer,
+               int tag, zc_request* req, std::string context);
+  void AddRecv(gpu::StreamOrdered* so, std::shared_ptr<gpu::StreamOp> op, std::shared_ptr<P2pRequest> posted,
                zc_request* req, std::string context);
-  void AddRecv(std::shared_ptr<gpu::StreamOp> op, std::shared_ptr<P2pRequest> posted, zc_request* req,
-               std::string context);
   // Lets the operations finish (each within the messenger's deadlines),
   // then ends the thread.
   void Stop();
 
  private:
   struct Entry {
+    gpu::StreamOrdered* so = nullptr;
     std::shared_ptr<gpu::StreamOp> op;
     std::shared_ptr<P2pRequest> posted;  // null: a send not posted yet
     const void* host = nullptr;
@@ -73,7 +75,6 @@ class StreamP2p {
   void Finish(Entry* e, Status st);
 
   Messenger* p2p_;
-  gpu::StreamOrdered* streams_;
   double timeout_s_;
   std::mutex mu_;
   std::condition_variable cv_;

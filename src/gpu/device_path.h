@@ -110,6 +110,14 @@ class DevicePath {
   // ZC_ERR_UNSUPPORTED when disabled (a build without CUDA) or when no CUDA
   // driver is loaded in the process (no stream can exist then).
   Status OnStream(StreamOrdered** out);
+  // True when no CUDA stream can exist in this process (disabled, or no
+  // driver loaded): a stream-ordered call on stream NULL has nothing to
+  // wait for.
+  bool NoStreams() const {
+    if (!opts_.enabled) return true;
+    const DriverTable* drv = opts_.drv ? opts_.drv : LoadedDriver();
+    return drv == nullptr || !drv->loaded;
+  }
   // The first failure of a stream-ordered call (ok if none).
   Status StreamAsyncError() const;
 

@@ -531,4 +531,36 @@ TEST(StreamOrdered, HostBuffers3Shm) {
   EXPECT_TRUE(AllOk(res)) << Describe(res);
 }
 
+// No CUDA in the process (the communicator's own DevicePath, no driver
+// loaded): stream NULL runs the calls as nonblocking ones on host memory;
+// another stream is ZC_ERR_UNSUPPORTED.
+int StreamlessBody(int rank) {
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  const int n = zc_size(comm);
+  const size_t count = 1001;
+  std::vector<float> in = Series(rank, count), out(count, -1.0f), sum(count, 0.0f), got(count, 0.0f);
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; ++i) sum[i] += Value(r, i);
+  zc_request *req = nullptr, *rr = nullptr, *sr = nullptr;
+  CHILD_OK(zc_allreduce_on_stream(comm, in.data(), out.data(), count, ZC_FLOAT32, ZC_SUM, nullptr, &req));
+  CHILD_OK(zc_recv_on_stream(comm, got.data(), count * 4, (rank + n - 1) % n, 5, nullptr, &rr));
+  CHILD_OK(zc_send_on_stream(comm, in.data(), count * 4, (rank + 1) % n, 5, nullptr, &sr));
+  CHILD_OK(zc_wait(req));
+  CHILD_OK(zc_wait(rr));
+  CHILD_OK(zc_wait(sr));
+  CHILD_CHECK(out == sum, "rank %d: allreduce_on_stream without CUDA: wrong result", rank);
+  CHILD_CHECK(got == Series((rank + n - 1) % n, count), "rank %d: recv_on_stream without CUDA: wrong data", rank);
+  int dummy = 0;
+  zc_status st = zc_allreduce_on_stream(comm, in.data(), out.data(), count, ZC_FLOAT32, ZC_SUM, &dummy, &req);
+  CHILD_CHECK(st == ZC_ERR_UNSUPPORTED, "rank %d: a stream without CUDA: %s", rank, zc_status_string(st));
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+
+TEST(StreamOrdered, StreamlessWithoutCuda2Shm) {
+  auto res = RunRanks(2, StreamlessBody, BaseEnv("shm"), 60);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
+}
+
 }  // namespace
