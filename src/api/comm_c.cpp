@@ -20,6 +20,7 @@
 #include "bootstrap/unique_id.h"
 #include "collectives/collectives.h"
 #include "common/log.h"
+#include "p2p/segment.h"
 #include "zc_build_config.h"
 
 namespace {
@@ -350,8 +351,14 @@ zc_status zc_finalize(zc_comm* comm) {
   comm->group.reset();
   if (ctx != 0) ReleaseContext(comm->world.get(), ctx);
   // The last communicator over the World closes its Device and bootstrap.
+  const bool lost_peers = comm->device->health().LostPeer() >= 0;
   comm->device.reset();
+  const bool last = comm->world.use_count() == 1;
   comm->world.reset();
+  // Peers that died cannot remove their shared-memory segments; a shrink
+  // swept those it could, but a process may release its segments' locks
+  // only after its connections broke (tcp): sweep again at the end.
+  if (last && lost_peers) zc::Segment::SweepStale();
   delete comm;
   return result;
 }

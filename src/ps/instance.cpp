@@ -119,6 +119,7 @@ Instance::~Instance() {
 }
 
 void Instance::OpLoop() {
+  HealthScope scope = sh_->group->Scope();
   for (;;) {
     std::function<void()> job;
     {

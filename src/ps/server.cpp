@@ -74,6 +74,7 @@ void Server::Fail(const Status& st, int culprit) {
 
 void Server::ControlLoop() {
   Group* g = sh_->group;
+  HealthScope scope = g->Scope();
   Backoff bo = sh_->dev()->health().NewBackoff();
   auto last_health = Clock::now();
   while (!stop_.load(std::memory_order_acquire)) {
@@ -271,6 +272,7 @@ void Server::FreeChunk(Chunk* c) {
 }
 
 void Server::DataLoop(int tid) {
+  HealthScope scope = sh_->group->Scope();
   const int T = sh_->options.server_threads;
   std::vector<Chunk*> mine;
   uint64_t seen = ~uint64_t{0};
