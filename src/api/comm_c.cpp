@@ -44,6 +44,59 @@ Status MakeWorld(const zc::Config& config, std::unique_ptr<zc::StoreServer> rend
   return Status::Ok();
 }
 
+}  // namespace
+
+namespace zc::api {
+
+// The communicator of `members` (Device ranks in the new rank order) over
+// world with context ctx. Collective over the members (collective links).
+// parent_gpu: the DevicePath of the communicator it is split or duplicated
+// from (its driver, caches and modes carry over), null for a new world.
+Status MakeComm(const std::shared_ptr<zc::World>& world, std::vector<int> members, uint32_t ctx,
+                const zc::gpu::DevicePath* parent_gpu, std::unique_ptr<zc_comm>* out) {
+  auto comm = std::make_unique<zc_comm>();
+  comm->config = world->config;
+  comm->world = world;
+  comm->device = std::shared_ptr<zc::Device>(world, world->device.get());
+  comm->group = std::make_unique<zc::Group>(world->device.get(), std::move(members), ctx);
+  comm->coll_mu.set_spins(world->device->health().spins());
+  comm->rank = comm->group->rank();
+  comm->size = comm->group->size();
+  comm->local_rank = 0;
+  comm->local_size = 0;
+  for (int r = 0; r < comm->size; ++r) {
+    if (r != comm->rank && !comm->group->is_local(r)) continue;
+    if (r < comm->rank) ++comm->local_rank;
+    ++comm->local_size;
+  }
+  ZC_RETURN_IF_ERROR(zc::Collectives::Create(comm->group.get(), &comm->coll).with_context("collectives"));
+  zc::gpu::DevicePathOptions gpu;
+  if (parent_gpu) {
+    gpu = parent_gpu->options();
+  } else {
+    gpu.enabled = ZC_HAVE_CUDA;
+    gpu.ipc_mode = comm->config.gpu_ipc;
+    gpu.ipc_min_bytes = comm->config.gpu_ipc_min_bytes;
+  }
+  gpu.ipc_reachable = comm->size > 1 && comm->local_size == comm->size;
+  zc::Device* device = world->device.get();
+  gpu.known_host = [device](const void* p, size_t bytes) { return device->regions().IsPoolMemory(p, bytes); };
+  comm->gpu = std::make_unique<zc::gpu::DevicePath>(gpu);
+  comm->p2p = std::make_unique<zc::Messenger>(world->device.get(), comm->group->members(), comm->rank, ctx);
+  comm->queue = std::make_shared<zc::api::CollectiveQueue>();
+  *out = std::move(comm);
+  return Status::Ok();
+}
+
+void ReleaseContext(zc::World* world, uint32_t ctx) {
+  std::lock_guard<std::mutex> lock(world->contexts_mu);
+  world->contexts.erase(ctx);
+}
+
+}  // namespace zc::api
+
+namespace {
+
 // A context id free on every rank of comm (MPI's context-id agreement):
 // each rank reserves the lowest id it has free from `candidate` on, the
 // largest proposal wins if every rank can take it, else all try again above
@@ -102,55 +155,6 @@ zc_status InitFailed(const char* op, int rank, const Status& st) {
 }
 
 }  // namespace
-
-namespace zc::api {
-
-// The communicator of `members` (Device ranks in the new rank order) over
-// world with context ctx. Collective over the members (collective links).
-// parent_gpu: the DevicePath of the communicator it is split or duplicated
-// from (its driver, caches and modes carry over), null for a new world.
-Status MakeComm(const std::shared_ptr<zc::World>& world, std::vector<int> members, uint32_t ctx,
-                const zc::gpu::DevicePath* parent_gpu, std::unique_ptr<zc_comm>* out) {
-  auto comm = std::make_unique<zc_comm>();
-  comm->config = world->config;
-  comm->world = world;
-  comm->device = std::shared_ptr<zc::Device>(world, world->device.get());
-  comm->group = std::make_unique<zc::Group>(world->device.get(), std::move(members), ctx);
-  comm->coll_mu.set_spins(world->device->health().spins());
-  comm->rank = comm->group->rank();
-  comm->size = comm->group->size();
-  comm->local_rank = 0;
-  comm->local_size = 0;
-  for (int r = 0; r < comm->size; ++r) {
-    if (r != comm->rank && !comm->group->is_local(r)) continue;
-    if (r < comm->rank) ++comm->local_rank;
-    ++comm->local_size;
-  }
-  ZC_RETURN_IF_ERROR(zc::Collectives::Create(comm->group.get(), &comm->coll).with_context("collectives"));
-  zc::gpu::DevicePathOptions gpu;
-  if (parent_gpu) {
-    gpu = parent_gpu->options();
-  } else {
-    gpu.enabled = ZC_HAVE_CUDA;
-    gpu.ipc_mode = comm->config.gpu_ipc;
-    gpu.ipc_min_bytes = comm->config.gpu_ipc_min_bytes;
-  }
-  gpu.ipc_reachable = comm->size > 1 && comm->local_size == comm->size;
-  zc::Device* device = world->device.get();
-  gpu.known_host = [device](const void* p, size_t bytes) { return device->regions().IsPoolMemory(p, bytes); };
-  comm->gpu = std::make_unique<zc::gpu::DevicePath>(gpu);
-  comm->p2p = std::make_unique<zc::Messenger>(world->device.get(), comm->group->members(), comm->rank, ctx);
-  comm->queue = std::make_shared<zc::api::CollectiveQueue>();
-  *out = std::move(comm);
-  return Status::Ok();
-}
-
-void ReleaseContext(zc::World* world, uint32_t ctx) {
-  std::lock_guard<std::mutex> lock(world->contexts_mu);
-  world->contexts.erase(ctx);
-}
-
-}  // namespace zc::api
 
 extern "C" {
 
