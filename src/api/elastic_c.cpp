@@ -119,9 +119,7 @@ zc_status zc_comm_revoke(zc_comm* comm) {
   ZC_CHECK_COMM(comm, "zc_comm_revoke");
   if (comm->group->stale()) return ZC_OK;  // revoked for good by a shrink
   zc::PeerHealth& h = comm->device->health();
-  h.Abort(zc::Error(ZC_ERR_ABORTED, "rank %d revoked the communicator", comm->rank));
-  // The alerts of this epoch are out when revoke returns.
-  h.FlushAlerts();
+  h.Revoke(zc::Error(ZC_ERR_ABORTED, "rank %d revoked the communicator", comm->rank));
   return ZC_OK;
 }
 
@@ -176,7 +174,7 @@ zc_status zc_comm_shrink(zc_comm* comm, zc_comm** newcomm) {
   std::unique_ptr<zc_comm> made;
   for (int attempt = 1;; ++attempt) {
     // Every operation of this epoch, here and on every peer, fails from now on.
-    health.Abort(zc::Error(ZC_ERR_ABORTED, "rank %d revoked the communicator to shrink it", comm->rank));
+    health.Revoke(zc::Error(ZC_ERR_ABORTED, "rank %d revoked the communicator to shrink it", comm->rank));
     std::vector<int> members;
     uint32_t ctx = 0;
     zc::AgreedValue failed;
@@ -187,7 +185,7 @@ zc_status zc_comm_shrink(zc_comm* comm, zc_comm** newcomm) {
     RetireOldContexts(comm->world.get(), ctx);
     st = MakeComm(comm->world, members, ctx, comm->gpu.get(), &made);
     // The others may be waiting for this rank's part of the setup.
-    if (!st.ok()) health.Abort(st);
+    if (!st.ok()) health.Revoke(st);
     // A member that died after the agreement can fail the new communicator's
     // setup on some survivors only: all keep it, or all start over.
     zc::AgreedValue verdict = zc::ProposalOf(comm->group.get());
@@ -196,7 +194,7 @@ zc_status zc_comm_shrink(zc_comm* comm, zc_comm** newcomm) {
     if (agreed.ok() && verdict.flags == 1 && verdict.failed == failed.failed) break;
     ZC_INFO(kCommon, "rank %d: shrink attempt %d: the new communicator failed here (%s) or on another rank: again",
             comm->rank, attempt, st.ok() ? "ok" : st.message().c_str());
-    health.Abort(zc::Error(ZC_ERR_ABORTED, "rank %d: a member of the shrunk communicator failed", comm->rank));
+    health.Revoke(zc::Error(ZC_ERR_ABORTED, "rank %d: a member of the shrunk communicator failed", comm->rank));
     if (made) zc_finalize(made.release());
     {
       std::lock_guard<std::mutex> ctx_lock(comm->world->contexts_mu);
