@@ -542,9 +542,9 @@ zc_status zc_comm_agree(zc_comm* comm, int* flag);
  * shrink at a time per set of connections; shrinking a communicator that
  * an earlier shrink revoked is ZC_ERR_INVALID_ARG. A rank the others
  * agreed failed (they lost their connections to it) gets ZC_ERR_PEER_LOST
- * and no communicator. A rank that dies right after the agreement is in
- * the new communicator: its first operation fails, and the survivors
- * shrink again. Errors as zc_comm_agree. */
+ * and no communicator. A rank that dies during the shrink is left out; one
+ * that dies right after it is in the new communicator: its first operation
+ * fails, and the survivors shrink again. Errors as zc_comm_agree. */
 zc_status zc_comm_shrink(zc_comm* comm, zc_comm** newcomm);
 
 #ifdef __cplusplus

@@ -38,6 +38,13 @@ class CommHandle : public std::enable_shared_from_this<CommHandle> {
   void Abort();
   // zc_comm_dump_trace; path "" for ZC_TRACE_DIR.
   void DumpTrace(const std::string& path);
+  // Fault tolerance (comm_elastic.cpp).
+  void Revoke();
+  bool IsRevoked();
+  std::vector<int> FailedRanks();
+  // (the agreed flag, the ranks agreed failed: empty when none).
+  std::pair<int, std::vector<int>> Agree(int flag);
+  std::shared_ptr<CommHandle> Shrink();
   // (status, message): (ZC_OK, "") while the communicator is healthy.
   std::pair<int, std::string> AsyncError();
   void Deregister(const py::object& buf);

@@ -87,6 +87,41 @@ class Communicator:
         name the automatic dumps use. ``python3 -m zcomm.trace`` reads it."""
         self._h.dump_trace(path or "")
 
+    # ---- fault tolerance (docs/elastic.md) -------------------------------------
+
+    def revoke(self):
+        """Revokes the communicator (``zc_comm_revoke``): every pending and
+        later operation on it (and on every communicator sharing its
+        connections) fails with ``Status.ABORTED`` on every rank, other
+        threads included. Not collective; does not block."""
+        self._h.revoke()
+
+    @property
+    def revoked(self):
+        """True when operations fail at once: revoked, broken by a lost rank
+        or an abort, or replaced by :meth:`shrink`."""
+        return self._h.is_revoked()
+
+    def failed_ranks(self):
+        """The ranks this process knows to be lost (no communication)."""
+        return list(self._h.failed_ranks())
+
+    def agree(self, flag):
+        """Fault-tolerant agreement of the live ranks (``zc_comm_agree``),
+        also on a revoked communicator: returns ``(flag, failed)``, the
+        bitwise AND of the ranks' `flag` values and the list of ranks agreed
+        failed (empty when none), the same on every survivor. Collective over
+        the live ranks."""
+        f, failed = self._h.agree(int(flag))
+        return f, list(failed)
+
+    def shrink(self):
+        """A communicator of the live ranks (``zc_comm_shrink``), in their
+        order here, renumbered from 0, over the connections and memory they
+        already have. Revokes this one (finalize it). Collective over the
+        live ranks; a rank dying meanwhile is handled."""
+        return Communicator(self._h.shrink())
+
     def __enter__(self):
         return self
 

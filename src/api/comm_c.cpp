@@ -22,6 +22,7 @@
 #include "common/flight_recorder.h"
 #include "common/log.h"
 #include "common/sha256.h"
+#include "p2p/segment.h"
 #include "zc_build_config.h"
 
 namespace {
@@ -60,6 +61,62 @@ std::shared_ptr<zc::trace::FlightRecorder> MakeRecorder(const zc::World& world, 
   return std::make_shared<zc::trace::FlightRecorder>(world.config.trace_buffer_size, std::move(id),
                                                      world.config.trace_dir);
 }
+
+}  // namespace
+
+namespace zc::api {
+
+// The communicator of `members` (Device ranks in the new rank order) over
+// world with context ctx. Collective over the members (collective links).
+// parent_gpu: the DevicePath of the communicator it is split or duplicated
+// from (its driver, caches and modes carry over), null for a new world.
+Status MakeComm(const std::shared_ptr<zc::World>& world, std::vector<int> members, uint32_t ctx,
+                const zc::gpu::DevicePath* parent_gpu, std::unique_ptr<zc_comm>* out) {
+  auto comm = std::make_unique<zc_comm>();
+  comm->config = world->config;
+  comm->world = world;
+  comm->device = std::shared_ptr<zc::Device>(world, world->device.get());
+  comm->group = std::make_unique<zc::Group>(world->device.get(), std::move(members), ctx);
+  comm->coll_mu.set_spins(world->device->health().spins());
+  comm->rank = comm->group->rank();
+  comm->size = comm->group->size();
+  comm->local_rank = 0;
+  comm->local_size = 0;
+  for (int r = 0; r < comm->size; ++r) {
+    if (r != comm->rank && !comm->group->is_local(r)) continue;
+    if (r < comm->rank) ++comm->local_rank;
+    ++comm->local_size;
+  }
+  ZC_RETURN_IF_ERROR(zc::Collectives::Create(comm->group.get(), &comm->coll).with_context("collectives"));
+  comm->trace = MakeRecorder(*world, *comm, ctx);
+  comm->coll->set_recorder(comm->trace.get());
+  zc::gpu::DevicePathOptions gpu;
+  if (parent_gpu) {
+    gpu = parent_gpu->options();
+  } else {
+    gpu.enabled = ZC_HAVE_CUDA;
+    gpu.ipc_mode = comm->config.gpu_ipc;
+    gpu.ipc_min_bytes = comm->config.gpu_ipc_min_bytes;
+  }
+  gpu.ipc_reachable = comm->size > 1 && comm->local_size == comm->size;
+  gpu.timeout_s = comm->config.timeout_s;
+  zc::Device* device = world->device.get();
+  gpu.known_host = [device](const void* p, size_t bytes) { return device->regions().IsPoolMemory(p, bytes); };
+  comm->gpu = std::make_unique<zc::gpu::DevicePath>(gpu);
+  comm->p2p = std::make_unique<zc::Messenger>(world->device.get(), comm->group->members(), comm->rank, ctx);
+  comm->queue = std::make_shared<zc::api::CollectiveQueue>();
+  *out = std::move(comm);
+  return Status::Ok();
+}
+
+void ReleaseContext(zc::World* world, uint32_t ctx) {
+  std::lock_guard<std::mutex> lock(world->contexts_mu);
+  world->contexts.erase(ctx);
+}
+
+}  // namespace zc::api
+
+namespace {
 
 // A context id free on every rank of comm (MPI's context-id agreement):
 // each rank reserves the lowest id it has free from `candidate` on, the
@@ -119,58 +176,6 @@ zc_status InitFailed(const char* op, int rank, const Status& st) {
 }
 
 }  // namespace
-
-namespace zc::api {
-
-// The communicator of `members` (Device ranks in the new rank order) over
-// world with context ctx. Collective over the members (collective links).
-// parent_gpu: the DevicePath of the communicator it is split or duplicated
-// from (its driver, caches and modes carry over), null for a new world.
-Status MakeComm(const std::shared_ptr<zc::World>& world, std::vector<int> members, uint32_t ctx,
-                const zc::gpu::DevicePath* parent_gpu, std::unique_ptr<zc_comm>* out) {
-  auto comm = std::make_unique<zc_comm>();
-  comm->config = world->config;
-  comm->world = world;
-  comm->device = std::shared_ptr<zc::Device>(world, world->device.get());
-  comm->group = std::make_unique<zc::Group>(world->device.get(), std::move(members), ctx);
-  comm->coll_mu.set_spins(world->device->health().spins());
-  comm->rank = comm->group->rank();
-  comm->size = comm->group->size();
-  comm->local_rank = 0;
-  comm->local_size = 0;
-  for (int r = 0; r < comm->size; ++r) {
-    if (r != comm->rank && !comm->group->is_local(r)) continue;
-    if (r < comm->rank) ++comm->local_rank;
-    ++comm->local_size;
-  }
-  ZC_RETURN_IF_ERROR(zc::Collectives::Create(comm->group.get(), &comm->coll).with_context("collectives"));
-  comm->trace = MakeRecorder(*world, *comm, ctx);
-  comm->coll->set_recorder(comm->trace.get());
-  zc::gpu::DevicePathOptions gpu;
-  if (parent_gpu) {
-    gpu = parent_gpu->options();
-  } else {
-    gpu.enabled = ZC_HAVE_CUDA;
-    gpu.ipc_mode = comm->config.gpu_ipc;
-    gpu.ipc_min_bytes = comm->config.gpu_ipc_min_bytes;
-  }
-  gpu.ipc_reachable = comm->size > 1 && comm->local_size == comm->size;
-  gpu.timeout_s = comm->config.timeout_s;
-  zc::Device* device = world->device.get();
-  gpu.known_host = [device](const void* p, size_t bytes) { return device->regions().IsPoolMemory(p, bytes); };
-  comm->gpu = std::make_unique<zc::gpu::DevicePath>(gpu);
-  comm->p2p = std::make_unique<zc::Messenger>(world->device.get(), comm->group->members(), comm->rank, ctx);
-  comm->queue = std::make_shared<zc::api::CollectiveQueue>();
-  *out = std::move(comm);
-  return Status::Ok();
-}
-
-void ReleaseContext(zc::World* world, uint32_t ctx) {
-  std::lock_guard<std::mutex> lock(world->contexts_mu);
-  world->contexts.erase(ctx);
-}
-
-}  // namespace zc::api
 
 extern "C" {
 
@@ -373,8 +378,14 @@ zc_status zc_finalize(zc_comm* comm) {
   comm->group.reset();
   if (ctx != 0) ReleaseContext(comm->world.get(), ctx);
   // The last communicator over the World closes its Device and bootstrap.
+  const bool lost_peers = comm->device->health().LostPeer() >= 0;
   comm->device.reset();
+  const bool last = comm->world.use_count() == 1;
   comm->world.reset();
+  // Peers that died cannot remove their shared-memory segments; a shrink
+  // swept those it could, but a process may release its segments' locks
+  // only after its connections broke (tcp): sweep again at the end.
+  if (last && lost_peers) zc::Segment::SweepStale();
   delete comm;
   return result;
 }

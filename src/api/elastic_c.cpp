@@ -73,8 +73,9 @@ void RetireOldContexts(zc::World* w, uint32_t ctx) {
 
 // Shrink's agreements (see zc_comm_shrink in zcomm.h): *members the Device
 // ranks of the survivors in rank order, *ctx their new context id
-// (reserved here). Runs until one attempt sees no new failure.
-Status AgreeOnSurvivors(zc_comm* comm, std::vector<int>* members, uint32_t* ctx) {
+// (reserved here), *failed the agreed failed ranks of comm. Runs until one
+// attempt sees no new failure.
+Status AgreeOnSurvivors(zc_comm* comm, std::vector<int>* members, uint32_t* ctx, zc::AgreedValue* failed) {
   zc::World* w = comm->world.get();
   zc::Deadline dl = comm->group->NewDeadline();
   for (;;) {
@@ -93,6 +94,7 @@ Status AgreeOnSurvivors(zc_comm* comm, std::vector<int>* members, uint32_t* ctx)
     Status st = AgreeOnce(comm, &second, dl);
     if (st.ok() && second.flags == 1 && second.failed == first.failed) {
       *ctx = candidate;
+      *failed = first;
       members->clear();
       for (int r = 0; r < comm->size; ++r)
         if (!first.IsFailed(r)) members->push_back(comm->group->device_rank(r));
@@ -117,9 +119,7 @@ zc_status zc_comm_revoke(zc_comm* comm) {
   ZC_CHECK_COMM(comm, "zc_comm_revoke");
   if (comm->group->stale()) return ZC_OK;  // revoked for good by a shrink
   zc::PeerHealth& h = comm->device->health();
-  h.Abort(zc::Error(ZC_ERR_ABORTED, "rank %d revoked the communicator", comm->rank));
-  // The alerts of this epoch are out when revoke returns.
-  h.FlushAlerts();
+  h.Revoke(zc::Error(ZC_ERR_ABORTED, "rank %d revoked the communicator", comm->rank));
   return ZC_OK;
 }
 
@@ -170,28 +170,47 @@ zc_status zc_comm_shrink(zc_comm* comm, zc_comm** newcomm) {
     return BadArg(comm, op, "the communicator was revoked by an earlier shrink of its World; shrink the newest "
                   "communicator");
   std::lock_guard<std::mutex> lock(comm->agree_mu);
-  // Every operation of this epoch, here and on every peer, fails from now on.
   zc::PeerHealth& health = comm->device->health();
-  health.Abort(zc::Error(ZC_ERR_ABORTED, "rank %d revoked the communicator to shrink it", comm->rank));
-  std::vector<int> members;
-  uint32_t ctx = 0;
-  Status st = AgreeOnSurvivors(comm, &members, &ctx);
-  if (!st.ok()) return Fail(st.with_context(zc::Format("rank %d: %s", comm->rank, op)));
-  // Here the survivors start the new epoch; the old communicators stay revoked.
-  health.AdvanceEpoch();
-  RetireOldContexts(comm->world.get(), ctx);
   std::unique_ptr<zc_comm> made;
-  st = MakeComm(comm->world, members, ctx, comm->gpu.get(), &made);
-  if (!st.ok()) {
-    ReleaseContext(comm->world.get(), ctx);
-    return Fail(st.with_context(zc::Format("rank %d: %s: the new communicator of %zu ranks", comm->rank, op,
-                                           members.size())));
+  for (int attempt = 1;; ++attempt) {
+    // Every operation of this epoch, here and on every peer, fails from now on.
+    health.Revoke(zc::Error(ZC_ERR_ABORTED, "rank %d revoked the communicator to shrink it", comm->rank));
+    std::vector<int> members;
+    uint32_t ctx = 0;
+    zc::AgreedValue failed;
+    Status st = AgreeOnSurvivors(comm, &members, &ctx, &failed);
+    if (!st.ok()) return Fail(st.with_context(zc::Format("rank %d: %s", comm->rank, op)));
+    // Here the survivors start the new epoch; the old communicators stay revoked.
+    health.AdvanceEpoch();
+    RetireOldContexts(comm->world.get(), ctx);
+    st = MakeComm(comm->world, members, ctx, comm->gpu.get(), &made);
+    // The others may be waiting for this rank's part of the setup.
+    if (!st.ok()) health.Revoke(st);
+    // A member that died after the agreement can fail the new communicator's
+    // setup on some survivors only: all keep it, or all start over.
+    zc::AgreedValue verdict = zc::ProposalOf(comm->group.get());
+    verdict.flags = st.ok() ? 1 : 0;
+    Status agreed = AgreeOnce(comm, &verdict, comm->group->NewDeadline());
+    if (agreed.ok() && verdict.flags == 1 && verdict.failed == failed.failed) break;
+    ZC_INFO(kCommon, "rank %d: shrink attempt %d: the new communicator failed here (%s) or on another rank: again",
+            comm->rank, attempt, st.ok() ? "ok" : st.message().c_str());
+    health.Revoke(zc::Error(ZC_ERR_ABORTED, "rank %d: a member of the shrunk communicator failed", comm->rank));
+    if (made) zc_finalize(made.release());
+    {
+      std::lock_guard<std::mutex> ctx_lock(comm->world->contexts_mu);
+      comm->world->retired_contexts.insert(ctx);
+    }
+    if (!agreed.ok()) return Fail(agreed.with_context(zc::Format("rank %d: %s", comm->rank, op)));
+    if (attempt >= comm->size)
+      return Fail(st.ok() ? zc::Error(ZC_ERR_PEER_LOST, "rank %d: %s: ranks kept failing", comm->rank, op)
+                          : st.with_context(zc::Format("rank %d: %s: the new communicator of %zu ranks",
+                                                       comm->rank, op, members.size())));
   }
   // The dead cannot remove their shared-memory segments: one survivor per
   // host does (only segments whose owner is gone: their lock is free).
   if (made->local_rank == 0) zc::Segment::SweepStale();
   ZC_INFO(kCommon, "shrink: rank %d of %d -> rank %d of %d (context %u)", comm->rank, comm->size, made->rank,
-          made->size, ctx);
+          made->size, made->group->context());
   *newcomm = made.release();
   return ZC_OK;
 }

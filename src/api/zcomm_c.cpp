@@ -48,6 +48,9 @@ size_t zc_dtype_size(zc_dtype dtype) { return zc::DtypeSize(dtype); }
 
 zc_status zc_abort(zc_comm* comm) {
   ZC_CHECK_COMM(comm, "zc_abort");
+  // A communicator that a shrink revoked is over already; the new epoch's
+  // communicators are not its to abort.
+  if (comm->group->stale()) return ZC_OK;
   zc::Status why(ZC_ERR_ABORTED, zc::Format("rank %d called zc_abort", comm->rank));
   comm->device->health().Abort(why);
   if (comm->trace) comm->trace->DumpOnFailure(why);

@@ -154,6 +154,8 @@ void Engine::FailAll(const Status& st) {
 }
 
 void Engine::Loop() {
+  // Its communicator's epoch: revoked by a shrink, the engine ends.
+  HealthScope scope = group_->Scope();
   const auto cycle = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double, std::milli>(config_.cycle_time_ms));
   for (;;) {

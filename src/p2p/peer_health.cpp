@@ -227,6 +227,17 @@ void PeerHealth::Abort(const Status& why, int lost) {
   AlertPeers(value);
 }
 
+void PeerHealth::Revoke(const Status& why) {
+  Abort(why);
+  if (!alert_word_) return;
+  std::lock_guard<std::mutex> lock(alert_mu_);
+  if (own_alert_.load(std::memory_order_acquire)) return;  // told them already
+  uint64_t value = AlertValue(why.ok() ? ZC_ERR_ABORTED : why.code(), rank_, rank_,
+                              epoch_.load(std::memory_order_acquire));
+  own_alert_.store(value, std::memory_order_release);
+  AlertPeers(value);
+}
+
 void PeerHealth::AdvanceEpoch() {
   std::lock_guard<std::mutex> alerts(alert_mu_);
   std::lock_guard<std::mutex> lock(health_mu_);

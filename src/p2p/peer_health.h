@@ -173,6 +173,10 @@ class PeerHealth {
   // tells the peers (best effort). `lost`: the peer whose loss is the cause
   // (the peers' errors name it), or -1.
   void Abort(const Status& why, int lost = -1);
+  // Abort, and this rank's own alert to every live peer even when a peer's
+  // alert came first (zc_comm_revoke, zc_comm_shrink): that peer may have
+  // died half way through telling the others.
+  void Revoke(const Status& why);
   // An operation (send, receive, collective) failed with st; returns st.
   // When a lost peer is the cause, every other pending and later operation
   // of the job fails too: this rank aborts with the loss as the cause and

@@ -181,6 +181,7 @@ Status Instance::Quiet(const std::function<Status()>& fn) {
 }
 
 void Instance::OpLoop() {
+  HealthScope scope = sh_->group->Scope();
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(q_mu_);

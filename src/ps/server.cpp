@@ -75,6 +75,7 @@ void Server::Fail(const Status& st, int culprit) {
 
 void Server::ControlLoop() {
   Group* g = sh_->group;
+  HealthScope scope = g->Scope();
   Backoff bo = sh_->dev()->health().NewBackoff();
   auto last_health = Clock::now();
   while (!stop_.load(std::memory_order_acquire)) {
@@ -392,6 +393,7 @@ bool Server::Assist() {
 }
 
 void Server::DataLoop(int tid) {
+  HealthScope scope = sh_->group->Scope();
   const int T = sh_->options.server_threads;
   std::vector<Chunk*> mine;
   ScanState scan;
