@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "api/checks.h"
@@ -19,6 +21,7 @@
 #include "bootstrap/store_client.h"
 #include "bootstrap/unique_id.h"
 #include "collectives/collectives.h"
+#include "common/deadline.h"
 #include "common/flight_recorder.h"
 #include "common/log.h"
 #include "common/sha256.h"
@@ -117,6 +120,22 @@ void ReleaseContext(zc::World* world, uint32_t ctx) {
 }  // namespace zc::api
 
 namespace {
+
+// Removes the segments of the lost peers on this host. A killed process
+// drops its connections before the kernel has closed the rest of its files
+// (the segments' locks among them): retry for up to a second while a lost
+// peer's segment is still there (a peer only declared lost, still alive,
+// keeps its segments and costs that second).
+void SweepSegmentsOfLost(const std::string& job_tag, const std::vector<int>& lost) {
+  zc::Deadline deadline(1.0);
+  for (;;) {
+    zc::Segment::SweepStale();
+    bool left = false;
+    for (int p : lost) left = left || zc::Segment::HasSegmentOf(job_tag, p);
+    if (!left || deadline.expired()) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
 
 // A context id free on every rank of comm (MPI's context-id agreement):
 // each rank reserves the lowest id it has free from `candidate` on, the
@@ -379,13 +398,17 @@ zc_status zc_finalize(zc_comm* comm) {
   if (ctx != 0) ReleaseContext(comm->world.get(), ctx);
   // The last communicator over the World closes its Device and bootstrap.
   const bool lost_peers = comm->device->health().LostPeer() >= 0;
+  std::vector<int> lost;
+  for (int p = 0; lost_peers && p < comm->device->size(); ++p)
+    if (comm->device->health().peer_lost(p)) lost.push_back(p);
+  const std::string job_tag = comm->device->job_tag();
   comm->device.reset();
   const bool last = comm->world.use_count() == 1;
   comm->world.reset();
   // Peers that died cannot remove their shared-memory segments; a shrink
   // swept those it could, but a process may release its segments' locks
-  // only after its connections broke (tcp): sweep again at the end.
-  if (last && lost_peers) zc::Segment::SweepStale();
+  // only after its connections broke: sweep again at the end.
+  if (last && lost_peers) SweepSegmentsOfLost(job_tag, lost);
   delete comm;
   return result;
 }

@@ -110,6 +110,17 @@ int Segment::SweepStale(const char* dir) {
   return removed;
 }
 
+bool Segment::HasSegmentOf(const std::string& tag, int rank, const char* dir) {
+  const std::string head = "zc-" + tag + "-" + std::to_string(rank) + "-";
+  DIR* d = opendir(dir);
+  if (!d) return false;
+  bool found = false;
+  while (struct dirent* e = readdir(d))
+    if (strncmp(e->d_name, head.c_str(), head.size()) == 0) found = true;
+  closedir(d);
+  return found;
+}
+
 namespace {
 struct LinuxDirent64 {
   uint64_t d_ino;

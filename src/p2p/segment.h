@@ -34,6 +34,8 @@ class Segment {
   // Removes the zc-* segments of `dir` (default /dev/shm) whose owner is
   // gone: nobody holds their lock. Returns how many.
   static int SweepStale(const char* dir = "/dev/shm");
+  // Whether `dir` holds a segment of job `tag` made by `rank` ("zc-<tag>-<rank>-").
+  static bool HasSegmentOf(const std::string& tag, int rank, const char* dir = "/dev/shm");
 
   // Unlinks this process's own segments "zc-<tag>-<rank>-<pid>-<n>" from
   // /dev/shm (the mappings stay valid). Async-signal-safe (raw system calls,
