@@ -25,7 +25,7 @@ namespace {
 // Words of a slot, after its version. 15 words and the version: two cache
 // lines per record.
 enum Word : int {
-  kSeq,
+  kSeq,  // or the key of a parameter-server call (flag kKey)
   kOp,
   kAlgo,
   kTransport,
@@ -47,7 +47,7 @@ constexpr uint64_t IdOf(uint64_t version) { return version / kPhases; }
 
 // kPacked: dtype + 1 (8 bits) | redop + 1 (8) | state (4) | flags (4) |
 // status (8) | tag (32).
-constexpr uint64_t kHasLabel = 1, kBeganStarted = 2;
+constexpr uint64_t kHasLabel = 1, kBeganStarted = 2, kKey = 4;
 constexpr int kStateShift = 16, kFlagShift = 20, kStatusShift = 24, kTagShift = 32;
 
 uint64_t Pack(const OpInfo& i, State s, uint64_t flags) {
@@ -154,6 +154,9 @@ void AppendEntry(std::string* out, const Entry& e) {
   AppendField(out, "root", e.info.root);
   AppendField(out, "peer", e.info.peer);
   AppendField(out, "tag", e.info.tag);
+  AppendKey(out, "key");
+  *out += e.info.has_key ? std::to_string(e.info.key) : std::string("null");
+  out->push_back(',');
   AppendField(out, "algo", e.info.algo);
   AppendField(out, "transport", e.info.transport);
   AppendField(out, "label", e.label);
@@ -297,11 +300,12 @@ uint64_t FlightRecorder::Begin(const OpInfo& info, State s) {
   Slot* slot = SlotOf(id);
   const uint64_t odd = VersionOf(id, 1);
   slot->Open(odd);
-  slot->Set(kSeq, info.seq);
+  slot->Set(kSeq, info.has_key ? info.key : info.seq);
   slot->Set(kOp, PtrWord(info.op));
   slot->Set(kAlgo, PtrWord(info.algo));
   slot->Set(kTransport, PtrWord(info.transport));
-  slot->Set(kPacked, Pack(info, s, (labelled ? kHasLabel : 0) | (s == State::kStarted ? kBeganStarted : 0)));
+  slot->Set(kPacked, Pack(info, s, (labelled ? kHasLabel : 0) | (s == State::kStarted ? kBeganStarted : 0) |
+                                           (info.has_key ? kKey : 0)));
   slot->Set(kCount, info.count);
   slot->Set(kRootPeer,
             static_cast<uint32_t>(info.root) | static_cast<uint64_t>(static_cast<uint32_t>(info.peer)) << 32);
@@ -372,7 +376,8 @@ std::vector<Entry> FlightRecorder::Snapshot(size_t* torn) const {
     Entry e;
     e.id = IdOf(v1);
     if (e.id < oldest) continue;  // older than the last capacity_ records
-    e.info.seq = w[kSeq];
+    e.info.has_key = flags & kKey;
+    (e.info.has_key ? e.info.key : e.info.seq) = w[kSeq];
     e.info.op = WordPtr(w[kOp]);
     e.info.algo = WordPtr(w[kAlgo]);
     e.info.transport = WordPtr(w[kTransport]);

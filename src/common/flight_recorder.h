@@ -56,6 +56,8 @@ struct OpInfo {
   int peer = -1;                  // p2p: the peer (ZC_ANY_SOURCE: any)
   int tag = -1;                   // p2p tag
   uint64_t seq = 0;               // collectives: their sequence number on the communicator
+  bool has_key = false;           // parameter-server calls: the key (never with a seq)
+  uint64_t key = 0;
 };
 
 // One record as a reader sees it (a consistent copy of a slot).
