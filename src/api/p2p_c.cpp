@@ -31,7 +31,6 @@ uint64_t Record(zc_comm* comm, const char* op, size_t bytes, int peer, int tag, 
   zc::trace::OpInfo info;
   info.op = op;
   info.count = bytes;
-  info.bytes = bytes;
   info.peer = peer;
   info.tag = tag;
   info.transport = peer >= 0 && peer < comm->size ? zc::TransportName(comm->group->transport_to(peer)) : nullptr;

@@ -12,6 +12,7 @@
 #include "api/comm.h"
 #include "collectives/collectives.h"
 #include "collectives/dtype.h"
+#include "common/flight_recorder.h"
 #include "gpu/device_path.h"
 #include "ps/instance.h"
 
@@ -24,11 +25,42 @@ struct zc_ps {
 
 namespace {
 
-zc_status PsFail(const zc_ps* ps, const char* op, uint64_t key, bool has_key, const zc::Status& st) {
+// A failed call: its flight-recorder record (when it has one) ends with the
+// failure, the PS communicator's recorder is dumped (ZC_TRACE_DIR), and the
+// failure is returned.
+zc_status PsFail(const zc_ps* ps, const char* op, uint64_t key, bool has_key, const zc::Status& st,
+                 uint64_t record = 0) {
   std::string ctx = has_key ? zc::Format("rank %d: %s(key %llu)", ps->comm->rank, op,
                                          static_cast<unsigned long long>(key))
                             : zc::Format("rank %d: %s", ps->comm->rank, op);
-  return Fail(st.with_context(ctx));
+  zc::Status full = st.with_context(ctx);
+  zc::trace::FlightRecorder* trace = ps->comm->trace.get();
+  if (trace && record) trace->End(record, full);
+  if (trace) trace->DumpOnFailure(full);
+  return Fail(full);
+}
+
+// The flight-recorder record of a PS call on the PS's communicator (0: the
+// recorder is off): op "ps_push", "ps_pull", ..., the key, and the bytes a
+// push reads or a pull writes (count is bytes: no dtype), or a declared
+// key's count and dtype. The op names are literals: the record keeps them.
+uint64_t PsRecord(zc_ps* ps, const char* op, uint64_t key, bool has_key, size_t count, int dtype,
+                  zc::trace::State state) {
+  zc::trace::FlightRecorder* trace = ps->comm->trace.get();
+  if (!trace || !trace->enabled()) return 0;
+  zc::trace::OpInfo info;
+  info.op = op;
+  info.has_key = has_key;
+  info.key = key;
+  info.dtype = dtype;
+  info.count = count;
+  if (has_key && dtype < 0 && !ps->inst->KeyBytes(key, &info.count).ok()) info.count = 0;
+  return trace->Begin(info, state);
+}
+
+// Ends a record with the call's status (a blocking call that succeeded).
+void PsEnd(zc_ps* ps, uint64_t record) {
+  if (record) ps->comm->trace->End(record, zc::Status::Ok());
 }
 
 #define ZC_CHECK_PS(ps, op)                                                      \
@@ -74,11 +106,18 @@ zc_status Stage(zc_ps* ps, const char* op, uint64_t key, const void* buf, bool p
 
 // A zc_request completed by the PS's operation thread (after a pull's copy
 // to the device).
-zc::ps::Instance::DoneFn Completer(zc_request* r, std::string ctx, std::function<zc::Status()> copy_out) {
-  return [r, ctx = std::move(ctx), copy_out = std::move(copy_out)](const zc::Status& done) {
+// Its flight-recorder record (record != 0) ends there too.
+zc::ps::Instance::DoneFn Completer(zc_request* r, std::string ctx, std::function<zc::Status()> copy_out,
+                                   std::shared_ptr<zc::trace::FlightRecorder> trace, uint64_t record) {
+  return [r, ctx = std::move(ctx), copy_out = std::move(copy_out), trace = std::move(trace),
+          record](const zc::Status& done) {
     zc::Status st = done;
     if (st.ok() && copy_out) st = copy_out();
     r->status = st.ok() ? st : st.with_context(ctx);
+    if (record) {
+      trace->End(record, r->status);
+      if (!st.ok()) trace->DumpOnFailure(r->status);
+    }
     r->done.store(1, std::memory_order_release);
   };
 }
@@ -140,8 +179,11 @@ zc_status zc_ps_declare(zc_ps* ps, uint64_t key, size_t count, zc_dtype dtype, c
   void* host_init = nullptr;
   std::unique_ptr<zc::gpu::HostStaging> staging;
   zc::Status st = ps->comm->gpu->Stage(&arg, 1, &host_init, &staging);
+  const uint64_t record = PsRecord(ps, "ps_declare", key, true, count, dtype, zc::trace::State::kStarted);
   if (st.ok()) st = ps->inst->Declare(key, count, dtype, host_init);
-  return st.ok() ? ZC_OK : PsFail(ps, op, key, true, st);
+  if (!st.ok()) return PsFail(ps, op, key, true, st, record);
+  PsEnd(ps, record);
+  return ZC_OK;
 }
 
 zc_status zc_ps_push(zc_ps* ps, uint64_t key, const void* buf) {
@@ -150,8 +192,11 @@ zc_status zc_ps_push(zc_ps* ps, uint64_t key, const void* buf) {
   ZC_TRY(CheckWorkerBuf(ps, op, key, buf));
   Staged staged;
   ZC_TRY(Stage(ps, op, key, buf, true, &staged));
+  const uint64_t record = PsRecord(ps, "ps_push", key, true, 0, -1, zc::trace::State::kStarted);
   zc::Status st = ps->inst->Push(key, staged.host, nullptr);
-  return st.ok() ? ZC_OK : PsFail(ps, op, key, true, st);
+  if (!st.ok()) return PsFail(ps, op, key, true, st, record);
+  PsEnd(ps, record);
+  return ZC_OK;
 }
 
 zc_status zc_ps_pull(zc_ps* ps, uint64_t key, void* buf) {
@@ -160,9 +205,12 @@ zc_status zc_ps_pull(zc_ps* ps, uint64_t key, void* buf) {
   ZC_TRY(CheckWorkerBuf(ps, op, key, buf));
   Staged staged;
   ZC_TRY(Stage(ps, op, key, buf, false, &staged));
+  const uint64_t record = PsRecord(ps, "ps_pull", key, true, 0, -1, zc::trace::State::kStarted);
   zc::Status st = ps->inst->Pull(key, staged.host, nullptr);
   if (st.ok() && staged.copy_out) st = staged.copy_out();
-  return st.ok() ? ZC_OK : PsFail(ps, op, key, true, st);
+  if (!st.ok()) return PsFail(ps, op, key, true, st, record);
+  PsEnd(ps, record);
+  return ZC_OK;
 }
 
 zc_status zc_ps_ipush(zc_ps* ps, uint64_t key, const void* buf, zc_request** req) {
@@ -176,10 +224,12 @@ zc_status zc_ps_ipush(zc_ps* ps, uint64_t key, const void* buf, zc_request** req
   auto* r = new zc_request();
   r->spins = ps->comm->device->health().spins();
   std::string ctx = zc::Format("rank %d: %s(key %llu)", ps->comm->rank, op, static_cast<unsigned long long>(key));
-  zc::Status st = ps->inst->Push(key, staged.host, Completer(r, ctx, std::move(staged.copy_out)));
+  const uint64_t record = PsRecord(ps, "ps_ipush", key, true, 0, -1, zc::trace::State::kPosted);
+  zc::Status st =
+      ps->inst->Push(key, staged.host, Completer(r, ctx, std::move(staged.copy_out), ps->comm->trace, record));
   if (!st.ok()) {
     delete r;
-    return PsFail(ps, op, key, true, st);
+    return PsFail(ps, op, key, true, st, record);
   }
   *req = r;
   return ZC_OK;
@@ -196,10 +246,12 @@ zc_status zc_ps_ipull(zc_ps* ps, uint64_t key, void* buf, zc_request** req) {
   auto* r = new zc_request();
   r->spins = ps->comm->device->health().spins();
   std::string ctx = zc::Format("rank %d: %s(key %llu)", ps->comm->rank, op, static_cast<unsigned long long>(key));
-  zc::Status st = ps->inst->Pull(key, staged.host, Completer(r, ctx, std::move(staged.copy_out)));
+  const uint64_t record = PsRecord(ps, "ps_ipull", key, true, 0, -1, zc::trace::State::kPosted);
+  zc::Status st =
+      ps->inst->Pull(key, staged.host, Completer(r, ctx, std::move(staged.copy_out), ps->comm->trace, record));
   if (!st.ok()) {
     delete r;
-    return PsFail(ps, op, key, true, st);
+    return PsFail(ps, op, key, true, st, record);
   }
   *req = r;
   return ZC_OK;
@@ -208,8 +260,11 @@ zc_status zc_ps_ipull(zc_ps* ps, uint64_t key, void* buf, zc_request** req) {
 zc_status zc_ps_serve(zc_ps* ps) {
   const char* op = "zc_ps_serve";
   ZC_CHECK_PS(ps, op);
+  const uint64_t record = PsRecord(ps, "ps_serve", 0, false, 0, -1, zc::trace::State::kStarted);
   zc::Status st = ps->inst->Serve();
-  return st.ok() ? ZC_OK : PsFail(ps, op, 0, false, st);
+  if (!st.ok()) return PsFail(ps, op, 0, false, st, record);
+  PsEnd(ps, record);
+  return ZC_OK;
 }
 
 zc_status zc_ps_free(zc_ps* ps) {

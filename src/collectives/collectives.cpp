@@ -137,7 +137,7 @@ template <typename Fn>
 Status Collectives::RunAs(coll::Signature sig, size_t elem_size, Fn&& fn) {
   sig.seq = ++seq_;
   last_algo_ = sig.algo;
-  const uint64_t record = recorder_ ? Record(sig, elem_size) : 0;
+  const uint64_t record = recorder_ ? Record(sig) : 0;
   HealthScope scope = group_->Scope();
   Status st = group_->aborted() ? group_->Health(-1) : Status::Ok();
   if (st.ok()) {
@@ -148,7 +148,7 @@ Status Collectives::RunAs(coll::Signature sig, size_t elem_size, Fn&& fn) {
   return st;
 }
 
-uint64_t Collectives::Record(const coll::Signature& sig, size_t elem_size) {
+uint64_t Collectives::Record(const coll::Signature& sig) {
   trace::OpInfo info;
   info.op = coll::KindName(sig.kind);
   info.algo = coll::AlgoName(sig.algo);
@@ -160,7 +160,6 @@ uint64_t Collectives::Record(const coll::Signature& sig, size_t elem_size) {
   const bool reduces = sig.kind == Kind::kAllreduce || sig.kind == Kind::kReduce || sig.kind == Kind::kReduceScatter;
   info.redop = reduces ? static_cast<int>(sig.op) : -1;
   info.root = sig.root;
-  info.bytes = sig.count * elem_size;
   return recorder_->Begin(info);
 }
 

@@ -151,7 +151,7 @@ class Collectives {
   }
   void AbortOnFailure(const Status& st);
   // The flight-recorder record of a collective about to run (its id).
-  uint64_t Record(const coll::Signature& sig, size_t elem_size);
+  uint64_t Record(const coll::Signature& sig);
   const char* SummarizeTransports() const;
 
   Status AllreduceWith(coll::Algo algo, const void* send, void* recv, size_t count, zc_dtype dtype,

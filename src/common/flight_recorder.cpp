@@ -22,33 +22,44 @@
 namespace zc::trace {
 namespace {
 
-// Words of a slot, after its version.
+// Words of a slot, after its version. 15 words and the version: two cache
+// lines per record.
 enum Word : int {
-  kId,
-  kSeq,
+  kSeq,  // or the key of a parameter-server call (flag kKey)
   kOp,
   kAlgo,
   kTransport,
-  kPacked,  // dtype + 1 | (redop + 1) << 8 | state << 16 | status << 24
+  kPacked,  // see Pack()
   kCount,
-  kBytes,
   kRootPeer,  // root (low 32 bits) | peer << 32
-  kTag,
-  kPosted,
-  kStarted,
-  kDone,
-  kLabel,  // 6 words
+  kBegin,     // ticks when the record was made
+  kDone,      // ticks when the call ended; 0 while it runs
+  kLabel,     // 6 words, written only when the thread has a label
   kWords = kLabel + 6,
 };
 static_assert(sizeof(Entry::label) == 6 * sizeof(uint64_t), "label words");
 
-uint64_t Pack(const OpInfo& i, State s, zc_status st) {
+// A version names its record and the write it is in: id * 8 + phase, the
+// phase odd while a writer is inside (1: Begin, 3: End, 5: SetAlgo).
+constexpr uint64_t kPhases = 8;
+constexpr uint64_t VersionOf(uint64_t id, uint64_t phase) { return id * kPhases + phase; }
+constexpr uint64_t IdOf(uint64_t version) { return version / kPhases; }
+
+// kPacked: dtype + 1 (8 bits) | redop + 1 (8) | state (4) | flags (4) |
+// status (8) | tag (32).
+constexpr uint64_t kHasLabel = 1, kBeganStarted = 2, kKey = 4;
+constexpr int kStateShift = 16, kFlagShift = 20, kStatusShift = 24, kTagShift = 32;
+
+uint64_t Pack(const OpInfo& i, State s, uint64_t flags) {
   return (static_cast<uint64_t>(i.dtype + 1) & 0xff) | (static_cast<uint64_t>(i.redop + 1) & 0xff) << 8 |
-         static_cast<uint64_t>(s) << 16 | (static_cast<uint64_t>(st) & 0xff) << 24;
+         static_cast<uint64_t>(s) << kStateShift | flags << kFlagShift |
+         static_cast<uint64_t>(static_cast<uint32_t>(i.tag)) << kTagShift;
 }
 
 uint64_t WithState(uint64_t packed, State s, zc_status st) {
-  return (packed & 0xffffull) | static_cast<uint64_t>(s) << 16 | (static_cast<uint64_t>(st) & 0xff) << 24;
+  constexpr uint64_t kKeep = ~(0xfull << kStateShift | 0xffull << kStatusShift);
+  return (packed & kKeep) | static_cast<uint64_t>(s) << kStateShift |
+         (static_cast<uint64_t>(st) & 0xff) << kStatusShift;
 }
 
 uint64_t PtrWord(const char* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); }
@@ -61,6 +72,12 @@ const char* DtypeText(int d) {
                                       "uint64", "float16",  "bfloat16", "float32", "float64",
                                       "int16",  "uint16",   "bool"};
   return d >= 0 && d < static_cast<int>(sizeof(names) / sizeof(names[0])) ? names[d] : nullptr;
+}
+
+// Bytes per element of a zc_dtype (1 when there is none: count is bytes).
+uint64_t DtypeBytes(int d) {
+  static const uint8_t sizes[] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8, 2, 2, 1};
+  return d >= 0 && d < static_cast<int>(sizeof(sizes)) ? sizes[d] : 1;
 }
 
 const char* RedopText(int o) {
@@ -133,10 +150,13 @@ void AppendEntry(std::string* out, const Entry& e) {
   AppendField(out, "dtype", DtypeText(e.info.dtype));
   AppendField(out, "redop", RedopText(e.info.redop));
   AppendField(out, "count", static_cast<long long>(e.info.count));
-  AppendField(out, "bytes", static_cast<long long>(e.info.bytes));
+  AppendField(out, "bytes", static_cast<long long>(e.bytes));
   AppendField(out, "root", e.info.root);
   AppendField(out, "peer", e.info.peer);
   AppendField(out, "tag", e.info.tag);
+  AppendKey(out, "key");
+  *out += e.info.has_key ? std::to_string(e.info.key) : std::string("null");
+  out->push_back(',');
   AppendField(out, "algo", e.info.algo);
   AppendField(out, "transport", e.info.transport);
   AppendField(out, "label", e.label);
@@ -163,25 +183,25 @@ int64_t RealtimeNs() {
 
 }  // namespace
 
-// A record: the version (odd while its writer is inside) and its words,
-// every one an atomic so that a reader racing a writer is well defined.
-struct FlightRecorder::Slot {
+// A record: the version and its words, every one an atomic so that a
+// reader racing a writer is well defined; relaxed loads and stores are
+// plain moves.
+struct alignas(64) FlightRecorder::Slot {
   std::atomic<uint64_t> version{0};
   std::atomic<uint64_t> w[kWords] = {};
 
-  // Seqlock write side: fn(words) runs between the odd and the even version.
-  template <typename Fn>
-  void Write(Fn&& fn) {
-    const uint64_t v = version.load(std::memory_order_relaxed) | 1;
-    version.store(v, std::memory_order_relaxed);
+  // Seqlock write side: the odd version, the words, the even version with
+  // release (so that a reader who sees it sees the words). The fence orders
+  // the odd version before the words (free on x86, where stores stay in
+  // order).
+  void Open(uint64_t odd) {
+    version.store(odd, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_release);
-    fn(w);
-    version.store(v + 1, std::memory_order_release);
   }
+  void Close(uint64_t odd) { version.store(odd + 1, std::memory_order_release); }
   void Set(int word, uint64_t value) { w[word].store(value, std::memory_order_relaxed); }
   uint64_t Get(int word) const { return w[word].load(std::memory_order_relaxed); }
 };
-
 const char* StateName(State s) {
   switch (s) {
     case State::kPosted: return "posted";
@@ -249,9 +269,18 @@ int64_t NowNs() {
 
 FlightRecorder::FlightRecorder(size_t capacity, Identity id, std::string dump_dir)
     : capacity_(capacity), id_(std::move(id)), dump_dir_(std::move(dump_dir)), tsc_(InvariantTsc()) {
+  static_assert(sizeof(Slot) == 128, "two cache lines per record");
   tick0_ = Ticks();
   mono0_ = NowNs();
-  if (capacity_) slots_.reset(new Slot[capacity_]);
+  if (capacity_) {
+    // A power of two of slots: the slot of a record is a mask of its id (a
+    // division by the capacity costs several ns on every Begin and End).
+    // Snapshot keeps the newest capacity_ of them.
+    size_t slots = 1;
+    while (slots < capacity_) slots <<= 1;
+    slot_mask_ = slots - 1;
+    slots_.reset(new Slot[slots]);
+  }
   if (capacity_ && !dump_dir_.empty()) RegisterForSignal(this);
 }
 
@@ -260,79 +289,77 @@ FlightRecorder::~FlightRecorder() {
 }
 
 FlightRecorder::Slot* FlightRecorder::SlotOf(uint64_t id) const {
-  return &slots_[(id - 1) % capacity_];
+  return &slots_[(id - 1) & slot_mask_];
 }
 
 uint64_t FlightRecorder::Begin(const OpInfo& info, State s) {
   if (!capacity_) return 0;
   const uint64_t id = next_.fetch_add(1, std::memory_order_relaxed) + 1;
   const uint64_t now = Ticks();
-  uint64_t label[6];
-  memcpy(label, t_label, sizeof(label));
-  SlotOf(id)->Write([&](std::atomic<uint64_t>* w) {
-    auto set = [w](int i, uint64_t v) { w[i].store(v, std::memory_order_relaxed); };
-    set(kId, id);
-    set(kSeq, info.seq);
-    set(kOp, PtrWord(info.op));
-    set(kAlgo, PtrWord(info.algo));
-    set(kTransport, PtrWord(info.transport));
-    set(kPacked, Pack(info, s, ZC_OK));
-    set(kCount, info.count);
-    set(kBytes, info.bytes);
-    set(kRootPeer, static_cast<uint32_t>(info.root) | static_cast<uint64_t>(static_cast<uint32_t>(info.peer)) << 32);
-    set(kTag, static_cast<uint64_t>(static_cast<int64_t>(info.tag)));
-    set(kPosted, now);
-    set(kStarted, s == State::kStarted ? now : 0);
-    set(kDone, 0);
-    for (int i = 0; i < 6; ++i) set(kLabel + i, label[i]);
-  });
-  return id;
-}
-
-void FlightRecorder::Started(uint64_t id) {
-  if (!id) return;
+  const bool labelled = t_label[0] != 0;
   Slot* slot = SlotOf(id);
-  if (slot->Get(kId) != id) return;  // overwritten by newer records
-  const uint64_t now = Ticks();
-  slot->Write([&](std::atomic<uint64_t>*) {
-    slot->Set(kPacked, WithState(slot->Get(kPacked), State::kStarted, ZC_OK));
-    slot->Set(kStarted, now);
-  });
+  const uint64_t odd = VersionOf(id, 1);
+  slot->Open(odd);
+  slot->Set(kSeq, info.has_key ? info.key : info.seq);
+  slot->Set(kOp, PtrWord(info.op));
+  slot->Set(kAlgo, PtrWord(info.algo));
+  slot->Set(kTransport, PtrWord(info.transport));
+  slot->Set(kPacked, Pack(info, s, (labelled ? kHasLabel : 0) | (s == State::kStarted ? kBeganStarted : 0) |
+                                           (info.has_key ? kKey : 0)));
+  slot->Set(kCount, info.count);
+  slot->Set(kRootPeer,
+            static_cast<uint32_t>(info.root) | static_cast<uint64_t>(static_cast<uint32_t>(info.peer)) << 32);
+  slot->Set(kBegin, now);
+  slot->Set(kDone, 0);
+  if (labelled) {
+    uint64_t label[6];
+    memcpy(label, t_label, sizeof(label));
+    for (int i = 0; i < 6; ++i) slot->Set(kLabel + i, label[i]);
+  }
+  slot->Close(odd);
+  return id;
 }
 
 void FlightRecorder::SetAlgo(uint64_t id, const char* algo) {
   if (!id) return;
   Slot* slot = SlotOf(id);
-  if (slot->Get(kId) != id) return;
-  slot->Write([&](std::atomic<uint64_t>*) { slot->Set(kAlgo, PtrWord(algo)); });
+  if (IdOf(slot->version.load(std::memory_order_relaxed)) != id) return;  // overwritten by newer records
+  const uint64_t odd = VersionOf(id, 5);
+  slot->Open(odd);
+  slot->Set(kAlgo, PtrWord(algo));
+  slot->Close(odd);
 }
 
 void FlightRecorder::End(uint64_t id, const Status& st) {
   if (!id) return;
-  if (!st.ok()) {
-    std::lock_guard<std::mutex> lock(failure_mu_);
-    if (!failure_id_) {
-      failure_id_ = id;
-      failure_code_ = st.code();
-      failure_message_ = st.message();
-    }
-  }
+  if (__builtin_expect(!st.ok(), 0)) Fail(id, st);
   Slot* slot = SlotOf(id);
-  if (slot->Get(kId) != id) return;
+  if (IdOf(slot->version.load(std::memory_order_relaxed)) != id) return;  // overwritten by newer records
   const uint64_t now = Ticks();
-  slot->Write([&](std::atomic<uint64_t>*) {
-    const uint64_t packed = slot->Get(kPacked);
-    slot->Set(kPacked, WithState(packed, st.ok() ? State::kCompleted : State::kFailed, st.code()));
-    if (!slot->Get(kStarted)) slot->Set(kStarted, now);
-    slot->Set(kDone, now);
-  });
+  const uint64_t odd = VersionOf(id, 3);
+  const uint64_t packed = slot->Get(kPacked);
+  slot->Open(odd);
+  slot->Set(kPacked, WithState(packed, st.ok() ? State::kCompleted : State::kFailed, st.code()));
+  slot->Set(kDone, now);
+  slot->Close(odd);
+}
+
+// The first failure's message, kept for the dump (failures only: a lock is fine).
+void FlightRecorder::Fail(uint64_t id, const Status& st) {
+  std::lock_guard<std::mutex> lock(failure_mu_);
+  if (failure_id_) return;
+  failure_id_ = id;
+  failure_code_ = st.code();
+  failure_message_ = st.message();
 }
 
 std::vector<Entry> FlightRecorder::Snapshot(size_t* torn) const {
   std::vector<Entry> out;
   size_t torn_count = 0;
   const TickScale scale = Scale();
-  for (size_t i = 0; i < capacity_; ++i) {
+  const uint64_t newest = next_.load(std::memory_order_acquire);
+  const uint64_t oldest = newest > capacity_ ? newest - capacity_ + 1 : 1;
+  for (size_t i = 0; capacity_ && i <= slot_mask_; ++i) {
     const Slot& s = slots_[i];
     const uint64_t v1 = s.version.load(std::memory_order_acquire);
     if (v1 == 0) continue;  // never written
@@ -344,26 +371,34 @@ std::vector<Entry> FlightRecorder::Snapshot(size_t* torn) const {
       ++torn_count;
       continue;
     }
+    const uint64_t packed = w[kPacked];
+    const uint64_t flags = (packed >> kFlagShift) & 0xf;
     Entry e;
-    e.id = w[kId];
-    e.info.seq = w[kSeq];
+    e.id = IdOf(v1);
+    if (e.id < oldest) continue;  // older than the last capacity_ records
+    e.info.has_key = flags & kKey;
+    (e.info.has_key ? e.info.key : e.info.seq) = w[kSeq];
     e.info.op = WordPtr(w[kOp]);
     e.info.algo = WordPtr(w[kAlgo]);
     e.info.transport = WordPtr(w[kTransport]);
-    e.info.dtype = static_cast<int>(w[kPacked] & 0xff) - 1;
-    e.info.redop = static_cast<int>((w[kPacked] >> 8) & 0xff) - 1;
-    e.state = static_cast<State>((w[kPacked] >> 16) & 0xff);
-    e.status = static_cast<zc_status>((w[kPacked] >> 24) & 0xff);
+    e.info.dtype = static_cast<int>(packed & 0xff) - 1;
+    e.info.redop = static_cast<int>((packed >> 8) & 0xff) - 1;
+    e.state = static_cast<State>((packed >> kStateShift) & 0xf);
+    e.status = static_cast<zc_status>(static_cast<int8_t>((packed >> kStatusShift) & 0xff));
+    e.info.tag = static_cast<int32_t>(packed >> kTagShift);
     e.info.count = w[kCount];
-    e.info.bytes = w[kBytes];
+    e.bytes = e.info.count * DtypeBytes(e.info.dtype);
     e.info.root = static_cast<int32_t>(w[kRootPeer] & 0xffffffffu);
     e.info.peer = static_cast<int32_t>(w[kRootPeer] >> 32);
-    e.info.tag = static_cast<int>(static_cast<int64_t>(w[kTag]));
-    e.t_posted_ns = scale.ToNs(w[kPosted]);
-    e.t_started_ns = scale.ToNs(w[kStarted]);
+    // A record made started began running when it was made; a posted one
+    // ran when its request was waited for or progressed: its end.
+    e.t_posted_ns = scale.ToNs(w[kBegin]);
     e.t_done_ns = scale.ToNs(w[kDone]);
-    memcpy(e.label, &w[kLabel], sizeof(e.label));
-    e.label[sizeof(e.label) - 1] = 0;
+    e.t_started_ns = (flags & kBeganStarted) ? e.t_posted_ns : e.t_done_ns;
+    if (flags & kHasLabel) {
+      memcpy(e.label, &w[kLabel], sizeof(e.label));
+      e.label[sizeof(e.label) - 1] = 0;
+    }
     out.push_back(e);
   }
   std::sort(out.begin(), out.end(), [](const Entry& a, const Entry& b) { return a.id < b.id; });

@@ -1,13 +1,18 @@
 // FlightRecorder: the last N operations of one communicator, kept so that a
 // hung or failed job can say which rank was doing what (docs/debugging.md).
 //
-// A ring of fixed-size records. The calling thread writes its own record:
-// one atomic increment reserves the next slot, then plain (relaxed atomic)
-// stores fill it; later state changes rewrite a few words of the same slot.
-// Nothing on the hot path takes a lock or allocates. Each slot carries a
-// version word (a seqlock: odd while being written); a reader copies the
-// slot and keeps it only when the version was even and unchanged, so a dump
-// taken while operations run never shows a half-written record.
+// A ring of fixed-size records, two cache lines each. The calling thread
+// writes its own record: one atomic increment reserves the next slot, then
+// plain stores (relaxed atomics: a mov each) fill it; the end of the call
+// rewrites three words of the same slot. Nothing on the hot path takes a
+// lock, allocates, formats or converts: a record holds the caller's static
+// name pointers, the packed small fields, the label only when the thread
+// has one, and raw time-stamp-counter ticks; bytes, nanoseconds and names
+// are worked out when a dump reads the ring. Each slot's version word is a
+// seqlock that also names the record it holds (id * 8 + phase, odd while
+// being written); a reader copies the slot and keeps it only when the
+// version was even and unchanged, so a dump taken while operations run
+// never shows a half-written record.
 //
 // Records are made once per call (at the C ABI or the collective's entry),
 // never per chunk or message. A record whose slot was reused before its
@@ -46,18 +51,20 @@ struct OpInfo {
   const char* transport = nullptr;  // "shm", "tcp", "mixed", ...
   int dtype = -1;                 // zc_dtype, -1: none (send/recv of bytes)
   int redop = -1;                 // zc_op, -1: none
-  uint64_t count = 0;             // elements (collectives) or bytes (p2p)
-  uint64_t bytes = 0;             // bytes this rank contributes
+  uint64_t count = 0;             // elements of dtype, or bytes when there is no dtype
   int root = -1;                  // rooted collectives
   int peer = -1;                  // p2p: the peer (ZC_ANY_SOURCE: any)
   int tag = -1;                   // p2p tag
   uint64_t seq = 0;               // collectives: their sequence number on the communicator
+  bool has_key = false;           // parameter-server calls: the key (never with a seq)
+  uint64_t key = 0;
 };
 
 // One record as a reader sees it (a consistent copy of a slot).
 struct Entry {
   uint64_t id = 0;  // 1, 2, ...: order of the calls on this communicator and rank
   OpInfo info;
+  uint64_t bytes = 0;  // count times the dtype's size (count when there is no dtype)
   State state = State::kPosted;
   zc_status status = ZC_OK;
   char label[48] = {};
@@ -97,10 +104,9 @@ class FlightRecorder {
   // A new record in state `s` (kPosted or kStarted), labelled with the
   // thread's label. Returns its id (0 when the recorder is off).
   uint64_t Begin(const OpInfo& info, State s = State::kStarted);
-  // Posted -> started (nonblocking calls that wait to run).
-  void Started(uint64_t id);
   // Completed (status ZC_OK) or failed. A failure keeps the first failure's
-  // message for the dump.
+  // message for the dump. A posted record's start is its end (a request
+  // runs when it is waited for or progressed).
   void End(uint64_t id, const Status& st);
   // Sets the algorithm once the callee has chosen it.
   void SetAlgo(uint64_t id, const char* algo);
@@ -125,6 +131,7 @@ class FlightRecorder {
  private:
   struct Slot;
   Slot* SlotOf(uint64_t id) const;
+  void Fail(uint64_t id, const Status& st);
   // Record times are ticks: the time stamp counter where it is invariant
   // (one instruction, no system call), else CLOCK_MONOTONIC nanoseconds;
   // converted when read.
@@ -143,8 +150,11 @@ class FlightRecorder {
   bool tsc_;
   uint64_t tick0_ = 0;
   int64_t mono0_ = 0;
+  size_t slot_mask_ = 0;  // slots - 1: a power of two of slots, at least capacity_
   std::unique_ptr<Slot[]> slots_;
-  std::atomic<uint64_t> next_{0};
+  // Its own cache line: the writers' counter must not share one with the
+  // fields that the hot path only reads.
+  alignas(64) std::atomic<uint64_t> next_{0};
   std::atomic<bool> failure_dumped_{false};
   mutable std::mutex failure_mu_;  // failure path only
   uint64_t failure_id_ = 0;

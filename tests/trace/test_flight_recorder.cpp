@@ -35,7 +35,6 @@ OpInfo Allreduce(uint64_t seq, uint64_t count) {
   i.dtype = ZC_FLOAT32;
   i.redop = ZC_SUM;
   i.count = count;
-  i.bytes = count * 4;
   i.seq = seq;
   return i;
 }
@@ -58,7 +57,7 @@ TEST(FlightRecorder, RecordsFieldsAndStates) {
   s.op = "irecv";
   s.peer = 2;
   s.tag = 9;
-  s.count = s.bytes = 33;
+  s.count = 33;
   uint64_t b = r.Begin(s, State::kPosted);
   auto snap = r.Snapshot();
   ASSERT_EQ(snap.size(), 2u);
@@ -67,7 +66,7 @@ TEST(FlightRecorder, RecordsFieldsAndStates) {
   EXPECT_STREQ(snap[0].info.algo, "ring");
   EXPECT_EQ(snap[0].info.seq, 7u);
   EXPECT_EQ(snap[0].info.count, 100u);
-  EXPECT_EQ(snap[0].info.bytes, 400u);
+  EXPECT_EQ(snap[0].bytes, 400u);
   EXPECT_EQ(snap[0].info.dtype, ZC_FLOAT32);
   EXPECT_EQ(snap[0].info.redop, ZC_SUM);
   EXPECT_EQ(snap[0].info.root, -1);
@@ -80,17 +79,20 @@ TEST(FlightRecorder, RecordsFieldsAndStates) {
   EXPECT_EQ(snap[1].info.peer, 2);
   EXPECT_EQ(snap[1].info.tag, 9);
   EXPECT_EQ(snap[1].info.dtype, -1);
+  EXPECT_EQ(snap[1].bytes, 33u);
   EXPECT_STREQ(snap[1].label, "");
 
   r.End(a, Status::Ok());
-  r.Started(b);
   r.End(b, Error(ZC_ERR_TIMEOUT, "rank 1: irecv from 2: no message after 5 s"));
   snap = r.Snapshot();
   EXPECT_EQ(snap[0].state, State::kCompleted);
   EXPECT_GE(snap[0].t_done_ns, snap[0].t_started_ns);
   EXPECT_EQ(snap[1].state, State::kFailed);
   EXPECT_EQ(snap[1].status, ZC_ERR_TIMEOUT);
-  EXPECT_GT(snap[1].t_started_ns, 0);
+  // A posted request runs when it is waited for: its start is its end.
+  EXPECT_EQ(snap[1].t_started_ns, snap[1].t_done_ns);
+  EXPECT_GE(snap[1].t_done_ns, snap[1].t_posted_ns);
+  EXPECT_GT(snap[1].t_posted_ns, 0);
   std::string json = r.ToJson("timeout");
   EXPECT_NE(json.find("\"failure\":{\"id\":2,\"status\":\"ZC_ERR_TIMEOUT\",\"message\":\"rank 1: irecv from 2: "
                       "no message after 5 s\"}"),
@@ -132,11 +134,42 @@ TEST(FlightRecorder, WrapsAroundKeepingTheNewest) {
   EXPECT_EQ(r.Snapshot().back().state, State::kCompleted);
 }
 
+TEST(FlightRecorder, UnlabelledRecordKeepsNoLabelOfTheSlotsLastRecord) {
+  FlightRecorder r(2, TestIdentity(), "");
+  SetThreadLabel("old");
+  r.Begin(Allreduce(1, 1));
+  r.Begin(Allreduce(2, 1));
+  SetThreadLabel(nullptr);
+  r.Begin(Allreduce(3, 1));  // in record 1's slot
+  auto snap = r.Snapshot();
+  ASSERT_EQ(snap.size(), 2u);
+  EXPECT_STREQ(snap[0].label, "old");
+  EXPECT_STREQ(snap[1].label, "");
+  EXPECT_EQ(snap[1].id, 3u);
+}
+
+TEST(FlightRecorder, KeepsNegativeTagsAndRanks) {
+  FlightRecorder r(4, TestIdentity(), "");
+  OpInfo s;
+  s.op = "recv";
+  s.peer = ZC_ANY_SOURCE;
+  s.tag = -7;
+  s.count = 1;
+  r.End(r.Begin(s), Error(ZC_ERR_PEER_LOST, "gone"));
+  auto snap = r.Snapshot();
+  ASSERT_EQ(snap.size(), 1u);
+  EXPECT_EQ(snap[0].info.peer, ZC_ANY_SOURCE);
+  EXPECT_EQ(snap[0].info.tag, -7);
+  EXPECT_EQ(snap[0].info.root, -1);
+  EXPECT_EQ(snap[0].status, ZC_ERR_PEER_LOST);
+  EXPECT_EQ(snap[0].state, State::kFailed);
+}
+
 // Every field of record i is a function of i, so a reader can tell a
 // consistent copy from a torn one.
 OpInfo Patterned(uint64_t i) {
   OpInfo o = Allreduce(i, i * 3);
-  o.bytes = i * 3 + 1;
+  o.dtype = static_cast<int>(i % 13);
   o.tag = static_cast<int>(i % 1000);
   o.root = static_cast<int>(i % 7);
   return o;
@@ -146,7 +179,9 @@ void ExpectConsistent(const std::vector<Entry>& snap) {
   for (const Entry& e : snap) {
     ASSERT_EQ(e.info.seq, e.id);
     ASSERT_EQ(e.info.count, e.id * 3);
-    ASSERT_EQ(e.info.bytes, e.id * 3 + 1);
+    ASSERT_EQ(e.info.dtype, static_cast<int>(e.id % 13));
+    const bool labelled = e.id % 3 == 0;
+    ASSERT_STREQ(e.label, labelled ? "label" : "");
     ASSERT_EQ(e.info.tag, static_cast<int>(e.id % 1000));
     ASSERT_EQ(e.info.root, static_cast<int>(e.id % 7));
     if (e.state == State::kCompleted) {
@@ -175,6 +210,7 @@ TEST(FlightRecorder, ReadersNeverSeeTornRecords) {
   FlightRecorder checked(64, TestIdentity(), "");
   std::thread writer([&] {
     for (uint64_t i = 1; !stop.load(std::memory_order_relaxed); ++i) {
+      SetThreadLabel(i % 3 == 0 ? "label" : nullptr);
       uint64_t id = checked.Begin(Patterned(i));
       ASSERT_EQ(id, i);
       if (i % 2) checked.End(id, Status::Ok());

@@ -51,7 +51,13 @@ EXPECTED = {
     "stop": "rank %d wrote no dump (its process " % LAST,
     "deadlock": "send/recv deadlock: rank 0 waits in recv from %d (tag 7, 8 bytes)" % LAST,
     "ddp": "rank %d never posted allreduce #" % LAST,
+    "ps_skip": "rank %d never pushed key 8 for round 3 (rank %d pushed it 2 times); " % (LAST, LAST),
 }
+
+
+def _ranks_text(rs):
+    rs = list(rs)
+    return ("rank %d" % rs[0]) if len(rs) == 1 else "ranks " + ", ".join(str(r) for r in rs)
 
 
 def check_failure():
@@ -75,6 +81,10 @@ def check_failure():
     if SCENARIO == "ddp":
         expect("wait for it there" in v or "waits for it there" in v, "the waiting ranks are named", out)
         expect("[label allreduce #" in out, "the torch op is the waiting rank's label", out)
+    if SCENARIO == "ps_skip":
+        expect("wait in ps_pull(key 8, 16 bytes)" in v or "waits in ps_pull(key 8, 16 bytes)" in v,
+               "the waiting ranks' pull of key 8 is named", out)
+        expect(_ranks_text(range(LAST)) in v, "every other rank waits", out)
     if SCENARIO == "deadlock":
         for r in range(NP):
             expect("rank %d waits in recv from %d (tag 7, 8 bytes)" % (r, (r - 1) % NP) in v,

@@ -9,6 +9,11 @@
 //   stop      the last rank stops itself (SIGSTOP) before allreduce #6
 //   deadlock  every rank receives from its left neighbour before it sends
 //             to its right one: a cycle of receives (tag 7, 8 bytes)
+//   ps_skip   every rank is a parameter-server worker and server
+//             (synchronous rounds) of keys 7 and 8; each pushes and pulls
+//             both keys for 3 rounds, but in round 3 the last rank skips its
+//             push of key 8 and waits elsewhere: the others wait in their
+//             pull of key 8 for it
 //   ok        every rank runs allreduce #6; then a dump on request
 //             (zc_comm_dump_trace into argv[2]) and a clean end
 #include <signal.h>
@@ -37,6 +42,28 @@ int Step(zc_comm* comm, int step) {
   return Check(comm, s, label.c_str());
 }
 
+// The ps_skip scenario (see the top).
+[[noreturn]] void WaitForever();
+
+int PsSkip(zc_comm* comm) {
+  const bool last = zc_rank(comm) == zc_size(comm) - 1;
+  zc_ps* ps = nullptr;
+  if (Check(comm, zc_ps_create(comm, ZC_PS_BOTH, nullptr, &ps), "zc_ps_create")) return 1;
+  float v[4] = {};
+  for (uint64_t key : {7, 8})
+    if (Check(comm, zc_ps_declare(ps, key, 4, ZC_FLOAT32, v), "zc_ps_declare")) return 1;
+  for (int round = 1; round <= 3; ++round) {
+    for (uint64_t key : {7, 8}) {
+      for (int i = 0; i < 4; ++i) v[i] = static_cast<float>(zc_rank(comm) + round + i);
+      if (round == 3 && key == 8 && last) WaitForever();
+      if (Check(comm, zc_ps_push(ps, key, v), "zc_ps_push")) return 1;
+    }
+    for (uint64_t key : {7, 8})
+      if (Check(comm, zc_ps_pull(ps, key, v), "zc_ps_pull")) return 1;
+  }
+  return Check(comm, zc_ps_free(ps), "zc_ps_free");
+}
+
 // Waits "elsewhere" (as a rank stuck in its own work would) until zcrun
 // stops the job: pause() returns for every handled signal (SIGUSR2).
 [[noreturn]] void WaitForever() {
@@ -47,7 +74,7 @@ int Step(zc_comm* comm, int step) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: trace_scenario skip|mismatch|stop|deadlock|ok [DUMP]\n");
+    fprintf(stderr, "usage: trace_scenario skip|mismatch|stop|deadlock|ps_skip|ok [DUMP]\n");
     return 2;
   }
   const std::string scenario = argv[1];
@@ -61,6 +88,7 @@ int main(int argc, char** argv) {
   for (int step = 1; step <= 5; ++step)
     if (Step(comm, step)) return 1;
 
+  if (scenario == "ps_skip") return PsSkip(comm) || Check(comm, zc_finalize(comm), "zc_finalize");
   if (scenario == "skip" && last) WaitForever();
   if (scenario == "stop" && last) raise(SIGSTOP);
   if (scenario == "mismatch" && last) {

@@ -89,6 +89,7 @@ class CommDiagnosis:
         self._find_divergence()
         self._find_missing()
         self._find_p2p_waits()
+        self._find_ps_waits()
         self._find_common_wait()
         self.slowest = self._slowest()
         self.findings.sort(key=lambda f: f[0])
@@ -207,6 +208,38 @@ class CommDiagnosis:
             else:
                 self.findings.append((3, "rank %d waits in %s; rank %d wrote no dump" % (last, e.call(), peer)))
 
+    def _find_ps_waits(self):
+        """Parameter-server rounds: a synchronous pull of a key's n-th round waits
+        for every worker's n-th push of it, so a worker that waits there while
+        another pushed the key fewer times is waiting for that one."""
+        pushes = {}  # rank -> {key: pushes made}; only where the ring kept them all
+        for v in self.views.values():
+            ps = [e for e in v.entries if e.ps and e.get("key") is not None]
+            if ps and v.dump.doc["recorded"] <= v.dump.doc["capacity"]:
+                counts = defaultdict(int)
+                for e in ps:
+                    if e["op"] in ("ps_push", "ps_ipush"):
+                        counts[e["key"]] += 1
+                pushes[v.rank] = counts
+        waits = defaultdict(list)  # key -> [(rank, call)] of ranks stuck in a PS call on it
+        for v in self.views.values():
+            e = v.current
+            if e is not None and e.ps and e.get("key") is not None and e["state"] != "completed":
+                waits[e["key"]].append((v.rank, e))
+        for key in sorted(waits):
+            stuck = waits[key]
+            need = max(pushes.get(r, {}).get(key, 0) for r, _ in stuck)
+            behind = sorted(r for r, c in pushes.items() if c.get(key, 0) < need)
+            if not behind:
+                continue
+            done = {r: pushes[r].get(key, 0) for r in behind}
+            how = "; ".join("rank %d pushed it %d time%s" % (r, n, "" if n == 1 else "s")
+                            for r, n in sorted(done.items()))
+            waiting = sorted(r for r, _ in stuck)
+            calls = " / ".join(sorted({c.call() for _, c in stuck}))
+            self.findings.append((1, "%s never pushed key %d for round %d (%s); %s wait%s in %s" % (
+                _ranks(behind), key, need, how, _ranks(waiting), "s" if len(waiting) == 1 else "", calls)))
+
     def _find_common_wait(self):
         if self.findings:
             return
@@ -300,15 +333,23 @@ class Diagnosis:
         self.comms = comms
         self.problems = list(problems)
 
+    def _by_weight(self):
+        # The communicator with the most telling first finding first (a
+        # divergence or a mismatch before a rank that merely wrote no dump:
+        # ranks that failed in a parameter server's communicator exit without
+        # dumping the world's); the world's first among equals.
+        return sorted(self.comms, key=lambda c: c.findings[0][0] if c.findings else 99)
+
     def verdict(self):
-        for c in self.comms:
+        for c in self._by_weight():
             if c.interesting:
                 return c.verdict()
         return self.comms[0].verdict() if self.comms else "no dumps"
 
     def lines(self, all_comms=False):
         out = []
-        shown = [c for c in self.comms if all_comms or c.interesting] or self.comms[:1]
+        comms = self._by_weight()
+        shown = [c for c in comms if all_comms or c.interesting] or comms[:1]
         for c in shown:
             out.extend(c.lines())
         hidden = len(self.comms) - len(shown)

@@ -14,6 +14,9 @@ VERSION = 1
 # Fields of one record, in the order the library writes them.
 ENTRY_FIELDS = ("id", "seq", "op", "dtype", "redop", "count", "bytes", "root", "peer", "tag", "algo",
                 "transport", "label", "state", "status", "t_posted_ns", "t_started_ns", "t_done_ns")
+# Fields a record may have (absent in dumps of older libraries): "key", the
+# key of a parameter-server call (null for other calls).
+OPTIONAL_ENTRY_FIELDS = ("key",)
 STATES = ("posted", "started", "completed", "failed")
 HEADER_FIELDS = ("format", "version", "reason", "job", "comm", "host", "pid", "monotonic_ns",
                  "realtime_ns", "capacity", "recorded", "torn", "failure", "entries")
@@ -34,6 +37,11 @@ class Entry(dict):
         return self["seq"] > 0
 
     @property
+    def ps(self):
+        """A parameter-server call (ps_push, ps_pull, ps_ipush, ps_ipull, ps_declare, ps_serve)."""
+        return self["op"].startswith("ps_")
+
+    @property
     def finished(self):
         return self["state"] == "completed"
 
@@ -51,6 +59,12 @@ class Entry(dict):
             if self["root"] >= 0:
                 args.append("root=%d" % self["root"])
             return "%s #%d (%s)" % (op, self["seq"], ", ".join(args)) if args else "%s #%d" % (op, self["seq"])
+        if self.ps:
+            if self.get("key") is None:
+                return op
+            if op == "ps_declare":
+                return "%s(key %d, count=%d, %s)" % (op, self["key"], self["count"], self["dtype"])
+            return "%s(key %d, %d bytes)" % (op, self["key"], self["bytes"])
         way = "to" if op in ("send", "isend") else "from"
         peer = "any source" if self["peer"] < 0 else str(self["peer"])
         return "%s %s %s (tag %d, %d bytes)" % (op, way, peer, self["tag"], self["bytes"])
