@@ -77,6 +77,14 @@ class Collectives {
   // ZC_ERR_MISMATCH instead of leaving them waiting on different channels.
   Status AllreduceExchange(size_t count, zc_dtype dtype, zc_op op, coll::MemPath mem,
                            const void* mine, void* all, size_t bytes);
+  // The same for the CUDA IPC broadcast, allgather, reduce-scatter and
+  // alltoall (kind): travels as that call (count, dtype, op, root as the
+  // host call's) with memory path kCudaIpc and the host call's algorithm,
+  // as a ring allgather. Every host algorithm of those kinds receives from
+  // a ring neighbour or the tree parent first, so a rank running the host
+  // call next to one running this fails with ZC_ERR_MISMATCH.
+  Status IpcExchange(coll::Kind kind, size_t count, zc_dtype dtype, zc_op op, int root,
+                     const void* mine, void* all, size_t bytes);
   Status Broadcast(void* buf, size_t count, zc_dtype dtype, int root);
   Status Reduce(const void* send, void* recv, size_t count, zc_dtype dtype, zc_op op, int root);
   Status Allgather(const void* send, void* recv, size_t sendcount, zc_dtype dtype);
