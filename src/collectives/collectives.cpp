@@ -275,6 +275,10 @@ Status Collectives::IpcExchange(Kind kind, size_t count, zc_dtype dtype, zc_op o
     default: return Error(ZC_ERR_INTERNAL, "CUDA IPC exchange for %s", coll::KindName(kind));
   }
   return RunAs(sig, 1, [&](coll::OpCtx& c) -> Status {
+    if (kind == Kind::kBroadcast) {
+      if (sig.algo == Algo::kLocal) return Status::Ok();
+      return coll::BroadcastTree(c, all, bytes, root, sig.algo == Algo::kChain);
+    }
     if (size_ < 2) {
       if (bytes) memcpy(all, mine, bytes);
       return Status::Ok();

@@ -1,5 +1,7 @@
 #include "gpu/device_path.h"
 
+#include <cstring>
+
 #include "collectives/collectives.h"
 #include "collectives/dtype.h"
 #include "gpu/ipc_allreduce.h"
@@ -44,6 +46,18 @@ HostGroup DevicePath::IpcGroup(Collectives* c, coll::Kind kind, size_t count, zc
   if (kind == coll::Kind::kAllreduce) {
     g.exchange = [=](const void* in, void* out, size_t bytes) {
       return c->AllreduceExchange(count, dtype, op, coll::MemPath::kCudaIpc, in, out, bytes);
+    };
+  } else if (kind == coll::Kind::kBroadcast) {
+    // Only the root exports: its record goes down the host broadcast's
+    // tree; the others' records stay empty (no buffer, status ok; a
+    // failure of theirs reaches every rank in the agreement after it).
+    const int rank = g.rank, size = g.size;
+    g.exchange = [=](const void* in, void* out, size_t bytes) {
+      char* all = static_cast<char*>(out);
+      std::memset(all, 0, bytes * size);
+      char* slot = all + static_cast<size_t>(root) * bytes;
+      if (rank == root) std::memcpy(slot, in, bytes);
+      return c->IpcExchange(kind, count, dtype, op, root, nullptr, slot, bytes);
     };
   } else {
     g.exchange = [=](const void* in, void* out, size_t bytes) {

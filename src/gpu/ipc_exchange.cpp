@@ -90,12 +90,16 @@ Status MapPeerBuffers(const HostGroup& g, IpcCache* ipc, int device, const IpcBu
   rec.status = st.code();
   std::vector<Record> all(g.size);
   ZC_RETURN_IF_ERROR(g.exchange(&rec, all.data(), sizeof(Record)));
-  if (!st.ok()) return st;
+  // Every rank sees the same records: a failure in one fails all at once.
+  if (!st.ok() && all[g.rank].status != ZC_OK) return st;
   for (int r = 0; r < g.size; ++r) {
     if (all[r].status != ZC_OK)
       return Error(ZC_ERR_SYSTEM, "CUDA IPC %s: rank %d could not prepare its buffers (%s)", what, r,
                    zc_status_string(static_cast<zc_status>(all[r].status)));
   }
+  // A failure the exchange did not carry (broadcast carries the root's
+  // record only): the agreement does.
+  if (!st.ok()) return IpcAgree(g, st, what);
   for (auto& v : out->at_) v.assign(g.size, nullptr);
   for (int r = 0; st.ok() && r < g.size; ++r) {
     const int nb = std::min<int>(all[r].nbufs, PeerBuffers::kMaxBufs);
