@@ -17,6 +17,8 @@
 #     (ZC_GPU_IPC=0) and stream-ordered pipelined (--on-stream); goal <= 1.15x
 #   - reduction kernel vs cuMemcpyDtoD, >= 1 MiB; goal >= 85%
 #   - CUDA IPC allreduce on 2, 3 and 4 processes (ZC_GPU_IPC=1)
+#   - CUDA IPC broadcast, allgather, reduce-scatter, alltoall on 2 and 4
+#     processes (ZC_GPU_IPC=1), >= 4 MiB, against the same call on host memory
 #   - small device messages: 4 KiB and 64 KiB rows of the runs above
 set -eu
 
@@ -27,7 +29,7 @@ for a in "$@"; do
   case "$a" in
     --dry-run) dry=1 ;;
     --no-build) build_it=0 ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     -*) echo "gpu_check: unknown option $a" >&2; exit 2 ;;
     *) build="$a" ;;
   esac
@@ -84,6 +86,12 @@ summary() {
   [ -f "$out/bench" ] && kernel_rows < "$out/bench"
   echo "CUDA IPC allreduce (ZC_GPU_IPC=1):"
   for n in 2 3 4; do [ -f "$out/ipc$n" ] && ratio_rows 0 "$n ranks, cuda_ipc" < "$out/ipc$n"; done
+  echo "CUDA IPC broadcast, allgather, reduce-scatter, alltoall (ZC_GPU_IPC=1, >= 4 MiB):"
+  for op in broadcast allgather reduce_scatter alltoall; do
+    for n in 2 4; do
+      [ -f "$out/ipc_${op}_$n" ] && ratio_rows 4194304 "$n ranks, $op cuda_ipc" < "$out/ipc_${op}_$n"
+    done
+  done
   echo "small device messages:"
   [ -f "$out/staged2" ] && small_rows "2 ranks, blocking staged" < "$out/staged2"
   [ -f "$out/stream2" ] && small_rows "2 ranks, on_stream" < "$out/stream2"
@@ -114,10 +122,11 @@ left() {
 # The tests that have not run on a GPU before, the fake-driver tests and the
 # quick device tests first; the every-dtype allreduce tests last, with the
 # time left after the benchmarks.
-say "gpu tests, real driver: stream-ordered, plans, other collectives, kernels"
+say "gpu tests, real driver: stream-ordered, plans, other collectives (staged and CUDA IPC), kernels"
 run "$(left 330)" tests meson test -C "$build" --print-errorlogs gpu_coll_on_stream gpu_coll_plan \
-  gpu_coll_mixed_across_ranks gpu_coll_others gpu_coll_errors gpu_reduce_kernels gpu_pointer_classify \
-  gpu_cudahook gpu_fake_cuda gpu_stream_every_call gpu_stream_pipelined gpu_stream_errors
+  gpu_coll_mixed_across_ranks gpu_coll_others gpu_coll_others_ipc gpu_coll_errors gpu_reduce_kernels \
+  gpu_pointer_classify gpu_cudahook gpu_fake_cuda gpu_stream_every_call gpu_stream_pipelined \
+  gpu_stream_errors gpu_ipc_collectives gpu_ipc_errors
 if [ "$dry" = 0 ] && grep -q "gpu_coll_.*SKIP" "$out/tests" 2>/dev/null; then
   echo "gpu_check: FAILED: device tests skipped (no GPU seen by the tests)"
   failures=$((failures + 1))
@@ -131,6 +140,11 @@ run 30 staged2 env ZC_GPU_IPC=0 "$zcrun" -np 2 "$ar" --quick
 run 30 stream2 env ZC_GPU_IPC=0 "$zcrun" -np 2 "$ar" --quick --on-stream
 for n in 2 3 4; do
   run 30 "ipc$n" env ZC_GPU_IPC=1 "$zcrun" -np "$n" "$ar" --quick
+done
+for op in broadcast allgather reduce_scatter alltoall; do
+  for n in 2 4; do
+    run 20 "ipc_${op}_$n" env ZC_GPU_IPC=1 "$zcrun" -np "$n" "$ar" --quick --op "$op"
+  done
 done
 
 say "gpu tests, real driver: allreduce, every dtype and op (the time left)"
@@ -148,6 +162,7 @@ if [ "$dry" = 1 ]; then
     16777216       3382.0       4.96       4521.0       3.71     1.34 shm
 EOF
   cp "$out/staged2" "$out/ipc2"
+  cp "$out/staged2" "$out/ipc_alltoall_2"
   printf '\nreduction kernels vs cuMemcpyDtoD (GB/s = 1e9 bytes moved / s)\n%s\n%s\n' \
     "   1048576 float32   sum        647.0      391.0      1.0     166%" \
     "  67108864 float32   sum       2786.0     2789.0      1.0     100%" > "$out/bench"

@@ -547,6 +547,28 @@ zc_status zc_comm_agree(zc_comm* comm, int* flag);
  * fails, and the survivors shrink again. Errors as zc_comm_agree. */
 zc_status zc_comm_shrink(zc_comm* comm, zc_comm** newcomm);
 
+/* ---- persistent plans in stream order (CUDA) ----------------------------- */
+
+/* A persistent allreduce plan (zc_allreduce_plan_init) started in stream
+ * order, as the zc_*_on_stream calls: returns at once; the plan's allreduce
+ * of sendbuf into recvbuf starts after the work already queued on `stream`
+ * (a CUstream / cudaStream_t as void*; NULL: the legacy default stream),
+ * and work queued on the stream after the call waits until recvbuf is
+ * written. No zc_plan_wait: *req (req may be NULL) completes with the
+ * operation's status once its host part is done (a failure also reaches
+ * zc_comm_get_async_error, and the stream goes on). Buffers as in
+ * zc_plan_start (device or host memory, sendbuf == recvbuf in place; the
+ * same buffers may be passed on every start). The host part runs on the
+ * communicator's queue, in call order with the nonblocking and
+ * stream-ordered collectives, so zc_plan_start and blocking collectives
+ * are refused until it is done; zc_plan_free waits for it. Device buffers
+ * are staged through pinned memory by copies on the stream (one part: a
+ * plan is not pipelined). Where no CUDA stream can exist, only stream NULL
+ * is accepted (the plan then runs on the buffers, as a nonblocking call).
+ * docs/gpu.md. */
+zc_status zc_plan_start_on_stream(zc_plan* plan, const void* sendbuf, void* recvbuf, void* stream,
+                                  zc_request** req);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -6,6 +6,9 @@
 // --on-stream: the device column is zc_allreduce_on_stream on a
 // non-blocking stream followed by cuStreamSynchronize (pipelined staging in
 // ZC_GPU_CHUNK_BYTES parts).
+// --op broadcast|allgather|reduce_scatter|alltoall: that collective
+// instead (root 0; "bytes" is the call's whole size: recvbuf of
+// allgather, sendbuf of reduce-scatter and alltoall), blocking only.
 // Rank 0 prints one line per size: time per call (median of the repeats)
 // and the algorithm bandwidth (bytes / time). Exits 0 with a "no GPU" line
 // where there is none.
@@ -25,6 +28,18 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+std::string g_op = "allreduce";  // --op
+
+// One blocking call of g_op moving `bytes` in all (float32).
+zc_status Call(zc_comm* comm, const void* s, void* r, size_t bytes) {
+  const size_t n = static_cast<size_t>(zc_size(comm)), count = bytes / 4;
+  if (g_op == "broadcast") return zc_broadcast(comm, r, count, ZC_FLOAT32, 0);
+  if (g_op == "allgather") return zc_allgather(comm, s, r, count / n, ZC_FLOAT32);
+  if (g_op == "reduce_scatter") return zc_reduce_scatter(comm, s, r, count / n, ZC_FLOAT32, ZC_SUM);
+  if (g_op == "alltoall") return zc_alltoall(comm, s, r, count / n, ZC_FLOAT32);
+  return zc_allreduce(comm, s, r, count, ZC_FLOAT32, ZC_SUM);
+}
+
 // stream != null: zc_allreduce_on_stream on it, then cuStreamSynchronize.
 double MedianUs(zc_comm* comm, const void* s, void* r, size_t count, int iters, const DriverTable* drv = nullptr,
                 CuStream stream = nullptr) {
@@ -38,10 +53,10 @@ double MedianUs(zc_comm* comm, const void* s, void* r, size_t count, int iters, 
         st = zc_allreduce_on_stream(comm, s, r, count, ZC_FLOAT32, ZC_SUM, stream, nullptr);
         if (st == ZC_OK && drv->StreamSynchronize(stream) != 0) st = ZC_ERR_SYSTEM;
       } else {
-        st = zc_allreduce(comm, s, r, count, ZC_FLOAT32, ZC_SUM);
+        st = Call(comm, s, r, count * 4);
       }
       if (st != ZC_OK) {
-        std::fprintf(stderr, "allreduce: %s\n", zc_last_error(comm));
+        std::fprintf(stderr, "%s: %s\n", g_op.c_str(), zc_last_error(comm));
         return -1;
       }
     }
@@ -58,6 +73,11 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     quick |= std::strcmp(argv[i], "--quick") == 0;
     on_stream |= std::strcmp(argv[i], "--on-stream") == 0;
+    if (std::strcmp(argv[i], "--op") == 0 && i + 1 < argc) g_op = argv[++i];
+  }
+  if (on_stream && g_op != "allreduce") {
+    std::fprintf(stderr, "gpu_allreduce: --on-stream measures allreduce only\n");
+    return 2;
   }
   std::string why;
   const int ndev = DeviceCount(&why);
@@ -93,9 +113,9 @@ int main(int argc, char** argv) {
   }
   std::vector<float> hs(max_bytes / 4, 1.0f), hr(max_bytes / 4);
   if (rank == 0)
-    std::printf("# gpu_allreduce: %d ranks, float32 sum, %d GPU(s); time per call (us), algbw GB/s\n"
+    std::printf("# gpu_allreduce: %s, %d ranks, float32 sum, %d GPU(s); time per call (us), algbw GB/s\n"
                 "%12s %12s %10s %12s %10s %8s %s\n",
-                zc_size(comm), ndev, "bytes", "host_us", "host_GB/s", "device_us", "dev_GB/s",
+                g_op.c_str(), zc_size(comm), ndev, "bytes", "host_us", "host_GB/s", "device_us", "dev_GB/s",
                 "dev/host", on_stream ? "device path: allreduce_on_stream + cuStreamSynchronize" : "device algorithm");
   // Warm-up: pinned pool, IPC mappings, GPU clocks.
   for (size_t bytes : {size_t{4096}, max_bytes}) {

@@ -17,11 +17,12 @@ Status Allreduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count
 }
 
 Status Broadcast(zc_comm* comm, void* buf, size_t count, zc_dtype dtype, int root) {
-  return RunLocked(comm, "broadcast", [&](Collectives* c) {
-    const bool is_root = comm->rank == root;
-    return Staged(comm, {Buf{buf, count * DtypeSize(dtype), is_root, !is_root, "buf"}},
-                  [&](void** h) { return c->Broadcast(h[0], count, dtype, root); });
+  bool used_ipc = false;
+  Status st = RunLocked(comm, "broadcast", [&](Collectives* c) {
+    return comm->gpu->Broadcast(c, buf, count, dtype, root, &used_ipc);
   });
+  if (used_ipc) SetLastAlgorithm("cuda_ipc");
+  return st;
 }
 
 Status Reduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count, zc_dtype dtype, zc_op op,
@@ -36,30 +37,31 @@ Status Reduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count, z
 }
 
 Status Allgather(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t sendcount, zc_dtype dtype) {
-  return RunLocked(comm, "allgather", [&](Collectives* c) {
-    const size_t bytes = sendcount * DtypeSize(dtype);
-    return Staged(comm, {Buf{sendbuf, bytes, true, false, "sendbuf"},
-                         Buf{recvbuf, bytes * comm->size, false, true, "recvbuf"}},
-                  [&](void** h) { return c->Allgather(h[0], h[1], sendcount, dtype); });
+  bool used_ipc = false;
+  Status st = RunLocked(comm, "allgather", [&](Collectives* c) {
+    return comm->gpu->Allgather(c, sendbuf, recvbuf, sendcount, dtype, &used_ipc);
   });
+  if (used_ipc) SetLastAlgorithm("cuda_ipc");
+  return st;
 }
 
 Status ReduceScatter(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t recvcount, zc_dtype dtype,
                      zc_op op) {
-  return RunLocked(comm, "reduce_scatter", [&](Collectives* c) {
-    const size_t bytes = recvcount * DtypeSize(dtype);
-    return Staged(comm, {Buf{sendbuf, bytes * comm->size, true, false, "sendbuf"},
-                         Buf{recvbuf, bytes, false, true, "recvbuf"}},
-                  [&](void** h) { return c->ReduceScatter(h[0], h[1], recvcount, dtype, op); });
+  bool used_ipc = false;
+  Status st = RunLocked(comm, "reduce_scatter", [&](Collectives* c) {
+    return comm->gpu->ReduceScatter(c, sendbuf, recvbuf, recvcount, dtype, op, &used_ipc);
   });
+  if (used_ipc) SetLastAlgorithm("cuda_ipc");
+  return st;
 }
 
 Status Alltoall(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count, zc_dtype dtype) {
-  return RunLocked(comm, "alltoall", [&](Collectives* c) {
-    const size_t bytes = count * DtypeSize(dtype) * comm->size;
-    return Staged(comm, {Buf{sendbuf, bytes, true, false, "sendbuf"}, Buf{recvbuf, bytes, false, true, "recvbuf"}},
-                  [&](void** h) { return c->Alltoall(h[0], h[1], count, dtype); });
+  bool used_ipc = false;
+  Status st = RunLocked(comm, "alltoall", [&](Collectives* c) {
+    return comm->gpu->Alltoall(c, sendbuf, recvbuf, count, dtype, &used_ipc);
   });
+  if (used_ipc) SetLastAlgorithm("cuda_ipc");
+  return st;
 }
 
 Status Barrier(zc_comm* comm) {

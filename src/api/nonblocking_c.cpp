@@ -15,6 +15,7 @@
 #include "api/checks.h"
 #include "api/collective_calls.h"
 #include "api/comm.h"
+#include "api/plan.h"
 #include "collectives/allreduce_plan.h"
 #include "collectives/collectives.h"
 #include "collectives/dtype.h"
@@ -23,13 +24,6 @@
 
 using namespace zc::api;
 
-struct zc_plan {
-  zc_comm* comm;
-  std::unique_ptr<zc::AllreducePlan> plan;
-  bool started = false;
-  // Started on device buffers: their pinned copies, copied out at the wait.
-  std::unique_ptr<zc::gpu::HostStaging> staging;
-};
 
 namespace {
 
@@ -284,6 +278,9 @@ zc_status zc_plan_wait(zc_plan* plan) {
 zc_status zc_plan_free(zc_plan* plan) {
   if (!plan) return ZC_OK;
   zc_status s = zc_plan_wait(plan);  // a started plan finishes first
+  // So does the host part of its last stream-ordered start (it runs the
+  // plan); its status is the request's.
+  if (plan->stream_task) plan->comm->queue->Wait(plan->stream_task.get());
   delete plan;
   return s;
 }

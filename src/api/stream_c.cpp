@@ -13,6 +13,7 @@
 
 #include "api/checks.h"
 #include "api/comm.h"
+#include "api/plan.h"
 #include "api/run_collective.h"
 #include "api/stream_p2p.h"
 #include "collectives/collectives.h"
@@ -63,7 +64,10 @@ char* At(void* p, size_t offset) { return p ? static_cast<char*>(p) + offset : n
 // stream NULL: nothing can be on the stream, so the call is the
 // nonblocking collective on the buffers themselves (host memory: the
 // argument checks refused device memory where it could exist).
-zc_status WithoutStream(zc_comm* comm, const char* op, std::vector<Buf> bufs, zc_request** req, HostCollective fn) {
+using TaskPtr = std::shared_ptr<CollectiveQueue::Task>;
+
+zc_status WithoutStream(zc_comm* comm, const char* op, std::vector<Buf> bufs, zc_request** req, HostCollective fn,
+                        TaskPtr* task_out) {
   std::vector<void*> host;
   size_t total = 0;
   for (const Buf& b : bufs) {
@@ -73,6 +77,7 @@ zc_status WithoutStream(zc_comm* comm, const char* op, std::vector<Buf> bufs, zc
   auto task = comm->queue->Submit([comm, op, host = std::move(host), total, fn = std::move(fn)] {
     return RunLocked(comm, op, [&](zc::Collectives* c) { return fn(c, host.data(), 0, total); });
   });
+  if (task_out) *task_out = task;
   if (req) {
     auto* r = new zc_request();
     r->queue = comm->queue;
@@ -85,10 +90,11 @@ zc_status WithoutStream(zc_comm* comm, const char* op, std::vector<Buf> bufs, zc
 // Puts the collective's copies and gates on the stream and its host part on
 // the communicator's queue (after the calls made before it, as on every
 // rank). chunk > 0: pipelined in parts of chunk bytes, one host collective
-// per part.
+// per part. *task_out (when given): the host part's task.
 zc_status CollectiveOnStream(zc_comm* comm, const char* op, void* stream, std::vector<Buf> bufs, zc_request** req,
-                             size_t chunk, HostCollective fn) {
-  if (stream == nullptr && comm->gpu->NoStreams()) return WithoutStream(comm, op, std::move(bufs), req, std::move(fn));
+                             size_t chunk, HostCollective fn, TaskPtr* task_out = nullptr) {
+  if (stream == nullptr && comm->gpu->NoStreams())
+    return WithoutStream(comm, op, std::move(bufs), req, std::move(fn), task_out);
   StreamOrdered* so = nullptr;
   zc::Status st = comm->gpu->OnStream(&so);
   std::vector<void*> host(bufs.size());
@@ -107,6 +113,7 @@ zc_status CollectiveOnStream(zc_comm* comm, const char* op, void* stream, std::v
     so->CompleteRest(sop.get(), s);
     return s;
   });
+  if (task_out) *task_out = task;
   if (req) {
     auto* r = new zc_request();
     r->queue = comm->queue;
@@ -340,6 +347,31 @@ zc_status zc_recv_on_stream(zc_comm* comm, void* buf, size_t bytes, int peer, in
   ZC_CHECK_STREAM_REQ(comm, "zc_recv_on_stream", req);
   ZC_TRY(CheckPeerArgs(comm, "zc_recv_on_stream", false, buf, bytes, peer, tag));
   return PeerOnStream(comm, "recv_on_stream", false, buf, bytes, peer, tag, stream, req);
+}
+
+zc_status zc_plan_start_on_stream(zc_plan* plan, const void* sendbuf, void* recvbuf, void* stream,
+                                  zc_request** req) {
+  if (req) *req = nullptr;
+  if (!plan) return BadArg(nullptr, "plan_start_on_stream", "plan is NULL");
+  zc_comm* comm = plan->comm;
+  zc::AllreducePlan* p = plan->plan.get();
+  if (!sendbuf || !recvbuf) return BadArg(comm, "plan_start_on_stream", "NULL buffer with count %zu", p->count());
+  if (plan->started)
+    return BadArg(comm, "plan_start_on_stream", "the plan was started (zc_plan_start) and not waited for");
+  const size_t bytes = p->count() * zc::DtypeSize(p->dtype());
+  ZC_TRY(CheckBuf(comm, "plan_start_on_stream", sendbuf, "sendbuf", bytes));
+  ZC_TRY(CheckBuf(comm, "plan_start_on_stream", recvbuf, "recvbuf", bytes));
+  // One part: a plan is made for its whole count. Its host part starts and
+  // completes the plan on the queue, in call order with the other
+  // stream-ordered and nonblocking collectives.
+  return CollectiveOnStream(comm, "plan_start_on_stream", stream,
+                            {Buf{sendbuf, bytes, true, false, "sendbuf"}, Buf{recvbuf, bytes, false, true, "recvbuf"}},
+                            req, 0,
+                            [p](zc::Collectives*, void* const* h, size_t, size_t) {
+                              zc::Status st = p->Start(h[0], h[1]);
+                              return st.ok() ? p->Wait() : st;
+                            },
+                            &plan->stream_task);
 }
 
 }  // extern "C"

@@ -257,6 +257,36 @@ Status Collectives::AllreduceExchange(size_t count, zc_dtype dtype, zc_op op, co
   });
 }
 
+Status Collectives::IpcExchange(Kind kind, size_t count, zc_dtype dtype, zc_op op, int root,
+                                const void* mine, void* all, size_t bytes) {
+  coll::Signature sig;
+  sig.kind = kind;
+  sig.dtype = dtype;
+  sig.op = op;
+  sig.root = root;
+  sig.count = count;
+  sig.mem = coll::MemPath::kCudaIpc;
+  switch (kind) {
+    case Kind::kBroadcast: sig.algo = ChooseTree(kind, count * DtypeSize(dtype)); break;
+    case Kind::kAlltoall: sig.algo = size_ < 2 ? Algo::kLocal : Algo::kPairwise; break;
+    case Kind::kAllgather:
+    case Kind::kReduceScatter: sig.algo = size_ < 2 ? Algo::kLocal : Algo::kRing; break;
+    default: return Error(ZC_ERR_INTERNAL, "CUDA IPC exchange for %s", coll::KindName(kind));
+  }
+  return RunAs(sig, 1, [&](coll::OpCtx& c) -> Status {
+    if (kind == Kind::kBroadcast) {
+      if (sig.algo == Algo::kLocal) return Status::Ok();
+      return coll::BroadcastTree(c, all, bytes, root, sig.algo == Algo::kChain);
+    }
+    if (size_ < 2) {
+      if (bytes) memcpy(all, mine, bytes);
+      return Status::Ok();
+    }
+    ZC_RETURN_IF_ERROR(c.Ensure(coll::RingPeers(rank_, size_)));
+    return coll::AllgatherRing(c, mine, all, bytes);
+  });
+}
+
 Status Collectives::Allreduce(const void* send, void* recv, size_t count, zc_dtype dtype, zc_op op) {
   ZC_RETURN_IF_ERROR(CheckDtypeOp(dtype, op));
   Algo algo = ChooseAllreduce(count, dtype);

@@ -77,6 +77,19 @@ class Collectives {
   // ZC_ERR_MISMATCH instead of leaving them waiting on different channels.
   Status AllreduceExchange(size_t count, zc_dtype dtype, zc_op op, coll::MemPath mem,
                            const void* mine, void* all, size_t bytes);
+  // The same for the CUDA IPC broadcast, allgather, reduce-scatter and
+  // alltoall (kind): travels as that call (count, dtype, op, root as the
+  // host call's) with memory path kCudaIpc and the host call's algorithm,
+  // along the host call's links: broadcast sends `all` (bytes, the root's
+  // record) down the host broadcast's tree or chain, in place (`mine` is
+  // unused); the others allgather `mine` into `all` around the ring, whose
+  // neighbours the host allgather, reduce-scatter and pairwise alltoall
+  // receive from first. Where a rank running the host call and one running
+  // this are linked, the first message between them fails both with
+  // ZC_ERR_MISMATCH (a host broadcast root, which only sends, may return
+  // before its children fail).
+  Status IpcExchange(coll::Kind kind, size_t count, zc_dtype dtype, zc_op op, int root,
+                     const void* mine, void* all, size_t bytes);
   Status Broadcast(void* buf, size_t count, zc_dtype dtype, int root);
   Status Reduce(const void* send, void* recv, size_t count, zc_dtype dtype, zc_op op, int root);
   Status Allgather(const void* send, void* recv, size_t sendcount, zc_dtype dtype);

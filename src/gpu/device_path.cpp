@@ -1,8 +1,12 @@
 #include "gpu/device_path.h"
 
+#include <cstring>
+
 #include "collectives/collectives.h"
 #include "collectives/dtype.h"
 #include "gpu/ipc_allreduce.h"
+#include "gpu/ipc_cache.h"
+#include "gpu/ipc_collectives.h"
 #include "gpu/stream_ordered.h"
 #include "p2p/group.h"
 
@@ -10,19 +14,61 @@ namespace zc::gpu {
 
 DevicePath::DevicePath(const DevicePathOptions& opts) : opts_(opts) {}
 
-DevicePath::~DevicePath() = default;  // StreamOrdered's destructor closes it
+// StreamOrdered's destructor closes it; the IPC collectives go before the
+// cache they use (declared after it).
+DevicePath::~DevicePath() = default;
 
-bool DevicePath::UseIpc(Collectives* c, const void* send, const void* recv, size_t bytes,
-                        zc_op op, int* device) {
-  // Called when PassThrough() said no. All but the last condition are the same on every
-  // rank; the buffers' memory may not be, which the signature's memory path
-  // catches.
-  if (!opts_.ipc_reachable || IsBitwise(op) ||
-      c->ForcedAlgo(coll::Kind::kAllreduce) != coll::Algo::kNone ||
-      !IpcAllreduceWanted(bytes, opts_.ipc_mode, opts_.ipc_min_bytes))
+bool DevicePath::UseIpc(Collectives* c, coll::Kind kind, const StageArg* bufs, size_t n,
+                        size_t bytes, zc_op op, int* device) {
+  // Called when PassThrough() said no. All but the last condition are the
+  // same on every rank; the buffers' memory may not be, which the first
+  // exchange's signature (its memory path) catches.
+  const bool reduces = kind == coll::Kind::kAllreduce || kind == coll::Kind::kReduceScatter;
+  if (!opts_.ipc_reachable || (reduces && IsBitwise(op)) || c->ForcedAlgo(kind) != coll::Algo::kNone ||
+      !IpcWanted(bytes, opts_.ipc_mode, opts_.ipc_min_bytes))
     return false;
-  if (!ipc_) ipc_ = std::make_unique<IpcAllreduce>(opts_.drv, opts_.cache);
-  return ipc_->Eligible(send, recv, bytes, device);
+  std::vector<IpcBuf> ipc_bufs;
+  for (size_t i = 0; i < n; ++i) ipc_bufs.push_back(IpcBuf{bufs[i].ptr, bufs[i].bytes});
+  if (!IpcEligible(opts_.cache, ipc_bufs.data(), n, device)) return false;
+  if (!ipc_cache_) {
+    ipc_cache_ = std::make_unique<IpcCache>(opts_.drv, opts_.cache);
+    ipc_ = std::make_unique<IpcAllreduce>(opts_.drv, ipc_cache_.get(), opts_.reducer);
+    ipc_coll_ = std::make_unique<IpcCollectives>(opts_.drv, ipc_cache_.get(), opts_.reducer);
+  }
+  return true;
+}
+
+HostGroup DevicePath::IpcGroup(Collectives* c, coll::Kind kind, size_t count, zc_dtype dtype, zc_op op,
+                               int root) {
+  HostGroup g;
+  g.rank = c->group()->rank();
+  g.size = c->group()->size();
+  if (kind == coll::Kind::kAllreduce) {
+    g.exchange = [=](const void* in, void* out, size_t bytes) {
+      return c->AllreduceExchange(count, dtype, op, coll::MemPath::kCudaIpc, in, out, bytes);
+    };
+  } else if (kind == coll::Kind::kBroadcast) {
+    // Only the root exports: its record goes down the host broadcast's
+    // tree; the others' records stay empty (no buffer, status ok; a
+    // failure of theirs reaches every rank in the agreement after it).
+    const int rank = g.rank, size = g.size;
+    g.exchange = [=](const void* in, void* out, size_t bytes) {
+      char* all = static_cast<char*>(out);
+      std::memset(all, 0, bytes * size);
+      char* slot = all + static_cast<size_t>(root) * bytes;
+      if (rank == root) std::memcpy(slot, in, bytes);
+      return c->IpcExchange(kind, count, dtype, op, root, nullptr, slot, bytes);
+    };
+  } else {
+    g.exchange = [=](const void* in, void* out, size_t bytes) {
+      return c->IpcExchange(kind, count, dtype, op, root, in, out, bytes);
+    };
+  }
+  g.allgather = [c](const void* in, void* out, size_t bytes) {
+    return c->Allgather(in, out, bytes, ZC_UINT8);
+  };
+  g.barrier = [c] { return c->Barrier(); };
+  return g;
 }
 
 Status DevicePath::Allreduce(Collectives* c, const void* send, void* recv, size_t count,
@@ -33,22 +79,76 @@ Status DevicePath::Allreduce(Collectives* c, const void* send, void* recv, size_
                             StageArg{recv, bytes, false, true, "recvbuf"}};
   if (PassThrough(bufs, 2)) return c->Allreduce(send, recv, count, dtype, op);
   int device = -1;
-  if (UseIpc(c, send, recv, bytes, op, &device)) {
+  if (UseIpc(c, coll::Kind::kAllreduce, bufs, 2, bytes, op, &device)) {
     *used_ipc = true;
-    const int size = c->group()->size();
-    HostGroup g;
-    g.rank = c->group()->rank();
-    g.size = size;
-    g.exchange = [=](const void* in, void* out, size_t bytes) {
-      return c->AllreduceExchange(count, dtype, op, coll::MemPath::kCudaIpc, in, out, bytes);
-    };
-    g.allgather = [c](const void* in, void* out, size_t bytes) {
-      return c->Allgather(in, out, bytes, ZC_UINT8);
-    };
-    g.barrier = [c] { return c->Barrier(); };
-    return ipc_->Run(g, send, recv, count, dtype, op, device);
+    return ipc_->Run(IpcGroup(c, coll::Kind::kAllreduce, count, dtype, op, -1), send, recv, count, dtype,
+                     op, device);
   }
   return RunStaged(bufs, [&](void** h) { return c->Allreduce(h[0], h[1], count, dtype, op); });
+}
+
+Status DevicePath::Broadcast(Collectives* c, void* buf, size_t count, zc_dtype dtype, int root,
+                             bool* used_ipc) {
+  *used_ipc = false;
+  const size_t bytes = count * DtypeSize(dtype);
+  const bool is_root = c->group()->rank() == root;
+  const StageArg bufs[1] = {StageArg{buf, bytes, is_root, !is_root, "buf"}};
+  if (PassThrough(bufs, 1)) return c->Broadcast(buf, count, dtype, root);
+  int device = -1;
+  if (UseIpc(c, coll::Kind::kBroadcast, bufs, 1, bytes, ZC_SUM, &device)) {
+    *used_ipc = true;
+    return ipc_coll_->Broadcast(IpcGroup(c, coll::Kind::kBroadcast, count, dtype, ZC_SUM, root), buf,
+                                bytes, root, device);
+  }
+  return RunStaged(bufs, [&](void** h) { return c->Broadcast(h[0], count, dtype, root); });
+}
+
+Status DevicePath::Allgather(Collectives* c, const void* send, void* recv, size_t sendcount,
+                             zc_dtype dtype, bool* used_ipc) {
+  *used_ipc = false;
+  const size_t block = sendcount * DtypeSize(dtype), total = block * c->group()->size();
+  const StageArg bufs[2] = {StageArg{send, block, true, false, "sendbuf"},
+                            StageArg{recv, total, false, true, "recvbuf"}};
+  if (PassThrough(bufs, 2)) return c->Allgather(send, recv, sendcount, dtype);
+  int device = -1;
+  if (UseIpc(c, coll::Kind::kAllgather, bufs, 2, total, ZC_SUM, &device)) {
+    *used_ipc = true;
+    return ipc_coll_->Allgather(IpcGroup(c, coll::Kind::kAllgather, sendcount, dtype, ZC_SUM, -1), send,
+                                recv, block, device);
+  }
+  return RunStaged(bufs, [&](void** h) { return c->Allgather(h[0], h[1], sendcount, dtype); });
+}
+
+Status DevicePath::ReduceScatter(Collectives* c, const void* send, void* recv, size_t recvcount,
+                                 zc_dtype dtype, zc_op op, bool* used_ipc) {
+  *used_ipc = false;
+  const size_t block = recvcount * DtypeSize(dtype), total = block * c->group()->size();
+  const StageArg bufs[2] = {StageArg{send, total, true, false, "sendbuf"},
+                            StageArg{recv, block, false, true, "recvbuf"}};
+  if (PassThrough(bufs, 2)) return c->ReduceScatter(send, recv, recvcount, dtype, op);
+  int device = -1;
+  if (UseIpc(c, coll::Kind::kReduceScatter, bufs, 2, total, op, &device)) {
+    *used_ipc = true;
+    return ipc_coll_->ReduceScatter(IpcGroup(c, coll::Kind::kReduceScatter, recvcount, dtype, op, -1),
+                                    send, recv, recvcount, dtype, op, device);
+  }
+  return RunStaged(bufs, [&](void** h) { return c->ReduceScatter(h[0], h[1], recvcount, dtype, op); });
+}
+
+Status DevicePath::Alltoall(Collectives* c, const void* send, void* recv, size_t count, zc_dtype dtype,
+                            bool* used_ipc) {
+  *used_ipc = false;
+  const size_t block = count * DtypeSize(dtype), total = block * c->group()->size();
+  const StageArg bufs[2] = {StageArg{send, total, true, false, "sendbuf"},
+                            StageArg{recv, total, false, true, "recvbuf"}};
+  if (PassThrough(bufs, 2)) return c->Alltoall(send, recv, count, dtype);
+  int device = -1;
+  if (UseIpc(c, coll::Kind::kAlltoall, bufs, 2, total, ZC_SUM, &device)) {
+    *used_ipc = true;
+    return ipc_coll_->Alltoall(IpcGroup(c, coll::Kind::kAlltoall, count, dtype, ZC_SUM, -1), send, recv,
+                               block, device);
+  }
+  return RunStaged(bufs, [&](void** h) { return c->Alltoall(h[0], h[1], count, dtype); });
 }
 
 Status DevicePath::StageRequest(void* buf, size_t bytes, bool send, void** host,
@@ -108,7 +208,9 @@ Status DevicePath::StreamAsyncError() const {
 }
 
 void DevicePath::Close() {
+  ipc_coll_.reset();
   ipc_.reset();
+  ipc_cache_.reset();
   std::lock_guard<std::mutex> lock(stream_mu_);
   if (stream_) stream_->Close();
 }

@@ -4,8 +4,9 @@
 // persistent plans, send/recv, the engine's operations (zc_engine_*) and
 // the parameter server's declare, push and pull (zc_ps_*).
 //  - Host memory passes through untouched.
-//  - Device memory takes the same-host CUDA IPC allreduce where it applies
-//    (ipc_allreduce.h). Its memory path travels in the collective's
+//  - Device memory takes same-host CUDA IPC where it applies: allreduce
+//    (ipc_allreduce.h), broadcast, allgather, reduce-scatter and alltoall
+//    (ipc_collectives.h), sharing one IPC cache. Its memory path travels in the collective's
 //    signature (collectives/signature.h, MemPath), so a rank that passed
 //    device buffers and one that passed host buffers fail together with
 //    ZC_ERR_MISMATCH instead of waiting on different channels.
@@ -29,8 +30,10 @@
 #include <string>
 
 #include "common/status.h"
+#include "collectives/signature.h"
 #include "gpu/cuda_driver.h"
 #include "gpu/host_staging.h"
+#include "gpu/ipc_exchange.h"
 
 namespace zc {
 class Collectives;
@@ -39,6 +42,9 @@ class Collectives;
 namespace zc::gpu {
 
 class IpcAllreduce;
+class IpcCache;
+class IpcCollectives;
+struct DeviceReducer;
 class PinnedPool;
 class PointerCache;
 class StreamOrdered;
@@ -58,6 +64,9 @@ struct DevicePathOptions {
   const DriverTable* drv = nullptr;
   PointerCache* cache = nullptr;
   PinnedPool* pool = nullptr;
+  // The CUDA IPC collectives' GPU reductions; nullptr: the kernels (tests
+  // pass fake kernels that run on the fake driver's streams).
+  const DeviceReducer* reducer = nullptr;
   // Deadline of the stream-ordered calls' waits (ZC_TIMEOUT).
   double timeout_s = 300.0;
 };
@@ -85,6 +94,17 @@ class DevicePath {
   // host allreduce on the buffers or their pinned copies.
   Status Allreduce(Collectives* c, const void* send, void* recv, size_t count, zc_dtype dtype,
                    zc_op op, bool* used_ipc);
+
+  // Broadcast, allgather, reduce-scatter and alltoall on c: over CUDA IPC
+  // when it applies (*used_ipc set), else the host collective on the
+  // buffers or their pinned copies.
+  Status Broadcast(Collectives* c, void* buf, size_t count, zc_dtype dtype, int root, bool* used_ipc);
+  Status Allgather(Collectives* c, const void* send, void* recv, size_t sendcount, zc_dtype dtype,
+                   bool* used_ipc);
+  Status ReduceScatter(Collectives* c, const void* send, void* recv, size_t recvcount, zc_dtype dtype,
+                       zc_op op, bool* used_ipc);
+  Status Alltoall(Collectives* c, const void* send, void* recv, size_t count, zc_dtype dtype,
+                  bool* used_ipc);
 
   // A point-to-point request's buffer: *host is what p2p moves; *finish is
   // empty for host memory, else it completes the staging (a receive's copy
@@ -126,9 +146,13 @@ class DevicePath {
   void Close();
 
  private:
-  // True when this allreduce takes CUDA IPC; *device: the buffers' device.
-  bool UseIpc(Collectives* c, const void* send, const void* recv, size_t bytes, zc_op op,
+  // True when this collective (kind, `bytes` in all: the same on every
+  // rank) takes CUDA IPC; *device: the buffers' device.
+  bool UseIpc(Collectives* c, coll::Kind kind, const StageArg* bufs, size_t n, size_t bytes, zc_op op,
               int* device);
+  // The host group of one CUDA IPC call: its first exchange travels as
+  // the caller's collective (kind, count, dtype, op, root).
+  HostGroup IpcGroup(Collectives* c, coll::Kind kind, size_t count, zc_dtype dtype, zc_op op, int root);
 
   // Nothing of this call can be device memory: disabled, every buffer
   // known host memory (pool memory, or empty), or no CUDA driver loaded in
@@ -156,7 +180,11 @@ class DevicePath {
   }
 
   DevicePathOptions opts_;
-  std::unique_ptr<IpcAllreduce> ipc_;  // made on first use
+  // Made on first use; ipc_cache_ is shared by both (a peer's allocation
+  // may be opened once per process).
+  std::unique_ptr<IpcCache> ipc_cache_;
+  std::unique_ptr<IpcAllreduce> ipc_;
+  std::unique_ptr<IpcCollectives> ipc_coll_;
   mutable std::mutex stream_mu_;
   std::unique_ptr<StreamOrdered> stream_;  // made on first use (stream_mu_)
 };

@@ -16,11 +16,14 @@
 //     from reading a recvbuf the caller has got back.
 // Synchronisation is host-side only: flags stay in host memory (§3.5).
 //
+// The steps shared with the other IPC collectives (export, exchange, map,
+// agree) are ipc_exchange.h's.
+//
 // Every rank must take this path together: the communicator's DevicePath
 // chooses it when all ranks are on this host and this rank's buffers are
 // device memory, so all ranks must pass device buffers. The first exchange
 // travels as the caller's allreduce marked "device memory over CUDA IPC"
-// (HostGroup::exchange), on the channel a host allreduce of the same call
+// (HostGroup::exchange, Collectives::IpcExchange), on the channel a host allreduce of the same call
 // uses: a rank that passed host buffers meets it there and both fail with
 // ZC_ERR_MISMATCH. A failure on one rank before that exchange (no driver,
 // no context, an export) is carried in it, so no peer waits for it.
@@ -31,48 +34,26 @@
 #include <zcomm/zcomm.h>
 
 #include <cstddef>
-#include <functional>
-#include <string>
 
 #include "common/status.h"
-#include "gpu/ipc_cache.h"
+#include "gpu/ipc_exchange.h"
 
 namespace zc::gpu {
 
-// What the algorithm needs from the communicator: its rank and size, an
-// allgather of `bytes` bytes per rank over host memory, the first such
-// allgather carrying the caller's call (Collectives::AllreduceExchange),
-// and a barrier.
-struct HostGroup {
-  int rank = 0, size = 1;
-  std::function<Status(const void* send, void* recv, size_t bytes)> exchange;
-  std::function<Status(const void* send, void* recv, size_t bytes)> allgather;
-  std::function<Status()> barrier;
-};
-
-// Whether an allreduce of `bytes` should take this path (the caller checks
-// the rest). mode (ZC_GPU_IPC) "0": never; "1": always; "auto": from
-// min_bytes (ZC_GPU_IPC_MIN_BYTES, default 4 MiB) up. Below that, host
-// staging was faster on the only GPU measured (one H100 shared by all ranks,
-// where every GPU step waits for a context switch between processes).
-bool IpcAllreduceWanted(size_t bytes, const std::string& mode, size_t min_bytes);
-
 class IpcAllreduce {
  public:
-  // nullptr: the process driver and PointerCache::Global() (tests: fakes).
-  explicit IpcAllreduce(const DriverTable* drv = nullptr, PointerCache* cache = nullptr);
-
-  // True when both buffers are device memory (not managed) of one device;
-  // *device is its ordinal. Host buffers cost one classification each.
-  bool Eligible(const void* send, const void* recv, size_t bytes, int* device);
+  // drv nullptr: the process driver. ipc: the communicator's IPC cache
+  // (one per process and peer: a handle may be opened once). reducer:
+  // the GPU reductions (KernelReducer(), or a test's fake kernels).
+  IpcAllreduce(const DriverTable* drv, IpcCache* ipc, const DeviceReducer* reducer);
 
   Status Run(const HostGroup& g, const void* send, void* recv, size_t count, zc_dtype dtype,
              zc_op op, int device);
 
  private:
   const DriverTable* drv_;
-  PointerCache* cache_;
-  IpcCache ipc_;
+  IpcCache* ipc_;
+  const DeviceReducer* reducer_;
 };
 
 }  // namespace zc::gpu

@@ -1,6 +1,8 @@
 #include "fake_cuda.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -52,6 +54,10 @@ void FakeCuda::BuildTable() {
   table_.MemAlloc = &MemAlloc;
   table_.MemFree = &MemFree;
   table_.MemHostGetDevicePointer = &MemHostGetDevicePointer;
+  table_.MemcpyAsync = &MemcpyAsync;
+  table_.IpcGetMemHandle = &IpcGetMemHandle;
+  table_.IpcOpenMemHandle = &IpcOpenMemHandle;
+  table_.IpcCloseMemHandle = &IpcCloseMemHandle;
 }
 
 void FakeCuda::DisableWaitValue(bool disabled) {
@@ -60,21 +66,27 @@ void FakeCuda::DisableWaitValue(bool disabled) {
 
 // ---- memory ----
 
+void* FakeCuda::MapLocked(int fd, size_t size, size_t len, uint64_t ipc_key) {
+  void* dev = mmap(nullptr, len, PROT_NONE, MAP_SHARED, fd, 0);
+  void* shadow = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (dev == MAP_FAILED || shadow == MAP_FAILED) abort();
+  FakeDriver::Get().Alloc(reinterpret_cast<uintptr_t>(dev), size, cu::kMemoryTypeDevice, false, 0);
+  Alloc_& a = allocs_[reinterpret_cast<uintptr_t>(dev)];
+  a.shadow = shadow;
+  a.size = size;
+  a.map_len = len;
+  a.ipc_key = ipc_key;
+  return dev;
+}
+
 void* FakeCuda::Alloc(size_t bytes) {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   const size_t len = (bytes + page - 1) / page * page + page;  // a guard page's worth
   const int fd = memfd_create("zc-fake-gpu", MFD_CLOEXEC);
   if (fd < 0 || ftruncate(fd, static_cast<off_t>(len)) != 0) abort();
-  void* dev = mmap(nullptr, len, PROT_NONE, MAP_SHARED, fd, 0);
-  void* shadow = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (dev == MAP_FAILED || shadow == MAP_FAILED) abort();
-  FakeDriver::Get().Alloc(reinterpret_cast<uintptr_t>(dev), bytes, cu::kMemoryTypeDevice, false, 0);
   std::lock_guard<std::mutex> lock(mu_);
-  Alloc_& a = allocs_[reinterpret_cast<uintptr_t>(dev)];
-  a.shadow = shadow;
-  a.size = bytes;
-  a.map_len = len;
+  void* dev = MapLocked(fd, bytes, len, 0);
+  allocs_[reinterpret_cast<uintptr_t>(dev)].fd = fd;  // kept for cuIpcGetMemHandle
   return dev;
 }
 
@@ -85,7 +97,83 @@ void FakeCuda::Free(void* dev) {
   if (it == allocs_.end()) return;
   munmap(dev, it->second.map_len);
   munmap(it->second.shadow, it->second.map_len);
+  if (it->second.fd >= 0) close(it->second.fd);
   allocs_.erase(it);
+}
+
+size_t FakeCuda::ipc_mappings() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const auto& [base, a] : allocs_) n += a.ipc_key != 0;
+  return n;
+}
+
+// ---- CUDA IPC across processes ----
+
+namespace {
+// What the fake's CUipcMemHandle holds (64 bytes).
+struct FakeIpcHandle {
+  char magic[8];  // "zcfkipc"
+  int32_t pid, fd;
+  uint64_t size, map_len, inode;
+};
+static_assert(sizeof(FakeIpcHandle) <= sizeof(CuIpcMemHandle), "handle size");
+constexpr char kIpcMagic[8] = "zcfkipc";
+}  // namespace
+
+CuResult FakeCuda::IpcGetMemHandle(CuIpcMemHandle* h, CuDevicePtr p) {
+  FakeCuda& f = Get();
+  std::lock_guard<std::mutex> lock(f.mu_);
+  auto it = f.allocs_.find(static_cast<uintptr_t>(p));
+  if (it == f.allocs_.end() || it->second.fd < 0) return cu::kErrorInvalidValue;  // not a base we own
+  struct stat st;
+  if (fstat(it->second.fd, &st) != 0) return cu::kErrorInvalidValue;
+  FakeIpcHandle fh{};
+  std::memcpy(fh.magic, kIpcMagic, sizeof fh.magic);
+  fh.pid = static_cast<int32_t>(getpid());
+  fh.fd = it->second.fd;
+  fh.size = it->second.size;
+  fh.map_len = it->second.map_len;
+  fh.inode = static_cast<uint64_t>(st.st_ino);
+  std::memset(h, 0, sizeof *h);
+  std::memcpy(h->reserved, &fh, sizeof fh);
+  return cu::kSuccess;
+}
+
+CuResult FakeCuda::IpcOpenMemHandle(CuDevicePtr* p, CuIpcMemHandle h, unsigned) {
+  FakeCuda& f = Get();
+  FakeIpcHandle fh;
+  std::memcpy(&fh, h.reserved, sizeof fh);
+  if (std::memcmp(fh.magic, kIpcMagic, sizeof fh.magic) != 0 || fh.inode == 0) return cu::kErrorInvalidValue;
+  if (fh.pid == getpid()) return cu::kErrorInvalidContext;  // CUDA: not in the exporting process
+  std::lock_guard<std::mutex> lock(f.mu_);
+  for (const auto& [base, a] : f.allocs_)
+    if (a.ipc_key == fh.inode) return cu::kErrorAlreadyMapped;
+  const std::string path = Format("/proc/%d/fd/%d", fh.pid, fh.fd);
+  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return cu::kErrorInvalidValue;  // the exporter is gone
+  struct stat st;
+  if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_ino) != fh.inode) {
+    close(fd);
+    return cu::kErrorInvalidValue;  // freed, the descriptor reused
+  }
+  void* dev = f.MapLocked(fd, fh.size, fh.map_len, fh.inode);
+  close(fd);
+  ++f.ipc_opens_;
+  *p = reinterpret_cast<CuDevicePtr>(dev);
+  return cu::kSuccess;
+}
+
+CuResult FakeCuda::IpcCloseMemHandle(CuDevicePtr p) {
+  FakeCuda& f = Get();
+  std::lock_guard<std::mutex> lock(f.mu_);
+  auto it = f.allocs_.find(static_cast<uintptr_t>(p));
+  if (it == f.allocs_.end() || it->second.ipc_key == 0) return cu::kErrorInvalidValue;
+  FakeDriver::Get().Free(static_cast<uintptr_t>(p));
+  munmap(reinterpret_cast<void*>(p), it->second.map_len);
+  munmap(it->second.shadow, it->second.map_len);
+  f.allocs_.erase(it);
+  return cu::kSuccess;
 }
 
 FakeCuda::Alloc_* FakeCuda::FindLocked(uintptr_t p, uintptr_t* base) {
@@ -390,6 +478,22 @@ CuResult FakeCuda::MemcpyDtoHAsync(void* dst, CuDevicePtr src, size_t n, CuStrea
     std::lock_guard<std::mutex> l(f.mu_);
     void* d = f.Touch(reinterpret_cast<void*>(src), n, false, op.actor, op.seq, op.clock, "cuMemcpyDtoHAsync");
     if (d != nullptr && n > 0) std::memcpy(dst, d, n);
+  });
+  return cu::kSuccess;
+}
+
+CuResult FakeCuda::MemcpyAsync(CuDevicePtr dst, CuDevicePtr src, size_t n, CuStream s) {
+  FakeCuda& f = Get();
+  std::lock_guard<std::mutex> lock(f.mu_);
+  uintptr_t base = 0;
+  if (n > 0 && (f.FindLocked(dst, &base) == nullptr || f.FindLocked(src, &base) == nullptr))
+    return cu::kErrorInvalidValue;  // device to device only in this fake
+  f.Enqueue(f.StreamOf(s), [&f, dst, src, n](const Op& op) {
+    ++f.async_copies_;
+    std::lock_guard<std::mutex> l(f.mu_);
+    void* sp = f.Touch(reinterpret_cast<void*>(src), n, false, op.actor, op.seq, op.clock, "cuMemcpyAsync");
+    void* dp = f.Touch(reinterpret_cast<void*>(dst), n, true, op.actor, op.seq, op.clock, "cuMemcpyAsync");
+    if (sp != nullptr && dp != nullptr && n > 0) std::memmove(dp, sp, n);
   });
   return cu::kSuccess;
 }

@@ -13,7 +13,16 @@
 //    on pinned host memory, async copies that run on their stream, and
 //    kernels (Launch) that a test enqueues to write or read device buffers.
 //  - Synchronous copies (cuMemcpyHtoD & co.) run on the calling host
-//    thread at once and do not wait for any stream.
+//    thread at once and do not wait for any stream. cuMemcpyAsync copies
+//    device to device on its stream.
+//  - CUDA IPC across processes: an allocation's memfd stays open, the
+//    handle (cuIpcGetMemHandle) names the exporter's process and file, and
+//    cuIpcOpenMemHandle in another process opens /proc/PID/fd/FD and maps
+//    it twice as above (PROT_NONE at the address handed out): the peer's
+//    "device memory" is the exporter's own pages. As in CUDA: a handle is
+//    opened once per process (a second open is CUDA_ERROR_ALREADY_MAPPED),
+//    only an allocation's base can be exported, the exporter must be alive
+//    at the open, cuIpcCloseMemHandle unmaps.
 //
 // Checks that catch misuse, by happens-before, not by timing: every
 // actor (the host, each stream) has a vector clock; a stream's op carries
@@ -28,7 +37,9 @@
 // orders nothing in this model (as the CUDA documentation warns: the
 // order it makes is invisible to CUDA), so code that relies on it alone
 // to order device accesses across streams is reported. Tracking is per
-// allocation; all host threads share one host clock (lenient).
+// allocation; all host threads share one host clock (lenient). Ordering
+// across processes (a peer's mapping of our memory) is not tracked: the
+// clocks are per process; only the data shows it.
 // Violations are kept (violations()) and printed to stderr.
 #pragma once
 
@@ -85,6 +96,9 @@ class FakeCuda {
   uint64_t sync_copies() const { return sync_copies_.load(); }
   uint64_t host_funcs() const { return host_funcs_.load(); }
   uint64_t value_waits() const { return value_waits_.load(); }
+  uint64_t ipc_opens() const { return ipc_opens_.load(); }
+  // Peers' allocations mapped in this process now.
+  size_t ipc_mappings() const;
   // Makes cuStreamWaitValue32 unavailable (nullptr in table()) so that
   // callers take their fallback.
   void DisableWaitValue(bool disabled);
@@ -120,6 +134,8 @@ class FakeCuda {
     int writer = -1;
     uint64_t write_seq = 0;
     std::map<int, uint64_t> readers;
+    int fd = -1;          // the memfd, open for export (-1: imported)
+    uint64_t ipc_key = 0;  // imported: the exporter's file (inode), else 0
   };
 
   FakeCuda();
@@ -159,6 +175,12 @@ class FakeCuda {
   static CuResult MemFree(CuDevicePtr p);
   static CuResult MemHostGetDevicePointer(CuDevicePtr* d, void* p, unsigned flags);
   static CuResult CtxSynchronize();
+  static CuResult MemcpyAsync(CuDevicePtr dst, CuDevicePtr src, size_t n, CuStream s);
+  static CuResult IpcGetMemHandle(CuIpcMemHandle* h, CuDevicePtr p);
+  static CuResult IpcOpenMemHandle(CuDevicePtr* p, CuIpcMemHandle h, unsigned flags);
+  static CuResult IpcCloseMemHandle(CuDevicePtr p);
+  // Maps fd (len bytes, size usable) as device memory; the device address.
+  void* MapLocked(int fd, size_t size, size_t len, uint64_t ipc_key);
 
   DriverTable table_;
   mutable std::mutex mu_;
@@ -169,7 +191,7 @@ class FakeCuda {
   std::map<uintptr_t, Alloc_> allocs_;
   std::vector<std::string> violations_;
   bool stopping_ = false;
-  std::atomic<uint64_t> async_copies_{0}, sync_copies_{0}, host_funcs_{0}, value_waits_{0};
+  std::atomic<uint64_t> async_copies_{0}, sync_copies_{0}, host_funcs_{0}, value_waits_{0}, ipc_opens_{0};
 };
 
 }  // namespace zc::gpu::testing

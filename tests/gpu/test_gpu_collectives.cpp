@@ -198,6 +198,15 @@ int OthersBody(int rank) {
     return drv->MemcpyDtoH(dst, reinterpret_cast<gpu::CuDevicePtr>(src), bytes);
   };
   std::vector<char> h(cap), ref(cap);
+  // Broadcast, allgather, reduce-scatter and alltoall take CUDA IPC when
+  // ExpectIpc says so for the call's whole size (ZC_GPU_IPC=1: always).
+  auto path_ok = [&](const char* what, size_t bytes) {
+    const bool ipc = strcmp(zc_last_algorithm(comm), "cuda_ipc") == 0;
+    if (ipc == ExpectIpc(bytes)) return 0;
+    fprintf(stderr, "rank %d: %s of %zu bytes ran as %s (ZC_GPU_IPC %s)\n", rank, what, bytes,
+            zc_last_algorithm(comm), getenv("ZC_GPU_IPC") ? getenv("ZC_GPU_IPC") : "unset");
+    return 1;
+  };
   int it = 0;
   for (zc_dtype d : {ZC_INT8, ZC_UINT32, ZC_FLOAT16, ZC_FLOAT32, ZC_FLOAT64, ZC_INT16, ZC_BOOL}) {
     const size_t es = DtypeSize(d);
@@ -208,6 +217,7 @@ int OthersBody(int rank) {
         else std::memset(h.data(), 0x5a, count * es);
         CU_OK(H2D(sa, h.data(), count * es));
         CHILD_OK(zc_broadcast(comm, sa, count, d, root));
+        if (path_ok("broadcast", count * es)) return 1;
         CU_OK(D2H(h.data(), sa, count * es));
         FillInput(d, ZC_SUM, ref.data(), count, root, it);
         CHILD_CHECK(std::memcmp(h.data(), ref.data(), count * es) == 0,
@@ -235,6 +245,7 @@ int OthersBody(int rank) {
         FillInput(d, ZC_SUM, h.data(), count, rank, it);
         CU_OK(H2D(mine, h.data(), count * es));
         CHILD_OK(zc_allgather(comm, mine, sb, count, d));
+        if (path_ok("allgather", n * count * es)) return 1;
         CU_OK(D2H(h.data(), sb, n * count * es));
         for (int r = 0; r < n; ++r) {
           FillInput(d, ZC_SUM, ref.data(), count, r, it);
@@ -247,6 +258,7 @@ int OthersBody(int rank) {
         FillInput(d, op, h.data(), count * n, rank, it);
         CU_OK(H2D(sa, h.data(), count * n * es));
         CHILD_OK(zc_reduce_scatter(comm, sa, sb, count, d, op));
+        if (path_ok("reduce_scatter", n * count * es)) return 1;
         CU_OK(D2H(h.data(), sb, count * es));
         for (size_t i = 0; i < count; ++i) {
           std::string err = CheckReduced(d, op, h.data(), i, rank * count + i, n, it);
@@ -259,6 +271,7 @@ int OthersBody(int rank) {
         CU_OK(H2D(sa, h.data(), n * count * es));
         char* out = inplace ? sa : sb;
         CHILD_OK(zc_alltoall(comm, sa, out, count, d));
+        if (path_ok("alltoall", n * count * es)) return 1;
         CU_OK(D2H(h.data(), out, n * count * es));
         for (int src = 0; src < n; ++src) {
           FillInput(d, ZC_SUM, ref.data(), count, src * n + rank, it);
@@ -331,6 +344,13 @@ TEST(GpuCollectives, AllreduceStagedEveryDtypeOp) {
 TEST(GpuCollectives, OtherCollectivesAndSendRecv) {
   SKIP_WITHOUT_GPU();
   RunOnTwoToFourRanks(OthersBody, nullptr);
+}
+
+// ZC_GPU_IPC=1: broadcast, allgather, reduce-scatter and alltoall over
+// CUDA IPC at every size (reduce and send/recv stage).
+TEST(GpuCollectives, OtherCollectivesOverIpc) {
+  SKIP_WITHOUT_GPU();
+  RunOnTwoToFourRanks(OthersBody, "1");
 }
 
 // Device buffers on rank 0, host buffers on rank 1, CUDA IPC forced: the

@@ -424,6 +424,73 @@ TEST(StreamOrdered, PipelinedChunkBoundaries3Shm) {
   EXPECT_TRUE(AllOk(res)) << Describe(res);
 }
 
+// A persistent plan started on a stream (zc_plan_start_on_stream), three
+// times on the same device buffers with new values (the second in place),
+// plus a host-buffer start, all queued behind a latch with kernels that
+// write the inputs and read the outputs: the starts return while the
+// stream is held, the outputs are right and the fake saw no violation.
+int PlanOnStreamBody(int rank) {
+  static Rig rig(true);
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  rig.Install(comm);
+  const int n = zc_size(comm);
+  CuStream s = FakeCuda::Get().NewStream();
+  for (size_t count : {size_t{1}, size_t{7}, size_t{4099}}) {
+    zc_plan* plan = nullptr;
+    CHILD_OK(zc_allreduce_plan_init(comm, count, ZC_FLOAT32, ZC_SUM, &plan));
+    Round R(comm, s);
+    Latch latch;
+    latch.Enqueue(s);
+    float *in = R.Dev(count), *out = R.Dev(count);
+    std::vector<float> hin(count), hout(count, -1.0f);
+    for (size_t round = 0; round < 4; ++round) {
+      std::vector<float> sum(count, 0.0f);
+      for (int r = 0; r < n; ++r)
+        for (size_t i = 0; i < count; ++i) sum[i] += Value(r, i + round * 13);
+      zc_request* req = nullptr;
+      if (round == 3) {  // host buffers, filled by a "kernel" in stream order
+        FakeCuda::Get().Launch(s, {}, [&hin, rank, count](const std::vector<void*>&) {
+          const auto v = Series(rank, count, 3 * 13);
+          std::copy(v.begin(), v.end(), hin.begin());
+        });
+        CHILD_OK(zc_plan_start_on_stream(plan, hin.data(), hout.data(), s, &req));
+        R.Keep(req);
+        continue;
+      }
+      float* dst = round == 1 ? in : out;
+      R.Write(in, Series(rank, count, round * 13));
+      CHILD_OK(zc_plan_start_on_stream(plan, in, dst, s, &req));
+      R.Keep(req);
+      R.Read(round == 1 ? "plan on stream, in place" : "plan on stream", dst, sum);
+    }
+    // Nothing ran ahead of the stream: every request is still pending.
+    for (zc_request* r : R.reqs()) {
+      int done = 1;
+      CHILD_OK(zc_test(r, &done));
+      CHILD_CHECK(!done, "rank %d: a plan start completed before the stream reached it", rank);
+    }
+    latch.open.store(true);
+    if (int r = R.Finish(); r != 0) return r;
+    std::vector<float> sum(count, 0.0f);
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; ++i) sum[i] += Value(r, i + 3 * 13);
+    CHILD_CHECK(hout == sum, "rank %d: plan on stream with host buffers: wrong result", rank);
+    CHILD_OK(zc_plan_free(plan));
+  }
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+
+TEST(StreamOrdered, PlanOnStream3Shm) {
+  auto res = RunRanks(3, PlanOnStreamBody, BaseEnv("shm"), 120);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
+}
+TEST(StreamOrdered, PlanOnStream2Tcp) {
+  auto res = RunRanks(2, PlanOnStreamBody, BaseEnv("tcp"), 120);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
+}
+
 // A count mismatch fails the request and the communicator's async error;
 // the stream goes on past the failed call.
 int MismatchBody(int rank) {
