@@ -68,7 +68,8 @@ class Deadline {
 };
 
 // Call Pause() in every iteration of a polling loop: it spins briefly
-// (2000 pauses), then yields for about 1 ms, then sleeps. Sleeps grow from
+// (at most 2000 pauses and about kSpinTime), then yields for about 1 ms,
+// then sleeps. Sleeps grow from
 // 20 us to 100 us, and to 1 ms once the wait has lasted about 20 ms
 // (bounded latency while data flows, negligible CPU while idle).
 //
@@ -82,7 +83,8 @@ class Deadline {
 // Due() tells the loop when to look at its slow conditions (deadline, peers'
 // health, alerts): by elapsed time, not by a count of pauses, whose length
 // varies from nanoseconds to milliseconds. While spinning: every 256 pauses
-// (no clock read on the fast path); once yielding or sleeping: after every
+// (no clock read on the fast path: the spin phase's own clock reads start
+// at the kClockSpins-th pause); once yielding or sleeping: after every
 // pause, so a peer loss or an abort (which notify) is seen at once and a
 // deadline within one sleep (at most 10 ms).
 // The epoch is read before the caller's next check, so a Notify between the
@@ -100,6 +102,19 @@ class Backoff {
   // communicators may see different hosts.
   static constexpr uint64_t kSpins = 2000;
   static constexpr uint64_t kOversubscribedSpins = 2;
+  // The spin phase also ends once it has lasted kSpinTime (counted from the
+  // kClockSpins-th pause, so waits shorter than that never read the clock):
+  // a pause costs 10 to 140 cycles depending on the CPU (24 ns on this
+  // project's AMD EPYC VM, where 2000 pauses took 49 us). When the flag's
+  // setter shares this core (the scheduler put two ranks on one core while
+  // other work held the other, or a job pinned them there), it runs only
+  // once the spinner yields, so every wait cost the whole spin phase: a
+  // 2-rank 8-byte broadcast took 110-170 us with both ranks on one core
+  // (docs/PERFORMANCE.md, issue 27). Spinning about as long as a switch to
+  // another thread costs is the classic bound: it never loses more than
+  // that switch, and a setter on another core still gets seen within it.
+  static constexpr auto kSpinTime = std::chrono::microseconds(2);
+  static constexpr uint64_t kClockSpins = 64;  // a power of two
   static constexpr uint64_t SpinsFor(bool oversubscribed) {
     return oversubscribed ? kOversubscribedSpins : kSpins;
   }
@@ -107,7 +122,10 @@ class Backoff {
   // driver (notified waits only): who sleeps for us, see WaitDriver.
   // spins: see kSpins (notified waits spin kNotifiedSpins instead).
   explicit Backoff(bool notified = false, WaitDriver* driver = nullptr, uint64_t spins = kSpins)
-      : notified_(notified), driver_(driver), spins_(notified ? kNotifiedSpins : spins) {
+      : notified_(notified),
+        driver_(driver),
+        max_spins_(notified ? kNotifiedSpins : spins),
+        spins_(max_spins_) {
     if (notified_) epoch_ = Wakeup::Epoch();
   }
   void Pause() {
@@ -120,6 +138,7 @@ class Backoff {
 #elif defined(__aarch64__)
       asm volatile("yield");
 #endif
+      if ((n_ & (kClockSpins - 1)) == 0) EndSpinningAfterSpinTime();
     } else if (yielding_ && !notified_) {
       // Yield for about a millisecond: with more ranks than cores this hands
       // the core to the rank that will set the flag, at a fraction of a
@@ -145,6 +164,8 @@ class Backoff {
   }
   void Reset() {
     n_ = 0;
+    spins_ = max_spins_;
+    spin_start_ = Clock::time_point();
     sleep_us_ = 0;
     slept_us_ = 0;
     yielding_ = true;
@@ -152,16 +173,31 @@ class Backoff {
   }
   // How many iterations so far.
   uint64_t count() const { return n_; }
+  // Whether the next Pause() still spins (rather than yields or sleeps).
+  bool spinning() const { return n_ + 1 < spins_; }
   // Whether to check the deadline and peers' health now (see above).
   bool Due() const { return n_ >= spins_ || (n_ & (kCheckSpins - 1)) == 0; }
 
  private:
+  // Every kClockSpins pauses of the spin phase: the first call starts the
+  // spin time, a later one past kSpinTime ends the phase (the next Pause
+  // yields or sleeps).
+  void EndSpinningAfterSpinTime() {
+    const Clock::time_point now = Clock::now();
+    if (spin_start_ == Clock::time_point())
+      spin_start_ = now;
+    else if (now - spin_start_ >= kSpinTime)
+      spins_ = n_ + 1;
+  }
+
   static constexpr uint64_t kNotifiedSpins = 64;
   static constexpr uint64_t kCheckSpins = 256;  // a power of two
   static constexpr int kYieldUs = 1000;
   bool notified_;
   WaitDriver* driver_;
-  uint64_t spins_;
+  uint64_t max_spins_;  // the spin phase's length in pauses, at most
+  uint64_t spins_;      // max_spins_, or fewer once kSpinTime has passed
+  Clock::time_point spin_start_{};
   bool yielding_ = true;
   Clock::time_point yield_start_{};
   uint32_t epoch_ = 0;
