@@ -57,7 +57,8 @@ class ElasticSampler(torch.utils.data.Sampler):
 
     def __iter__(self):
         padded = list(self.remaining_indices)
-        padded += padded[:self.total_size - len(padded)]  # evenly divisible, as DistributedSampler
+        while padded and len(padded) < self.total_size:  # evenly divisible, as DistributedSampler
+            padded += padded[:self.total_size - len(padded)]
         self.indices = padded[self.rank:self.total_size:self.num_replicas]
         return iter(self.indices)
 
