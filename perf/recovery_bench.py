@@ -14,7 +14,10 @@ when one of its ranks is killed (SIGKILL), two ways, on 4 ranks:
 Time measured: from the moment the victim kills itself (time.monotonic()
 just before os.kill(SIGKILL); the clock is the same for every process of
 the machine) to the end of the first training step that completes after it
-on every survivor (shrink) / on rank 0 of the new job (restart). Model: an
+on every survivor (shrink) / on rank 0 of the new job (restart). For
+shrink, the phases too: the reset done (rollback, shrink, engine
+restarted), the sync done (rank 0's state broadcast), and a training
+step's time before the loss for scale. Model: an
 MLP of 3 x (1024 x 1024) float32 (12 MiB of parameters, 24 MiB of state
 with SGD momentum), batch 32, DistributedOptimizer; commit / checkpoint
 every 5 steps; the victim dies before step 12.
@@ -84,25 +87,33 @@ def shrink_rank(rank, uid_q, res_q, kill_time):
         hvd.init_rank(uid, RANKS, rank)
         model, optimizer, batch = make_training(hvd)
         state = hvd.elastic.TorchState(model, optimizer, step=0)
-        after_reset = []
-        state.register_reset_callbacks([lambda: after_reset.append(None)])
-        recovered = []
+        # When each phase of the recovery ended: reset (restore, shrink,
+        # engine restarted), sync (train entered again), step.
+        marks = {}
+        state.register_reset_callbacks([lambda: marks.setdefault("reset", time.monotonic())])
+        steps = []
 
         @hvd.elastic.run
         def train(state):
+            if "reset" in marks:
+                marks.setdefault("sync", time.monotonic())
             while state.step < STEPS:
                 if rank == VICTIM and state.step == KILL_STEP:
                     kill_time.value = time.monotonic()
                     os.kill(os.getpid(), signal.SIGKILL)
+                t0 = time.monotonic()
                 train_step(model, optimizer, batch)
-                if after_reset and not recovered:
-                    recovered.append(time.monotonic())
+                if "sync" in marks:
+                    marks.setdefault("step", time.monotonic())
+                else:
+                    steps.append(time.monotonic() - t0)
                 state.step += 1
                 if state.step % COMMIT_EVERY == 0:
                     state.commit()
 
         train(state)
-        res_q.put((rank, "ok", recovered[0] if recovered else None, hvd.size()))
+        marks["step_before"] = statistics.median(steps[1:] or steps)
+        res_q.put((rank, "ok", marks if "step" in marks else None, hvd.size()))
         hvd.shutdown()
     except BaseException as e:  # reported to the driver
         res_q.put((rank, "error", repr(e), 0))
@@ -135,7 +146,11 @@ def shrink_round(timeout):
     if bad or len(got) != RANKS - 1 or kill_time.value == 0.0:
         raise RuntimeError("shrink round failed: %s (kill recorded: %s)"
                            % (got, kill_time.value != 0.0))
-    return max(v[1] for v in got.values()) - kill_time.value
+    # Each phase ends when the last survivor ends it.
+    phases = {k: max(v[1][k] for v in got.values()) - kill_time.value
+              for k in ("reset", "sync", "step")}
+    phases["step_before"] = statistics.median(v[1]["step_before"] for v in got.values())
+    return phases
 
 
 # ---- restart: zcrun again and a checkpoint from disk --------------------------
@@ -228,13 +243,18 @@ def main():
                    loadavg_start=os.getloadavg(), transports={}, complete=False)
     for transport in args.transports.split(","):
         os.environ["ZC_TRANSPORT"] = transport
-        shrink, restart = [], []
+        shrink, restart, phases = [], [], []
         for rnd in range(args.rounds):  # alternating, so that load drifts hit both
-            shrink.append(shrink_round(args.timeout))
+            phases.append(shrink_round(args.timeout))
+            shrink.append(phases[-1]["step"])
             restart.append(restart_round(zcrun, args.timeout))
-            print("recovery %s round %d: shrink %.1f ms, restart %.1f ms"
-                  % (transport, rnd, shrink[-1] * 1e3, restart[-1] * 1e3), flush=True)
-        row = dict(shrink_ms=[x * 1e3 for x in shrink], restart_ms=[x * 1e3 for x in restart])
+            print("recovery %s round %d: shrink %.1f ms (reset done at %.1f ms, sync at %.1f ms; "
+                  "a step before the loss %.1f ms), restart %.1f ms"
+                  % (transport, rnd, shrink[-1] * 1e3, phases[-1]["reset"] * 1e3,
+                     phases[-1]["sync"] * 1e3, phases[-1]["step_before"] * 1e3,
+                     restart[-1] * 1e3), flush=True)
+        row = dict(shrink_ms=[x * 1e3 for x in shrink], restart_ms=[x * 1e3 for x in restart],
+                   phases_ms=[{k: v * 1e3 for k, v in ph.items()} for ph in phases])
         row["ratio"] = statistics.median(restart) / statistics.median(shrink)
         results["transports"][transport] = row
         s, r = mmm(row["shrink_ms"]), mmm(row["restart_ms"])
