@@ -258,8 +258,9 @@ def main():
         row["ratio"] = statistics.median(restart) / statistics.median(shrink)
         results["transports"][transport] = row
         s, r = mmm(row["shrink_ms"]), mmm(row["restart_ms"])
-        print("recovery %s %d ranks shrink ms: min %.1f median %.1f max %.1f" % ((transport, RANKS) + tuple(s)))
-        print("recovery %s %d ranks restart ms: min %.1f median %.1f max %.1f" % ((transport, RANKS) + tuple(r)))
+        for what, t in (("shrink", s), ("restart", r)):
+            print("recovery %s %d ranks %s ms: min %.1f median %.1f max %.1f"
+                  % ((transport, RANKS, what) + tuple(t)))
         print("recovery %s restart / shrink (medians): %.1f" % (transport, row["ratio"]), flush=True)
     results["complete"] = True
     results["loadavg_end"] = os.getloadavg()

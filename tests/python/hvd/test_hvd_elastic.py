@@ -53,7 +53,6 @@ def make_optimizer(params):
 
 
 def worker(rank, uid_q, res_q):
-    import torch
     import zcomm
     import zcomm.torch as hvd
     try:

@@ -28,7 +28,7 @@ them. docs/elastic.md.
 import functools
 
 from ..exceptions import HorovodInternalError, HostsUpdatedInterrupt
-from ..mpi_ops import init, shutdown  # noqa: F401  (Horovod's module exports them)
+from ..mpi_ops import init, shutdown  # noqa: F401  (as Horovod's module has them)
 from . import membership
 from .sampler import ElasticSampler
 from .state import ObjectState, State
