@@ -76,6 +76,7 @@ Status MeetGeneration(const zc::Config& base, int gen, int rank, int size, zc::G
   config.generation = gen;
   std::unique_ptr<zc::Bootstrap> bootstrap;
   ZC_RETURN_IF_ERROR(zc::GrowBootstrap::Create(config, gen, std::move(check), &bootstrap));
+  auto* grow_bootstrap = static_cast<zc::GrowBootstrap*>(bootstrap.get());
   std::shared_ptr<zc::World> world;
   ZC_RETURN_IF_ERROR(MakeWorldOver(config, std::move(bootstrap), &world));
   std::unique_ptr<zc_comm> comm;
@@ -85,6 +86,7 @@ Status MeetGeneration(const zc::Config& base, int gen, int rank, int size, zc::G
     std::lock_guard<zc::SpinLock> lock(comm->coll_mu);
     ZC_RETURN_IF_ERROR(comm->coll->Barrier().with_context("confirming the grown communicator"));
   }
+  grow_bootstrap->ForgetCheck();
   *out = std::move(comm);
   return Status::Ok();
 }

@@ -35,6 +35,10 @@ class GrowBootstrap : public Bootstrap {
   Status Get(int rank, const std::string& key, std::string* value, double timeout_s) override;
   LauncherInfo Launcher() override;
 
+  // Drops the caller's check once the grow is over: it watches the old
+  // communicator, which may be finalized before this bootstrap goes.
+  void ForgetCheck() { check_ = nullptr; }
+
   // Marks the generation aborted (why), so that every participant's next
   // wait fails; the first mark wins.
   static void MarkAborted(StoreClient* store, int generation, const std::string& why);
