@@ -31,6 +31,11 @@ static void BindEngine(py::module& m) {
     h::Sets().Shrink();
     h::ReapOrphans(true);
   });
+  e.def("join_pending", [] { return h::Sets().JoinPending(); });
+  e.def("grow", [] {
+    h::Sets().Grow();
+    h::ReapOrphans(true);
+  });
   e.def("shutdown", [] {
     h::Sets().Shutdown();
     h::ReapOrphans(true);  // every operation has ended

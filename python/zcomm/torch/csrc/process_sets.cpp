@@ -61,13 +61,46 @@ bool ProcessSetTable::Init() {
   GilReleased nogil;
   std::unique_lock<std::shared_mutex> lock(mu_);
   if (!ReadyForInit()) return false;
+  // A process that zcrun --elastic started to join a running job waits
+  // for the ranks' grow (Grow() there) instead of a rendezvous of its own.
+  int joiner = 0;
+  zc_status st = zc_is_joiner(&joiner);
+  const char* how = joiner ? "zc_comm_join" : "zc_init";
   zc_comm* comm = nullptr;
-  zc_status st = zc_init(&comm);
+  if (st == ZC_OK) st = joiner ? zc_comm_join(&comm) : zc_init(&comm);
   if (st != ZC_OK)
-    throw EngineError(std::string("zcomm.torch: init: zc_init failed: ") + zc_status_string(st) + ": " +
+    throw EngineError(std::string("zcomm.torch: init: ") + how + " failed: " + zc_status_string(st) + ": " +
                       zc_last_error(nullptr));
   Start(comm, "init");
   return true;
+}
+
+int ProcessSetTable::JoinPending() const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  ThrowIfStopped("join_pending");
+  int count = 0;
+  zc_status st = zc_comm_join_pending(global_comm(), &count);
+  if (st != ZC_OK)
+    throw EngineError(Who() + ": join_pending: " + zc_status_string(st) + ": " + zc_last_error(global_comm()));
+  return count;
+}
+
+void ProcessSetTable::Grow() {
+  GilReleased nogil;
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  ThrowIfStopped("grow");
+  const std::string who = Who() + ": grow: ";
+  for (auto& [id, s] : sets_) {
+    if (s->engine) zc_engine_destroy(s->engine);
+    s->engine = nullptr;
+  }
+  zc_comm* next = nullptr;
+  zc_status st = zc_comm_grow(global_comm(), &next);
+  std::string cause = st == ZC_OK ? "" : std::string(zc_status_string(st)) + ": " + zc_last_error(global_comm());
+  FreeAll();  // the old communicators (collective over the old ranks, every one of them here)
+  stop_seen_ = false;
+  if (st != ZC_OK) throw EngineError(who + cause);
+  Start(next, "grow");
 }
 
 bool ProcessSetTable::InitRank(const std::string& uid, int nranks, int rank) {

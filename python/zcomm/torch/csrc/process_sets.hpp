@@ -71,7 +71,8 @@ class SetRef {
 class ProcessSetTable {
  public:
   // Makes the global set from the environment (zcrun, PMIx under mpirun, or
-  // a single process) and starts its engine, exactly when Running() is
+  // a single process; in a joiner of zcrun --elastic, by joining the running
+  // job) and starts its engine, exactly when Running() is
   // false: before the first Init(), after Shutdown(), and after an operation
   // of this rank raised because the engine had stopped (then it frees what
   // is left first). Collective. True when it started an engine.
@@ -86,6 +87,13 @@ class ProcessSetTable {
   // EngineError when the shrink fails (this rank was agreed failed, a
   // timeout); then the table is empty, as after Shutdown().
   void Shrink();
+  // Elastic growth (docs/elastic.md, "Grow"): how many newcomers wait to
+  // join (this rank's view, not collective), and the grow itself: stops
+  // every set's engine, grows the global communicator with the waiting
+  // newcomers (zc_comm_grow, collective over the ranks and the newcomers,
+  // whose Init() joins), frees the other sets and starts the engine on it.
+  int JoinPending() const;
+  void Grow();
   // Stops every set's engine (pending operations fail) and frees the sets.
   void Shutdown();
   // hvd.is_initialized(): this rank's own view, changed only by its own

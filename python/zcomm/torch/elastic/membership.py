@@ -12,19 +12,13 @@ from .. import mpi_ops
 from ..mpi_ops import _eng
 
 
-def grow_supported():
-    """Whether this build has the grow API (zc_comm_grow)."""
-    return hasattr(_eng, "join_pending") and hasattr(_eng, "grow")
-
-
 def newcomers_waiting():
-    """How many newcomers wait to join, the same on every rank: the largest
-    count any rank sees (zc_comm_join_pending is this rank's own view).
-    Collective when the grow API is built; 0 without it."""
-    if not grow_supported():
-        return 0
+    """How many newcomers wait to join, the same on every rank: the fewest
+    any rank sees (zc_comm_join_pending is this rank's own view of the
+    store; a grow admits every newcomer waiting when it starts).
+    Collective."""
     mine = torch.tensor([_eng.join_pending()], dtype=torch.int64)
-    return int(mpi_ops.allreduce(mine, op=mpi_ops.Max, name="zcomm.elastic.join_pending")[0])
+    return int(mpi_ops.allreduce(mine, op=mpi_ops.Min, name="zcomm.elastic.join_pending")[0])
 
 
 def reset(grow):
