@@ -6,6 +6,7 @@
 // The grown communicator is a new World: its own Device, connections,
 // segments (named after the generation) and context ids. The old
 // communicator keeps its own and stays usable until finalized.
+#include <unistd.h>
 #include <zcomm/zcomm.h>
 
 #include <cctype>
@@ -230,7 +231,7 @@ zc_status zc_comm_join(zc_comm** newcomm) {
   zc::JoinQueue queue(store.get());
   int64_t ticket = 0;
   zc::Admission adm;
-  st = queue.Enqueue(&ticket);
+  st = queue.Enqueue(zc::Format("%d %s", static_cast<int>(getpid()), zc::LocalHostId().c_str()), &ticket);
   if (st.ok()) st = queue.AwaitAdmission(ticket, dl, &adm);
   if (!st.ok()) return Fail(st.with_context(op));
   std::unique_ptr<zc_comm> made;

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 
+#include "bootstrap/join_queue.h"
 #include "bootstrap/store_protocol.h"
 #include "common/deadline.h"
 #include "common/log.h"
@@ -64,6 +66,27 @@ void GrowBootstrap::MarkAborted(StoreClient* store, int generation, const std::s
     ZC_WARN(kBootstrap, "grow generation %d: cannot mark it aborted: %s", generation, st.message().c_str());
 }
 
+Status GrowBootstrap::FindPid(int r, std::string* pid_host) {
+  pid_host->clear();
+  // Its own record, or for a newcomer the one it left when it queued.
+  for (const std::string& key : {Key(Format("pid/%d", r)), std::string()}) {
+    std::string where = key;
+    if (where.empty()) {
+      bool admitted = false;
+      const std::string ticket_key = JoinQueue::GenerationTicketKey(generation_, r);
+      ZC_RETURN_IF_ERROR(client_->Check(ticket_key, &admitted));
+      if (!admitted) return Status::Ok();
+      std::string ticket;
+      ZC_RETURN_IF_ERROR(client_->Get(ticket_key, &ticket, 1.0));
+      where = JoinQueue::PidKey(strtoll(ticket.c_str(), nullptr, 10));
+    }
+    bool there = false;
+    ZC_RETURN_IF_ERROR(client_->Check(where, &there));
+    if (there) return client_->Get(where, pid_host, 1.0);
+  }
+  return Status::Ok();
+}
+
 Status GrowBootstrap::CheckFailures() {
   bool aborted = false;
   ZC_RETURN_IF_ERROR(client_->Check(Key("abort"), &aborted));
@@ -76,11 +99,9 @@ Status GrowBootstrap::CheckFailures() {
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     if (!pid_known_[r]) {
-      bool there = false;
-      ZC_RETURN_IF_ERROR(client_->Check(Key(Format("pid/%d", r)), &there));
-      if (!there) continue;
       std::string v;
-      ZC_RETURN_IF_ERROR(client_->Get(Key(Format("pid/%d", r)), &v, 1.0));
+      ZC_RETURN_IF_ERROR(FindPid(r, &v));
+      if (v.empty()) continue;
       int pid = 0;
       char host[512] = {0};
       if (sscanf(v.c_str(), "%d %511s", &pid, host) == 2 && host_id_ == host) local_pids_[r] = pid;

@@ -4,7 +4,7 @@
 // each wait is cut into short slices, and between them it fails at once
 // when the generation was aborted (a participant saw a failure and said so
 // in the store), when a participant on this host has died (every one
-// publishes its pid first), or when the caller's check says so (a grow's
+// publishes its pid first; a newcomer's is known from when it queued), or when the caller's check says so (a grow's
 // survivors watch the old communicator's peers). So a rank or newcomer that
 // dies during a grow never makes the others wait for ZC_TIMEOUT.
 #pragma once
@@ -48,6 +48,8 @@ class GrowBootstrap : public Bootstrap {
   // Waits for key until timeout_s, a slice at a time, checking for failures.
   Status WaitKey(const std::string& key, std::string* value, double timeout_s, const std::string& what);
   Status CheckFailures();
+  // Rank r's "<pid> <host id>" ("" while unknown).
+  Status FindPid(int r, std::string* pid_host);
   std::string Key(const std::string& rest) const { return key_prefix_ + rest; }
 
   std::unique_ptr<StoreClient> client_;

@@ -32,8 +32,15 @@ Status ParseAdmission(int64_t ticket, const std::string& v, Admission* out) {
 
 }  // namespace
 
-Status JoinQueue::Enqueue(int64_t* ticket) {
-  return store_->Add(kWaiting, 1, ticket).with_context("join: taking a place in the job's queue");
+std::string JoinQueue::PidKey(int64_t ticket) { return TicketKey(ticket) + "/pid"; }
+
+std::string JoinQueue::GenerationTicketKey(int generation, int rank) {
+  return Format("zc.grow%d/ticket/%d", generation, rank);
+}
+
+Status JoinQueue::Enqueue(const std::string& pid_host, int64_t* ticket) {
+  ZC_RETURN_IF_ERROR(store_->Add(kWaiting, 1, ticket).with_context("join: taking a place in the job's queue"));
+  return store_->Set(PidKey(*ticket), pid_host).with_context("join: taking a place in the job's queue");
 }
 
 Status JoinQueue::Claim(int64_t ticket, bool* won) {
@@ -88,9 +95,11 @@ Status JoinQueue::BeginGeneration(int* generation, std::vector<int64_t>* admitte
 
 Status JoinQueue::Admit(int generation, int old_size, const std::vector<int64_t>& admitted) {
   const int size = old_size + static_cast<int>(admitted.size());
-  for (size_t i = 0; i < admitted.size(); ++i)
-    ZC_RETURN_IF_ERROR(
-        store_->Set(TicketKey(admitted[i]), Format("%d %d %d", generation, old_size + static_cast<int>(i), size)));
+  for (size_t i = 0; i < admitted.size(); ++i) {
+    const int rank = old_size + static_cast<int>(i);
+    ZC_RETURN_IF_ERROR(store_->Set(GenerationTicketKey(generation, rank), std::to_string(admitted[i])));
+    ZC_RETURN_IF_ERROR(store_->Set(TicketKey(admitted[i]), Format("%d %d %d", generation, rank, size)));
+  }
   return Status::Ok();
 }
 

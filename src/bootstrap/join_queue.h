@@ -6,12 +6,15 @@
 //   scanned          counter: tickets a grow has looked at (the next grow starts above)
 //   generation       counter: membership generations begun (a grow takes the next)
 //   ticket/<t>/claim counter: 1 for whoever claims ticket t first (a grow or its joiner)
+//   ticket/<t>/pid   the joiner's "<pid> <host id>", written right after it queued
 //   ticket/<t>       the joiner's admission: "<generation> <rank> <size>", or
 //                    "abort <why>" when the grow that claimed it failed
 // A ticket is claimed once, atomically, so a joiner that gives up and a grow
 // that admits it never both win. Each generation's rendezvous lives under
 // its own prefix (GrowBootstrap), so a late process of an older generation
-// cannot reach a newer one.
+// cannot reach a newer one; a grow writes "zc.grow<g>/ticket/<rank>" = t
+// for each newcomer, so that its participants can watch the newcomer's
+// process before it has published anything itself (GrowBootstrap).
 #pragma once
 
 #include <cstdint>
@@ -35,8 +38,13 @@ class JoinQueue {
  public:
   explicit JoinQueue(StoreClient* store) : store_(store) {}
 
-  // Joiner: takes a ticket (the joiner is then pending).
-  Status Enqueue(int64_t* ticket);
+  // Joiner: takes a ticket (the joiner is then pending) and says which
+  // process holds it (pid_host: "<pid> <host id>").
+  Status Enqueue(const std::string& pid_host, int64_t* ticket);
+  // The key of ticket t's "<pid> <host id>", and of the ticket of rank
+  // `rank` of generation g.
+  static std::string PidKey(int64_t ticket);
+  static std::string GenerationTicketKey(int generation, int rank);
   // Joiner: waits until a grow admits ticket; ZC_ERR_TIMEOUT at dl (then the
   // ticket is withdrawn unless a grow claimed it meanwhile: then its answer
   // is awaited a little longer).

@@ -169,6 +169,15 @@ std::string SyncState(zc_comm* grown, State* st) {
   return "";
 }
 
+// The process ids of grown's ranks, in rank order.
+std::string WhoIsWhere(zc_comm* grown, int proc, std::vector<int>* ids) {
+  ids->assign(static_cast<size_t>(zc_size(grown)), -1);
+  int32_t me = proc;
+  zc_status s = zc_allgather(grown, &me, ids->data(), 1, ZC_INT32);
+  if (s != ZC_OK) return std::string("allgather of ids: ") + zc_status_string(s) + ": " + zc_last_error(grown);
+  return "";
+}
+
 const zc::test::Env& EnvFor(const char* transport, int initial) {
   static thread_local zc::test::Env env;
   env = {{"ZC_TRANSPORT", transport}, {"ZC_TIMEOUT", "60"}, {"ZC_SOCKET_IFNAME", "lo"},
@@ -225,8 +234,12 @@ void GrowBy(const char* transport, int initial, int newcomers) {
     }
     std::string why = SyncState(grown, &st);
     CHILD_CHECK(why.empty(), "proc %d: %s", proc, why.c_str());
-    std::vector<int> ids(st.ids, st.ids + st.size);
-    CHILD_CHECK(ids[zc_rank(grown)] == proc, "proc %d has the place of %d", proc, ids[zc_rank(grown)]);
+    // The newcomers' ranks follow the order they queued in: who is where.
+    std::vector<int> ids;
+    why = WhoIsWhere(grown, proc, &ids);
+    CHILD_CHECK(why.empty(), "proc %d: %s", proc, why.c_str());
+    for (int r = 0; r < initial; ++r)
+      CHILD_CHECK(ids[r] == st.ids[r], "rank %d of the grown communicator is proc %d, not %d", r, ids[r], st.ids[r]);
     why = Steps(grown, ids, st.next_it, st.next_it + 9);
     CHILD_CHECK(why.empty(), "proc %d after grow: %s", proc, why.c_str());
     if (comm) {
