@@ -147,7 +147,7 @@ class ElasticState(unittest.TestCase):
         for name in ("run", "State", "ObjectState", "TorchState", "ElasticSampler"):
             self.assertTrue(hasattr(self.hvd.elastic, name), name)
 
-    def test_commit_without_grow_raises_nothing(self):
+    def test_commit_with_no_newcomer_waiting_raises_nothing(self):
         state = self.hvd.elastic.ObjectState(bcast_object=lambda o: o, get_rank=self.hvd.rank)
         state.commit()
         state.check_host_updates()
