@@ -4,6 +4,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "binding.h"
+#include "elastic_supervisor.h"
 #include "bootstrap/store_server.h"
 #include "common/config.h"
 #include "common/log.h"
@@ -247,6 +249,65 @@ int Supervise(const Options& opts, std::vector<RankProcess>* ranks, int signal_f
   return supervisor.Run();
 }
 
+// zcrun --elastic: a process that joins the running job (ZC_JOIN=1, no
+// rank: the job's grow gives it one), on host.
+Status SpawnJoiner(const Options& opts, const Job& job, const EnvList& exports, const std::string& host,
+                   int joiner_no, RankProcess* out) {
+  Node node;
+  node.host = host;
+  node.local = IsLocalHost(host);
+  EnvList env = exports;
+  env.emplace_back("ZC_JOIN", "1");
+  env.emplace_back("ZC_STORE", job.store_addr);
+  env.emplace_back("ZC_JOB_KEY", job.job_key);
+  env.emplace_back("ZC_LAUNCHER_PID", node.local ? std::to_string(getpid()) : "0");
+  SpawnRequest req;
+  req.rank = 1000 + joiner_no;
+  if (node.local) {
+    req.argv = opts.command;
+    req.env = MergeEnvironment(env);
+  } else {
+    ZC_RETURN_IF_ERROR(BuildRemoteArgv(opts.rsh, node.host, env, opts.command, &req.argv));
+    req.env = MergeEnvironment({});
+    req.stdin_data = SecretInput(env);
+  }
+  SpawnedRank sp;
+  ZC_RETURN_IF_ERROR(SpawnRank(req, &sp));
+  out->rank = req.rank;
+  out->host = node.local ? "localhost" : host;
+  out->pid = sp.pid;
+  out->out_fd = sp.out_fd;
+  out->err_fd = sp.err_fd;
+  out->via_remote_shell = !node.local && TemplateUsesRemoteShell(req.argv);
+  std::string prefix = Format("[j%d] ", joiner_no);
+  out->out = std::make_unique<LineForwarder>(1, prefix, opts.tag_output);
+  out->err = std::make_unique<LineForwarder>(2, prefix, opts.tag_output);
+  return Status::Ok();
+}
+
+// zcrun --elastic: supervises the started ranks and the joiners it adds.
+int SuperviseElastic(const Options& opts, const Job& job, std::vector<RankProcess>* ranks, int signal_fd) {
+  std::vector<RankProcess> started;
+  for (RankProcess& r : *ranks)
+    if (r.pid > 0) started.push_back(std::move(r));
+  ElasticOptions eo;
+  eo.min_np = opts.min_np ? opts.min_np : job.size;
+  eo.max_np = opts.max_np ? opts.max_np : (opts.host_discovery_script.empty() ? job.size : 1 << 20);
+  eo.discovery_script = opts.host_discovery_script;
+  for (const Node& n : job.placement.nodes)
+    eo.fixed_hosts[n.local ? "localhost" : n.host] += std::max(n.slots, n.nranks);  // as -H/--hostfile say
+  if (opts.host_lists.empty() && opts.hostfile.empty()) eo.fixed_hosts = {{"localhost", eo.max_np}};
+  eo.timeout_s = opts.timeout_s;
+  eo.store_addr = job.store_addr;
+  eo.job_key = job.job_key;
+  EnvList exports = ResolveExports(opts.exports);
+  ElasticSupervisor sup(std::move(started), signal_fd, eo,
+                        [&](const std::string& host, int no, RankProcess* out) {
+                          return SpawnJoiner(opts, job, exports, host, no, out);
+                        });
+  return sup.Run();
+}
+
 void CleanUp(Job* job) {
   job->store->Stop();
   std::string err;
@@ -263,7 +324,8 @@ int RunJob(const Options& opts, int signal_fd) {
   TraceCollector trace;
   std::vector<RankProcess> ranks;
   int spawn_failure = SpawnRanks(opts, job, &trace, &ranks);
-  int code = Supervise(opts, &ranks, signal_fd, spawn_failure, &trace);
+  int code = opts.elastic && !spawn_failure ? SuperviseElastic(opts, job, &ranks, signal_fd)
+                                            : Supervise(opts, &ranks, signal_fd, spawn_failure, &trace);
   if (code != 0 && !spawn_failure) trace.Report();
   CleanUp(&job);
   return code;

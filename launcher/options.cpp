@@ -68,6 +68,14 @@ std::string UsageText() {
       "                         current value (repeatable)\n"
       "  --tag-output           prefix every line with \"[rank] \" (default)\n"
       "  --no-tag-output        do not prefix lines\n"
+      "  --elastic              keep the job going while ranks fail (see\n"
+      "                         docs/elastic.md): replacements join it\n"
+      "  --min-np N             elastic: end the job when fewer than N ranks\n"
+      "                         live (default -np)\n"
+      "  --max-np N             elastic: at most N ranks (default -np, or the\n"
+      "                         slots the discovery script lists)\n"
+      "  --host-discovery-script S  elastic: S prints \"host:slots\" lines;\n"
+      "                         ranks join on new slots up to --max-np\n"
       "  -h, --help             this text\n"
       "  --version              print the version\n"
       "\n"
@@ -162,6 +170,21 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
       o.tag_output = true;
     } else if (name == "--no-tag-output") {
       o.tag_output = false;
+    } else if (name == "--elastic") {
+      o.elastic = true;
+    } else if (name == "--min-np" || name == "--max-np") {
+      ZC_RETURN_IF_ERROR(take_value(name, has_inline, inline_value, &value));
+      long n = 0;
+      if (!ParseInt(value.c_str(), 1, 1 << 20, &n))
+        return Error(ZC_ERR_INVALID_ARG, "bad %s '%s': expected a number of ranks >= 1", name.c_str(),
+                     value.c_str());
+      (name == "--min-np" ? o.min_np : o.max_np) = static_cast<int>(n);
+      o.elastic = true;
+    } else if (name == "--host-discovery-script") {
+      ZC_RETURN_IF_ERROR(take_value(name, has_inline, inline_value, &value));
+      if (value.empty()) return Error(ZC_ERR_INVALID_ARG, "--host-discovery-script is empty");
+      o.host_discovery_script = value;
+      o.elastic = true;
     } else if (name == "-h" || name == "--help") {
       o.help = true;
     } else if (name == "--version") {
@@ -179,6 +202,10 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
     if (o.command[0].empty())
       return Error(ZC_ERR_INVALID_ARG, "the program name is empty");
   }
+  if (o.min_np && o.max_np && o.min_np > o.max_np)
+    return Error(ZC_ERR_INVALID_ARG, "--min-np %d is above --max-np %d", o.min_np, o.max_np);
+  if (o.elastic && o.np && o.min_np > o.np)
+    return Error(ZC_ERR_INVALID_ARG, "--min-np %d is above -np %d", o.min_np, o.np);
   *out = std::move(o);
   return Status::Ok();
 }

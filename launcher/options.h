@@ -25,6 +25,12 @@ struct Options {
   bool help = false;
   bool version = false;
   std::vector<std::string> command;  // program and its arguments
+  // Elastic mode (launcher/elastic_supervisor.h), horovodrun's names:
+  // --elastic, or any of --min-np, --max-np, --host-discovery-script.
+  bool elastic = false;
+  int min_np = 0;                    // 0: -np
+  int max_np = 0;                    // 0: -np, or the discovered slots with a script
+  std::string host_discovery_script;
 };
 
 // Parses argv (argv[0] is zcrun itself). A usage error returns

@@ -3,7 +3,8 @@
 
     perf/run_suite.py --build BUILDDIR [--quick | --smoke] [--out DIR]
                       [--only machine,memcpy,p2p,allreduce2,allreduceN,
-                              bestmpi,limit,ps,engine,comm_init,torch,hvd]
+                              bestmpi,limit,ps,engine,comm_init,torch,hvd,
+                              recovery]
                       [--np N] [--no-docs-img] [--timeout-scale X]
                       [--ps-models vgg16,lstm] [--ps-reps R]
                       [--allow-missing-peers]
@@ -49,6 +50,11 @@ In one run:
              against DDP on gloo: training throughput in alternating pairs,
              and the engine's per-step overhead from Python with fusion on
              and off, negotiation collectives per cycle; 2 and 4 ranks.
+  * recovery: perf/recovery_bench.py, a rank of 4 killed (SIGKILL) in
+             training: time to the survivors' next completed step with
+             hvd.elastic.run (shrink, no restart) against restarting the
+             job (zcrun again) and reloading its last checkpoint from disk;
+             shm and tcp, in alternating rounds.
 Prints tables with ratios (zcomm time / peer time per size: below 1 means
 zcomm is faster), writes results.json, summary.md, logs/ and PNG plots into
 the output directory (default perf/results/, git-ignored) and copies the
@@ -106,6 +112,7 @@ MODES = {
         best_max="16M", best_rounds=2, best_p2p_iters=2000,
         tcpsock_min="256K", tcpsock_max="4M", tcpsock_rounds=3,
         tcpsock_iters=200,
+        recovery_rounds=3,
         timeout=240),
     # smoke: tiny sizes, one repetition: seconds per section; checks that
     # every program runs and the suite's verdict (tests/perf), not numbers.
@@ -127,6 +134,7 @@ MODES = {
         best_max="4K", best_rounds=1, best_p2p_iters=50,
         tcpsock_min="256K", tcpsock_max="512K", tcpsock_rounds=1,
         tcpsock_iters=5,
+        recovery_rounds=1,
         timeout=120),
     "full": dict(
         memcpy_size="256M", memcpy_iters=10,
@@ -153,6 +161,7 @@ MODES = {
         tcpsock_min="256K", tcpsock_max="4M", tcpsock_rounds=5,
         tcpsock_iters=1000,
         hvd_ranks=(2, 4), torch_timeout=600, reps=3,
+        recovery_rounds=5,
         timeout=1500),
 }
 
@@ -264,7 +273,8 @@ PEERS = {
                         "perf/peers/grpc_ps/grpc_ps_train"),
                  sections=("p2p", "ps")),
     "torch": dict(name="torch", package="python3-torch", progs=(),
-                  sections=("allreduce2", "allreduceN", "torch", "hvd")),
+                  sections=("allreduce2", "allreduceN", "torch", "hvd",
+                            "recovery")),
 }
 SETUP_SH = os.path.join(SRC_DIR, "scripts", "setup.sh")
 SECTIONS_WITH_TORCH = frozenset(PEERS["torch"]["sections"])
@@ -1052,6 +1062,27 @@ class Suite:
             self.mode["exposed_args"], env=self.python_env(),
             parser=lambda _: parse_exposed(jp), timeout=tmo)
 
+    def recovery_bench(self):
+        """perf/recovery_bench.py: shrink vs restart-and-reload after a
+        SIGKILL, 4 ranks, shm and tcp. Exit 77: torch is missing."""
+        job = Job("recovery", "recovery after a lost rank, 4 ranks: "
+                  "hvd.elastic shrink vs restart + checkpoint reload",
+                  "recovery", "zcomm.torch elastic", "recovery")
+        if not self.prog("launcher/zcrun"):
+            self.skip(job, "launcher/zcrun not built", missing=False)
+            return
+        jp = os.path.join(self.out, "recovery.json")
+        if os.path.exists(jp):
+            os.unlink(jp)
+        tmo = int(self.mode["torch_timeout"] * 2 * self.a.timeout_scale)
+        self.run(job, ["/usr/bin/python3", os.path.join(PERF_DIR, "recovery_bench.py"),
+                       "--json", jp, "--rounds", str(self.mode["recovery_rounds"]),
+                       "--transports", "shm,tcp"], env=self.python_env(),
+                 parser=lambda _: parse_recovery(jp), timeout=tmo)
+        if job.error and job.error.startswith("exit code 77"):
+            job.error = ("torch is not importable by /usr/bin/python3 "
+                         "(python3-torch missing?)")
+
     def hvd_bench(self):
         """perf/hvd_bench.py, one job per rank count: engine vs DDP-gloo
         throughput, the engine's per-step overhead with and without fusion.
@@ -1200,6 +1231,17 @@ def parse_exposed(jp):
                          ranks=m["ranks"], batch_per_rank=m["batch_per_rank"],
                          rounds=m["rounds"]))
     return rows
+
+
+def parse_recovery(jp):
+    """perf/recovery_bench.py's JSON: per transport, every round's shrink and
+    restart time (ms)."""
+    doc = load_json(jp)
+    if not doc or not doc.get("complete"):
+        return []
+    return [dict(what="recovery", transport=t, ranks=doc["ranks"],
+                 shrink_ms=v["shrink_ms"], restart_ms=v["restart_ms"],
+                 ratio=v["ratio"]) for t, v in sorted(doc["transports"].items())]
 
 
 def parse_hvd(path):
@@ -1516,6 +1558,23 @@ def plots(suite, out_dir):
         fig.savefig(path, dpi=110)
         plt.close(fig)
         made.append(path)
+    rec = [r for j in suite.group_jobs("recovery") for r in j.rows]
+    if rec:
+        fig, ax = plt.subplots(figsize=(7.5, 4.8))
+        width = 0.38
+        for i, (field, label) in enumerate((("shrink_ms", "hvd.elastic (shrink)"),
+                                            ("restart_ms", "restart + checkpoint reload"))):
+            st = [mmm(r[field]) for r in rec]
+            ax.bar([k + (i - 0.5) * width for k in range(len(rec))], [t[1] for t in st], width,
+                   yerr=[[t[1] - t[0] for t in st], [t[2] - t[1] for t in st]], capsize=3,
+                   label=label)
+        ax.axhline(1000, color="gray", linestyle=":", label="goal: 1 s")
+        ax.set_xticks(range(len(rec)))
+        ax.set_xticklabels(["%s, %d ranks" % (r["transport"], r["ranks"]) for r in rec])
+        ax.set_yscale("log")
+        ax.set_ylabel("SIGKILL to next completed step (ms)")
+        ax.set_title("recovery after a lost rank (median, min-max) — %s" % tag, fontsize=9)
+        save(fig, ax, "recovery.png", 8)
     return made
 
 def md_table(title, heads, rows, notes=()):
@@ -1938,6 +1997,30 @@ def hvd_report(suite):
     return [t1, t2], [m1, m2]
 
 
+def recovery_report(suite):
+    jobs = suite.group_jobs("recovery")
+    if not jobs:
+        return [], []
+    notes = ["%s: n/a: %s" % (j.label, j.error) for j in jobs if j.error]
+    heads = ["transport", "ranks", "shrink ms min / median / max",
+             "restart + reload ms min / median / max", "restart / shrink",
+             "goal shrink <= 1000 ms", "goal ratio >= 10"]
+    rows = []
+    for j in jobs:
+        for r in j.rows:
+            sh = mmm(r["shrink_ms"])
+            rows.append([r["transport"], str(r["ranks"]), fmt_mmm(sh),
+                         fmt_mmm(mmm(r["restart_ms"])), "%.1f" % r["ratio"],
+                         "met" if sh[1] <= 1000 else "NOT met",
+                         "met" if r["ratio"] >= 10 else "NOT met"])
+    t, m = md_table("recovery after a rank's SIGKILL: time to the survivors' "
+                    "next completed training step, hvd.elastic.run (shrink) "
+                    "vs the whole job restarted with zcrun and its last "
+                    "checkpoint reloaded from disk (perf/recovery_bench.py; "
+                    "medians' ratio)", heads, rows, notes)
+    return [t], [m]
+
+
 def report(suite):
     texts, mds = [], []
     m = suite.machine
@@ -1997,7 +2080,7 @@ def report(suite):
         texts.append(t)
         mds.append(md)
     for fn in (tcpsock_report, bestmpi_report, limit_report, ps_report, engine_report, comm_init_report, torch_report,
-               hvd_report):
+               hvd_report, recovery_report):
         t, md = fn(suite)
         texts += t
         mds += md
@@ -2005,7 +2088,8 @@ def report(suite):
 
 
 SECTIONS = ("machine", "memcpy", "p2p", "tcpsock", "allreduce2", "allreduceN",
-            "bestmpi", "limit", "ps", "engine", "comm_init", "torch", "hvd")
+            "bestmpi", "limit", "ps", "engine", "comm_init", "torch", "hvd",
+            "recovery")
 
 
 def main():
@@ -2097,6 +2181,8 @@ def main():
         suite.torch_bench()
     if "hvd" in only:
         suite.hvd_bench()
+    if "recovery" in only:
+        suite.recovery_bench()
 
     text, md = report(suite)
     log(text)

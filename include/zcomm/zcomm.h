@@ -569,6 +569,36 @@ zc_status zc_comm_shrink(zc_comm* comm, zc_comm** newcomm);
 zc_status zc_plan_start_on_stream(zc_plan* plan, const void* sendbuf, void* recvbuf, void* stream,
                                   zc_request** req);
 
+/* ---- Elastic membership: newcomers join a running job (docs/elastic.md) --
+ * New processes (a replacement for a lost rank, or extra capacity) join a
+ * running job at a point the application chooses. They wait in the job's
+ * store (zcrun's, or the store of the communicator's rendezvous: ZC_STORE
+ * and ZC_JOB_KEY in their environment, with ZC_JOIN=1); the ranks of a
+ * communicator grow it, collectively, into a new communicator of their own
+ * ranks and the newcomers, made from a fresh rendezvous in that store (a new
+ * membership generation: new connections, new shared-memory segments, its
+ * own context ids). The application then broadcasts its state to the
+ * newcomers. Each grow admits the newcomers waiting when it starts; a
+ * process of an older generation cannot disturb a newer one. */
+
+/* 1 when this process was started to join a running job (by zcrun --elastic, or ZC_JOIN=1 with
+ * the store's address in the environment); else 0. */
+zc_status zc_is_joiner(int* joining);
+/* Non-collective, cheap, no communication with peers beyond the launcher's store: the number of
+ * processes waiting to join the job of comm (0 when none or when the launcher is not elastic). Ranks
+ * may see different counts at one moment: agree (zc_comm_agree) before growing. */
+zc_status zc_comm_join_pending(zc_comm* comm, int* count);
+/* Collective over every rank of comm and the newcomers waiting (they call zc_comm_join): every
+ * caller gets *newcomm: comm's ranks first, in their order, then the newcomers; comm stays usable
+ * until finalized (it is not revoked: it keeps its own connections). Every wait has a deadline
+ * (ZC_TIMEOUT); a rank or newcomer dying during it gives a clear status on every other caller
+ * (ZC_ERR_PEER_LOST or ZC_ERR_ABORTED naming it), no hang. A communicator without a store (PMIx,
+ * a job of one) gives ZC_ERR_UNSUPPORTED. */
+zc_status zc_comm_grow(zc_comm* comm, zc_comm** newcomm);
+/* In a joiner: waits until the running job grows (zc_comm_grow) and returns the new communicator.
+ * ZC_ERR_TIMEOUT when no grow admits it within ZC_TIMEOUT (it then leaves the queue). */
+zc_status zc_comm_join(zc_comm** newcomm);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

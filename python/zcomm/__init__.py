@@ -12,7 +12,7 @@ API.
 
 from . import _zcomm
 from . import ps
-from .communicator import Communicator, init
+from .communicator import Communicator, init, is_joiner, join
 from .dtypes import Dtype, Op
 from .errors import DtypeError, Error, Status
 from .request import Request
@@ -23,7 +23,7 @@ UNIQUE_ID_BYTES = _zcomm.UNIQUE_ID_BYTES
 ANY_SOURCE = _zcomm.ANY_SOURCE
 
 __all__ = ["ANY_SOURCE", "Communicator", "Dtype", "DtypeError", "Error", "Op", "Request", "Status",
-           "UNIQUE_ID_BYTES", "get_unique_id", "init", "ps", "trace_label", "version"]
+           "UNIQUE_ID_BYTES", "get_unique_id", "init", "is_joiner", "join", "ps", "trace_label", "version"]
 
 
 def trace_label(label):

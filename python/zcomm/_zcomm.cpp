@@ -70,6 +70,9 @@ PYBIND11_MODULE(_zcomm, m) {
       .def("failed_ranks", &C::FailedRanks)
       .def("agree", &C::Agree)
       .def("shrink", &C::Shrink)
+      .def("join_pending", &C::JoinPending)
+      .def("grow", &C::Grow)
+      .def_static("join", &C::Join)
       .def("async_error", &C::AsyncError)
       .def("deregister", &C::Deregister)
       .def_property_readonly("rank", &C::rank)
@@ -118,6 +121,11 @@ PYBIND11_MODULE(_zcomm, m) {
       .def("ipull", &PsHandle::Ipull)
       .def("serve", &PsHandle::Serve)
       .def("free", &PsHandle::Free);
+  m.def("is_joiner", [] {
+    int joining = 0;
+    zcpy::Check(zc_is_joiner(&joining), nullptr);
+    return joining != 0;
+  });
   m.attr("PS_WORKER") = static_cast<int>(ZC_PS_WORKER);
   m.attr("PS_SERVER") = static_cast<int>(ZC_PS_SERVER);
   m.attr("PS_BOTH") = static_cast<int>(ZC_PS_BOTH);

@@ -1,5 +1,7 @@
 // CommHandle's fault tolerance (zcomm.h "Fault tolerance"): revoke, agree,
-// shrink and the failed ranks, for Communicator.revoke/agree/shrink.
+// shrink and the failed ranks, for Communicator.revoke/agree/shrink; and
+// elastic membership (zcomm.h "Elastic membership"), for
+// Communicator.join_pending/grow and zcomm.join.
 #include <vector>
 
 #include "comm_handle.h"
@@ -40,6 +42,27 @@ std::pair<int, std::vector<int>> CommHandle::Agree(int flag) {
 std::shared_ptr<CommHandle> CommHandle::Shrink() {
   zc_comm* c = nullptr;
   Call("shrink", [&](zc_comm* comm) -> zc_status { return zc_comm_shrink(comm, &c); });
+  return std::make_shared<CommHandle>(c);
+}
+
+int CommHandle::JoinPending() {
+  int count = 0;
+  Call("join_pending", [&](zc_comm* c) { return zc_comm_join_pending(c, &count); });
+  return count;
+}
+
+std::shared_ptr<CommHandle> CommHandle::Grow() {
+  zc_comm* c = nullptr;
+  Call("grow", [&](zc_comm* comm) -> zc_status { return zc_comm_grow(comm, &c); });
+  return std::make_shared<CommHandle>(c);
+}
+
+std::shared_ptr<CommHandle> CommHandle::Join() {
+  zc_comm* c = nullptr;
+  {
+    py::gil_scoped_release nogil;
+    Check(zc_comm_join(&c), nullptr);
+  }
   return std::make_shared<CommHandle>(c);
 }
 

@@ -45,6 +45,11 @@ class CommHandle : public std::enable_shared_from_this<CommHandle> {
   // (the agreed flag, the ranks agreed failed: empty when none).
   std::pair<int, std::vector<int>> Agree(int flag);
   std::shared_ptr<CommHandle> Shrink();
+  // Elastic membership (comm_elastic.cpp): zc_comm_join_pending,
+  // zc_comm_grow, and in a joiner zc_comm_join.
+  int JoinPending();
+  std::shared_ptr<CommHandle> Grow();
+  static std::shared_ptr<CommHandle> Join();
   // (status, message): (ZC_OK, "") while the communicator is healthy.
   std::pair<int, std::string> AsyncError();
   void Deregister(const py::object& buf);

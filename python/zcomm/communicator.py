@@ -122,6 +122,27 @@ class Communicator:
         live ranks; a rank dying meanwhile is handled."""
         return Communicator(self._h.shrink())
 
+    def join_pending(self):
+        """How many processes wait to join this job (``zc_comm_join_pending``):
+        not collective, asks only the job's store; ranks may see different
+        counts at one moment, so agree before growing."""
+        return self._h.join_pending()
+
+    def grow(self):
+        """A communicator of this one's ranks, in order, then the newcomers
+        waiting (``zc_comm_grow``), from a fresh rendezvous. Collective over
+        this communicator's ranks and the newcomers (they call
+        :func:`zcomm.join`). This communicator stays usable until finalized.
+        Broadcast the application's state to the newcomers next."""
+        return Communicator(self._h.grow())
+
+    @classmethod
+    def join(cls):
+        """In a process started to join a running job (:func:`zcomm.is_joiner`):
+        waits until the job grows and returns the grown communicator
+        (``zc_comm_join``)."""
+        return cls(_zcomm.CommHandle.join())
+
     def __enter__(self):
         return self
 
@@ -547,3 +568,15 @@ class Communicator:
 def init():
     """:meth:`Communicator.init`: a communicator from the environment."""
     return Communicator.init()
+
+
+def is_joiner():
+    """True when this process was started to join a running job (by
+    ``zcrun --elastic``, or ``ZC_JOIN=1`` with the job's store in the
+    environment); then call :func:`join` instead of :func:`init`."""
+    return _zcomm.is_joiner()
+
+
+def join():
+    """:meth:`Communicator.join`: in a joiner, the grown communicator."""
+    return Communicator.join()

@@ -22,6 +22,7 @@
 #include "api/stream_p2p.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/launcher_watch.h"
+#include "bootstrap/store_client.h"
 #include "bootstrap/store_server.h"
 #include "common/config.h"
 #include "common/flight_recorder.h"
@@ -54,11 +55,16 @@ struct World {
   std::set<uint32_t> retired_contexts;
   // One shrink at a time over this World (api/elastic_c.cpp).
   std::mutex shrink_mu;
+  // A connection to the job's store for zc_comm_join_pending and
+  // zc_comm_grow (api/grow_c.cpp), made on first use; one grow at a time.
+  std::mutex grow_mu;
+  std::unique_ptr<StoreClient> grow_store;
 
   ~World() {
     launcher_watch.reset();  // its hook uses the device
     device.reset();  // before the bootstrap and the store it may use
     bootstrap.reset();
+    grow_store.reset();
     rendezvous.reset();
   }
 };
@@ -136,6 +142,9 @@ struct zc_comm {
 };
 
 namespace zc::api {
+// A World over bootstrap (its Device, the launcher's watch); collective
+// over the bootstrap's ranks (comm_c.cpp).
+Status MakeWorldOver(const Config& config, std::unique_ptr<Bootstrap> bootstrap, std::shared_ptr<World>* out);
 // The communicator of `members` (Device ranks in the new rank order) over
 // world with context ctx (comm_c.cpp). Collective over the members.
 // parent_gpu: the DevicePath of the communicator it comes from, or null.

@@ -36,10 +36,22 @@ using zc::Status;
 // Bootstrap and Device of a new World (collective over the bootstrap's ranks).
 Status MakeWorld(const zc::Config& config, std::unique_ptr<zc::StoreServer> rendezvous,
                  const std::string& key_prefix, std::shared_ptr<zc::World>* out) {
+  std::unique_ptr<zc::Bootstrap> bootstrap;
+  ZC_RETURN_IF_ERROR(zc::Bootstrap::Create(config, &bootstrap, key_prefix).with_context("bootstrap"));
+  ZC_RETURN_IF_ERROR(zc::api::MakeWorldOver(config, std::move(bootstrap), out));
+  (*out)->rendezvous = std::move(rendezvous);
+  return Status::Ok();
+}
+
+}  // namespace
+
+namespace zc::api {
+
+Status MakeWorldOver(const zc::Config& config, std::unique_ptr<zc::Bootstrap> bootstrap,
+                     std::shared_ptr<zc::World>* out) {
   auto w = std::make_shared<zc::World>();
   w->config = config;
-  w->rendezvous = std::move(rendezvous);
-  ZC_RETURN_IF_ERROR(zc::Bootstrap::Create(config, &w->bootstrap, key_prefix).with_context("bootstrap"));
+  w->bootstrap = std::move(bootstrap);
   zc::log::SetRank(w->bootstrap->rank());
   ZC_RETURN_IF_ERROR(zc::Device::Create(w->bootstrap.get(), config, &w->device)
                          .with_context(zc::Format("rank %d", w->bootstrap->rank())));
@@ -48,6 +60,10 @@ Status MakeWorld(const zc::Config& config, std::unique_ptr<zc::StoreServer> rend
   *out = std::move(w);
   return Status::Ok();
 }
+
+}  // namespace zc::api
+
+namespace {
 
 // The flight recorder of a new communicator (ZC_TRACE_BUFFER_SIZE, ZC_TRACE_DIR).
 std::shared_ptr<zc::trace::FlightRecorder> MakeRecorder(const zc::World& world, const zc_comm& comm, uint32_t ctx) {

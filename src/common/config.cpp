@@ -19,6 +19,8 @@ const std::vector<ConfigVar>& ConfigVars() {
        "secret every bootstrap and data connection proves it knows"},
       {"ZC_LAUNCHER_PID", "(set by zcrun)",
        "pid of zcrun on this host (0: zcrun runs on another host); ranks watch it and exit when it dies"},
+      {"ZC_JOIN", "(set by zcrun --elastic)",
+       "1: this process joins a running job (zc_is_joiner, zc_comm_join) instead of starting one"},
       {"ZC_TIMEOUT", "300", "deadline in seconds of every wait"},
       {"ZC_DEBUG", "WARN", "log level: NONE, WARN, INFO or TRACE"},
       {"ZC_DEBUG_SUBSYS", "all",

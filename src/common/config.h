@@ -21,6 +21,10 @@ struct Config {
   // ZC_LAUNCHER_PID: zcrun's pid on this host, 0 when zcrun is on another
   // host, -1 when not launched by zcrun (then nothing watches a launcher).
   int launcher_pid = -1;
+  // Membership generation of a grown job (api/grow_c.cpp), not from the
+  // environment: 0 for the job as started; above 0 the Device's segment
+  // names carry it, so they never collide with an older generation's.
+  int generation = 0;
 
   double timeout_s = 300.0;          // ZC_TIMEOUT: deadline of every wait
   log::Level debug = log::Level::kWarn;

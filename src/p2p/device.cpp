@@ -102,6 +102,10 @@ Status Device::ExchangePeerInfo(const std::string& host_id, std::vector<PeerInfo
   job_tag_ = job_key_.substr(0, 16);
   for (char& ch : job_tag_)
     if (!isalnum(static_cast<unsigned char>(ch))) ch = 'x';
+  // "<tag>-g<n>": the job's prefix still matches (zcrun's clean-up), a
+  // rank's ("<tag>-<rank>-") does not (the sweep of an older generation's
+  // lost ranks).
+  if (config_.generation > 0) job_tag_ += Format("-g%d", config_.generation);
   return Status::Ok();
 }
 

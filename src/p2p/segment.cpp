@@ -1,6 +1,7 @@
 #include "p2p/segment.h"
 
 #include <dirent.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/file.h>
@@ -11,6 +12,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/log.h"
@@ -117,6 +119,24 @@ bool Segment::HasSegmentOf(const std::string& tag, int rank, const char* dir) {
   bool found = false;
   while (struct dirent* e = readdir(d))
     if (strncmp(e->d_name, head.c_str(), head.size()) == 0) found = true;
+  closedir(d);
+  return found;
+}
+
+bool Segment::HasSegmentOfDeadProcess(const std::string& tag, const char* dir) {
+  const std::string head = "zc-" + tag + "-";
+  DIR* d = opendir(dir);
+  if (!d) return false;
+  bool found = false;
+  while (struct dirent* e = readdir(d)) {
+    if (strncmp(e->d_name, head.c_str(), head.size()) != 0) continue;
+    const char* q = e->d_name + head.size();
+    char* end = nullptr;
+    strtol(q, &end, 10);  // the rank
+    if (end == q || *end != '-') continue;
+    long pid = strtol(end + 1, &end, 10);
+    if (pid > 0 && *end == '-' && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) found = true;
+  }
   closedir(d);
   return found;
 }

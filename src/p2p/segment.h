@@ -36,6 +36,9 @@ class Segment {
   static int SweepStale(const char* dir = "/dev/shm");
   // Whether `dir` holds a segment of job `tag` made by `rank` ("zc-<tag>-<rank>-").
   static bool HasSegmentOf(const std::string& tag, int rank, const char* dir = "/dev/shm");
+  // Whether a segment "zc-<tag>-<rank>-<pid>-..." of a process that no
+  // longer exists (on this host) is in dir.
+  static bool HasSegmentOfDeadProcess(const std::string& tag, const char* dir = "/dev/shm");
 
   // Unlinks this process's own segments "zc-<tag>-<rank>-<pid>-<n>" from
   // /dev/shm (the mappings stay valid). Async-signal-safe (raw system calls,

@@ -80,6 +80,11 @@ TEST(Options, Errors) {
       {{"--hostfile", "a", "--hostfile", "b", "p"}, "--hostfile given twice"},
       {{"--frobnicate", "p"}, "unknown option '--frobnicate'"},
       {{"-H"}, "option -H needs a value"},
+      {{"--min-np", "0", "p"}, "bad --min-np '0'"},
+      {{"--max-np", "x", "p"}, "bad --max-np 'x'"},
+      {{"--min-np", "3", "--max-np", "2", "p"}, "--min-np 3 is above --max-np 2"},
+      {{"-np", "2", "--min-np", "3", "p"}, "--min-np 3 is above -np 2"},
+      {{"--host-discovery-script", "", "p"}, "--host-discovery-script is empty"},
   };
   for (const Case& c : cases) {
     Options o;
@@ -88,6 +93,22 @@ TEST(Options, Errors) {
     EXPECT_NE(st.message().find(c.message), std::string::npos)
         << "got: " << st.message();
   }
+}
+
+TEST(Options, ElasticUsesHorovodsNames) {
+  Options o;
+  ASSERT_TRUE(Parse({"-np", "4", "p"}, &o).ok());
+  EXPECT_FALSE(o.elastic);
+  ASSERT_TRUE(Parse({"-np", "4", "--min-np", "2", "--max-np=6", "p"}, &o).ok());
+  EXPECT_TRUE(o.elastic);
+  EXPECT_EQ(o.min_np, 2);
+  EXPECT_EQ(o.max_np, 6);
+  ASSERT_TRUE(Parse({"-np", "2", "--host-discovery-script", "./hosts.sh", "p"}, &o).ok());
+  EXPECT_TRUE(o.elastic);
+  EXPECT_EQ(o.host_discovery_script, "./hosts.sh");
+  ASSERT_TRUE(Parse({"--elastic", "-np", "2", "p"}, &o).ok());
+  EXPECT_TRUE(o.elastic);
+  EXPECT_EQ(o.min_np, 0);  // then -np
 }
 
 TEST(Hosts, ListSyntax) {

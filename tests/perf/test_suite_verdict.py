@@ -4,7 +4,8 @@ leaves no (or an unfinished) result; exit 1 before running anything when a
 peer that scripts/setup.sh --perf installs is missing from the build; 0 when
 all is well. The zcomm program is a stand-in in a fake build folder, so each
 case takes about a second; one real run (--smoke --only p2p of the real
-build) checks that the suite still reads zc_p2p's JSON.
+build) checks that the suite still reads zc_p2p's JSON; --smoke runs of the
+sections limit, tcpsock and recovery check theirs.
 
     test_suite_verdict.py RUN_SUITE_PY REAL_BUILD_DIR
 """
@@ -62,12 +63,12 @@ sys.exit(1 if mode == "fail" else 0)
 """
 
 
-def suite(build, out, *extra, env=None, only="p2p"):
+def suite(build, out, *extra, env=None, only="p2p", timeout=300):
     cmd = ["/usr/bin/python3", SUITE, "--build", build, "--smoke", "--only",
            only, "--out", out, "--no-docs-img"] + list(extra)
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True, env=dict(os.environ, **(env or {})),
-                       timeout=300)
+                       timeout=timeout)
     return p.returncode, p.stdout
 
 
@@ -134,6 +135,25 @@ with tempfile.TemporaryDirectory() as tmp:
     check(len(ts) == 2 and all(j["rows"] and not j["error"] for j in ts),
           "2 tcpsock jobs with rows and no error (%d)" % len(ts), text)
     check("zcomm / socket" in text, "the tcp/socket table is printed", text)
+
+    # Recovery after a lost rank: one round of shrink and of restart + reload
+    # per transport, both times and their ratio (needs torch).
+    try:
+        import torch  # noqa: F401
+        have_torch = True
+    except ImportError:
+        have_torch = False
+    if have_torch:
+        rc, text = suite(REAL_BUILD, out, "--allow-missing-peers", only="recovery",
+                         timeout=900)
+        check(rc == 0, "real --smoke --only recovery: rc %d" % rc, text)
+        res = json.load(open(os.path.join(out, "results.json")))
+        rec = [r for j in res["jobs"] if j["kind"] == "recovery" and not j["error"]
+               for r in j["rows"]]
+        check(sorted(r["transport"] for r in rec) == ["shm", "tcp"] and
+              all(r["shrink_ms"][0] > 0 and r["restart_ms"][0] > 0 for r in rec),
+              "recovery rows for shm and tcp with both times (%s)" % rec, text)
+        check("restart / shrink" in text, "the recovery table is printed", text)
 
 if failures:
     print("%d check(s) failed" % len(failures))

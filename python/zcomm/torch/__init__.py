@@ -65,9 +65,12 @@ from .mpi_ops import (Adasum, Average, HorovodInternalError, Max, Min, Product, 
                       remove_process_set, rocm_built, shutdown, size, sparse_allreduce_async,
                       synchronize)
 from .optimizer import DistributedOptimizer  # noqa: E402
+from .mpi_ops import init_rank  # noqa: E402  (a zcomm extension: ranks from a unique id)
+from .exceptions import HostsUpdatedInterrupt  # noqa: E402
+from . import elastic  # noqa: E402  (Horovod's hvd.elastic)
 
 __all__ = ["BACKEND", "ProcessGroupZcomm", "create_process_group", "zcomm_version",
-           "monitored_barrier",
+           "monitored_barrier", "elastic", "HostsUpdatedInterrupt", "init_rank",
            "Compression", "DistributedOptimizer", "HorovodInternalError",
            "Average", "Sum", "Adasum", "Min", "Max", "Product", "ProcessSet", "global_process_set",
            "add_process_set", "remove_process_set", "grouped_allgather",

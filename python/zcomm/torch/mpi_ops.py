@@ -173,23 +173,58 @@ def init(comm=None, process_sets=None):
     is_initialized() is False, so it does nothing while this rank has not
     been told that the engine stopped, and starts anew after a call raised
     that it had (a peer's shutdown(), a lost peer)."""
-    global _atexit_registered, _handle_map
     if comm is not None:
         raise ValueError("zcomm.torch.init: comm= (an MPI communicator or a list of ranks) is "
                          "not supported; zcomm takes every rank of the job from the environment "
                          "(use process sets for subsets)")
+    process_sets = _sets_arg(process_sets)
+    if _eng.init():  # a new engine: what belonged to the old one is gone
+        _forget_engine()
+    _after_init(process_sets)
+
+
+def init_rank(uid, nranks, rank, process_sets=None):
+    """init() for ranks started without a launcher (a zcomm extension): the
+    communicator from a zcomm unique id (zcomm.get_unique_id(), made on one
+    rank and carried to the others), as zcomm.Communicator.from_unique_id.
+    Collective over the nranks ranks."""
+    process_sets = _sets_arg(process_sets)
+    if _eng.init_rank(bytes(uid), int(nranks), int(rank)):
+        _forget_engine()
+    _after_init(process_sets)
+
+
+def _sets_arg(process_sets):
     if isinstance(process_sets, str):
         if process_sets != "dynamic":
             raise ValueError("zcomm.torch.init: process_sets must be a list of ProcessSet or "
                              "'dynamic', got %r" % (process_sets,))
         process_sets = None  # sets may always be added after init
-    if _eng.init():  # a new engine: what belonged to the old one is gone
-        with _lock:
-            _handle_map = {}
-            _noname.clear()
-        for ps in _registered_sets:
-            ps._invalidate()
-        del _registered_sets[:]
+    return process_sets
+
+
+def _forget_engine():
+    """What belonged to the engine that stopped: handles, process sets."""
+    global _handle_map
+    with _lock:
+        _handle_map = {}
+        _noname.clear()
+    for ps in _registered_sets:
+        ps._invalidate()
+    del _registered_sets[:]
+
+
+def _shrink():
+    """Elastic recovery (zcomm.torch.elastic): the engine restarts on the
+    live ranks, renumbered in order; process sets are removed. Collective
+    over the live ranks."""
+    _forget_engine()
+    _eng.shrink()
+    global_process_set.ranks = list(range(_eng.size()))
+
+
+def _after_init(process_sets):
+    global _atexit_registered
     global_process_set.ranks = list(range(_eng.size()))
     seen = [global_process_set.ranks] + [ps.ranks for ps in _registered_sets]
     for ps in process_sets or []:

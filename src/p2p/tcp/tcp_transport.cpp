@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <thread>
@@ -73,7 +75,8 @@ class TcpTransport final : public Transport {
   Status DialPeers(const std::vector<std::string>& all, const Deadline& dl);
   Status DialPeer(int p, const std::string& address, const Deadline& dl);
   // One socket to host:port, retried when the peer cut the handshake short.
-  Status Dial(const std::string& host, int port, int index, Socket* s, const Deadline& dl);
+  Status Dial(int peer, const std::string& host, int port, int index, Socket* s, const Deadline& dl);
+  Status ConnectWhileAlive(int peer, const std::string& host, int port, const Deadline& dl, int* fd);
   Status ClientHandshake(int fd, int index, const Deadline& dl);
   // Shutdown's first step: the lazy flags, then a goodbye on every live socket.
   void SayGoodbye();
@@ -149,8 +152,19 @@ int TcpTransport::MakeSockets() {
 
 Status TcpTransport::ConnectSockets(const std::vector<std::string>& all, int expected) {
   Deadline dl(setup_.config.timeout_s);
-  std::thread acceptor([this, expected, dl] { listener_.Run(&by_peer_, per_peer_, expected, dl); });
+  std::atomic<bool> accepted{false};
+  std::thread acceptor([this, expected, dl, &accepted] {
+    listener_.Run(&by_peer_, per_peer_, expected, dl);
+    accepted.store(true);
+  });
   Status cst = DialPeers(all, dl);
+  // The lower ranks dial us: one that died (a process of this host that
+  // exited) never will, so do not wait for it until the deadline.
+  while (cst.ok() && !accepted.load()) {
+    for (int p = 0; p < setup_.rank && cst.ok(); ++p)
+      if (std::find(peers_.begin(), peers_.end(), p) != peers_.end()) cst = host_->Health(p);
+    if (cst.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   if (!cst.ok()) listener_.Stop();
   acceptor.join();
   ZC_RETURN_IF_ERROR(cst);
@@ -170,14 +184,14 @@ Status TcpTransport::DialPeer(int p, const std::string& address, const Deadline&
   std::string host;
   int port;
   ZC_RETURN_IF_ERROR(net::ParseHostPort(address, &host, &port));
-  for (int i = 0; i < per_peer_; ++i) ZC_RETURN_IF_ERROR(Dial(host, port, i, by_peer_[p][i], dl));
+  for (int i = 0; i < per_peer_; ++i) ZC_RETURN_IF_ERROR(Dial(p, host, port, i, by_peer_[p][i], dl));
   return Status::Ok();
 }
 
-Status TcpTransport::Dial(const std::string& host, int port, int index, Socket* s, const Deadline& dl) {
+Status TcpTransport::Dial(int peer, const std::string& host, int port, int index, Socket* s, const Deadline& dl) {
   for (int attempt = 1;; ++attempt) {
     int fd;
-    Status st = net::Connect(host, port, dl, &fd);
+    Status st = ConnectWhileAlive(peer, host, port, dl, &fd);
     if (!st.ok()) return st;
     st = ClientHandshake(fd, index, Deadline(std::min(dl.remaining_s(), 2 * kHandshakeSeconds)));
     if (st.ok()) {
@@ -189,6 +203,18 @@ Status TcpTransport::Dial(const std::string& host, int port, int index, Socket* 
     // The peer shed our connection among a crowd of strangers: again.
     if (st.code() != ZC_ERR_PEER_LOST || attempt == kConnectAttempts || dl.expired())
       return st.with_context(Format("attempt %d of %d", attempt, kConnectAttempts));
+  }
+}
+
+// net::Connect in slices of a quarter second: its listener was up when it
+// published its address, so a peer that keeps refusing may have died; a
+// dead process of this host is seen between slices (Health), not at dl.
+Status TcpTransport::ConnectWhileAlive(int peer, const std::string& host, int port, const Deadline& dl, int* fd) {
+  for (;;) {
+    Deadline slice(std::max(0.001, std::min(dl.remaining_s(), 0.25)));
+    Status st = net::Connect(host, port, slice, fd);
+    if (st.code() != ZC_ERR_TIMEOUT || dl.expired()) return st;
+    ZC_RETURN_IF_ERROR(host_->Health(peer));
   }
 }
 

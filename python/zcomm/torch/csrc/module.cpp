@@ -24,6 +24,18 @@ static void BindEngine(py::module& m) {
   e.attr("MAX") = static_cast<int>(ZC_MAX);
   e.attr("AVG") = static_cast<int>(ZC_AVG);
   e.def("init", [] { return h::Sets().Init(); });  // True: started an engine
+  e.def("init_rank", [](py::bytes uid, int nranks, int rank) {
+    return h::Sets().InitRank(std::string(uid), nranks, rank);
+  }, py::arg("uid"), py::arg("nranks"), py::arg("rank"));
+  e.def("shrink", [] {
+    h::Sets().Shrink();
+    h::ReapOrphans(true);
+  });
+  e.def("join_pending", [] { return h::Sets().JoinPending(); });
+  e.def("grow", [] {
+    h::Sets().Grow();
+    h::ReapOrphans(true);
+  });
   e.def("shutdown", [] {
     h::Sets().Shutdown();
     h::ReapOrphans(true);  // every operation has ended

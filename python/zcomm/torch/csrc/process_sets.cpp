@@ -60,18 +60,103 @@ void ProcessSetTable::StopSeen() {
 bool ProcessSetTable::Init() {
   GilReleased nogil;
   std::unique_lock<std::shared_mutex> lock(mu_);
-  if (!sets_.empty()) {
-    // Only this rank's own calls decide, as for is_initialized(): every
-    // rank's init() then meets the others' in the same count, however
-    // soon a peer's shutdown() stopped the engine.
-    if (!stop_seen_.load()) return false;
-    FreeAll();  // a stop this rank was told of (a peer's shutdown, a lost peer): start anew
-  }
-  auto global = std::make_unique<ProcessSet>();
-  zc_status st = zc_init(&global->comm);
+  if (!ReadyForInit()) return false;
+  // A process that zcrun --elastic started to join a running job waits
+  // for the ranks' grow (Grow() there) instead of a rendezvous of its own.
+  int joiner = 0;
+  zc_status st = zc_is_joiner(&joiner);
+  const char* how = joiner ? "zc_comm_join" : "zc_init";
+  zc_comm* comm = nullptr;
+  if (st == ZC_OK) st = joiner ? zc_comm_join(&comm) : zc_init(&comm);
   if (st != ZC_OK)
-    throw EngineError(std::string("zcomm.torch: init: zc_init failed: ") + zc_status_string(st) + ": " +
+    throw EngineError(std::string("zcomm.torch: init: ") + how + " failed: " + zc_status_string(st) + ": " +
                       zc_last_error(nullptr));
+  Start(comm, "init");
+  return true;
+}
+
+int ProcessSetTable::JoinPending() const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  ThrowIfStopped("join_pending");
+  int count = 0;
+  zc_status st = zc_comm_join_pending(global_comm(), &count);
+  if (st != ZC_OK)
+    throw EngineError(Who() + ": join_pending: " + zc_status_string(st) + ": " + zc_last_error(global_comm()));
+  return count;
+}
+
+void ProcessSetTable::Grow() {
+  GilReleased nogil;
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  ThrowIfStopped("grow");
+  const std::string who = Who() + ": grow: ";
+  for (auto& [id, s] : sets_) {
+    if (s->engine) zc_engine_destroy(s->engine);
+    s->engine = nullptr;
+  }
+  zc_comm* next = nullptr;
+  zc_status st = zc_comm_grow(global_comm(), &next);
+  std::string cause = st == ZC_OK ? "" : std::string(zc_status_string(st)) + ": " + zc_last_error(global_comm());
+  FreeAll();  // the old communicators (collective over the old ranks, every one of them here)
+  stop_seen_ = false;
+  if (st != ZC_OK) throw EngineError(who + cause);
+  Start(next, "grow");
+}
+
+bool ProcessSetTable::InitRank(const std::string& uid, int nranks, int rank) {
+  GilReleased nogil;
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  if (!ReadyForInit()) return false;
+  const std::string who = "zcomm.torch rank " + std::to_string(rank) + "/" + std::to_string(nranks) +
+                          ": init_rank: ";
+  if (uid.size() != sizeof(zc_unique_id))
+    throw InvalidArgument(who + "the unique id must be " + std::to_string(sizeof(zc_unique_id)) +
+                          " bytes (zcomm.get_unique_id()), got " + std::to_string(uid.size()));
+  zc_unique_id id;
+  std::copy(uid.begin(), uid.end(), id.internal);
+  zc_comm* comm = nullptr;
+  zc_status st = zc_comm_init_rank(&comm, nranks, &id, rank);
+  if (st != ZC_OK)
+    throw EngineError(who + zc_status_string(st) + ": " + zc_last_error(nullptr));
+  Start(comm, "init_rank");
+  return true;
+}
+
+bool ProcessSetTable::ReadyForInit() {
+  if (sets_.empty()) return true;
+  // Only this rank's own calls decide, as for is_initialized(): every
+  // rank's init() then meets the others' in the same count, however
+  // soon a peer's shutdown() stopped the engine.
+  if (!stop_seen_.load()) return false;
+  FreeAll();  // a stop this rank was told of (a peer's shutdown, a lost peer): start anew
+  return true;
+}
+
+void ProcessSetTable::Shrink() {
+  GilReleased nogil;
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  ThrowIfStopped("shrink");
+  const std::string who = Who() + ": shrink: ";
+  // The engines first (their threads wait on the broken communicator; a
+  // revoked one ends them at once), then the survivors' communicator, then
+  // the old communicators (revoked: finalize returns at once).
+  for (auto& [id, s] : sets_) {
+    if (s->engine) zc_engine_destroy(s->engine);
+    s->engine = nullptr;
+  }
+  zc_comm* next = nullptr;
+  zc_status st = zc_comm_shrink(global_comm(), &next);
+  std::string cause = st == ZC_OK ? "" : std::string(zc_status_string(st)) + ": " + zc_last_error(global_comm());
+  FreeAll();
+  stop_seen_ = false;
+  if (st != ZC_OK) throw EngineError(who + cause);
+  Start(next, "shrink");
+}
+
+void ProcessSetTable::Start(zc_comm* comm, const char* what) {
+  auto global = std::make_unique<ProcessSet>();
+  global->comm = comm;
+  zc_status st = ZC_OK;
   const int rank = zc_rank(global->comm), size = zc_size(global->comm);
   const int local_rank = zc_local_rank(global->comm);
   // Horovod's cross communicator: the ranks with this rank's local rank (one
@@ -81,8 +166,8 @@ bool ProcessSetTable::Init() {
   st = zc_allgather(global->comm, &mine, locals.data(), 1, ZC_INT32);
   if (st == ZC_OK) st = zc_engine_create(global->comm, &global->engine);
   if (st != ZC_OK) {
-    std::string msg = "zcomm.torch rank " + std::to_string(rank) + "/" + std::to_string(size) + ": init: " +
-                      zc_status_string(st) + ": " + zc_last_error(global->comm);
+    std::string msg = "zcomm.torch rank " + std::to_string(rank) + "/" + std::to_string(size) + ": " +
+                      what + ": " + zc_status_string(st) + ": " + zc_last_error(global->comm);
     zc_finalize(global->comm);
     throw EngineError(msg);
   }
@@ -105,7 +190,6 @@ bool ProcessSetTable::Init() {
   sets_[0] = std::move(global);
   next_id_ = 1;
   stop_seen_ = false;
-  return true;
 }
 
 void ProcessSetTable::FreeAll() {

@@ -71,11 +71,29 @@ class SetRef {
 class ProcessSetTable {
  public:
   // Makes the global set from the environment (zcrun, PMIx under mpirun, or
-  // a single process) and starts its engine, exactly when Running() is
+  // a single process; in a joiner of zcrun --elastic, by joining the running
+  // job) and starts its engine, exactly when Running() is
   // false: before the first Init(), after Shutdown(), and after an operation
   // of this rank raised because the engine had stopped (then it frees what
   // is left first). Collective. True when it started an engine.
   bool Init();
+  // Init() for ranks started without a launcher: the global set's
+  // communicator from a zcomm unique id (zc_comm_init_rank).
+  bool InitRank(const std::string& uid, int nranks, int rank);
+  // Elastic recovery after a lost rank (docs/elastic.md): stops every
+  // set's engine, shrinks the global communicator to the live ranks
+  // (zc_comm_shrink, collective over them), frees the other sets and
+  // starts the global set's engine on the survivors, renumbered in order.
+  // EngineError when the shrink fails (this rank was agreed failed, a
+  // timeout); then the table is empty, as after Shutdown().
+  void Shrink();
+  // Elastic growth (docs/elastic.md, "Grow"): how many newcomers wait to
+  // join (this rank's view, not collective), and the grow itself: stops
+  // every set's engine, grows the global communicator with the waiting
+  // newcomers (zc_comm_grow, collective over the ranks and the newcomers,
+  // whose Init() joins), frees the other sets and starts the engine on it.
+  int JoinPending() const;
+  void Grow();
   // Stops every set's engine (pending operations fail) and frees the sets.
   void Shutdown();
   // hvd.is_initialized(): this rank's own view, changed only by its own
@@ -115,6 +133,10 @@ class ProcessSetTable {
 
  private:
   void ThrowIfStopped(const char* what) const;
+  // Whether an Init may start an engine now (frees a stopped one first).
+  bool ReadyForInit();
+  // Makes the global set of comm (owned from now on) and its engine.
+  void Start(zc_comm* comm, const char* what);
   void FreeAll();  // exclusive lock held
   zc_comm* global_comm() const { return sets_.at(0)->comm; }
 

@@ -1,0 +1,274 @@
+#!/usr/bin/python3
+"""recovery_bench.py: how long a training job is without a completed step
+when one of its ranks is killed (SIGKILL), two ways, on 4 ranks:
+
+  shrink   hvd.elastic.run (zcomm.torch.elastic): the survivors roll back
+           to their last in-memory commit, shrink to 3 ranks, restart the
+           engine, sync, and train on. Ranks started from a unique id
+           (spawned processes), as an elastic launcher would.
+  restart  what users have without it: zcrun ends the job when the rank
+           dies, the job is started again (zcrun -np 3) and reloads its last
+           checkpoint from disk (torch.save / torch.load of the model and
+           optimizer), broadcasts it, and trains.
+
+Time measured: from the moment the victim kills itself (time.monotonic()
+just before os.kill(SIGKILL); the clock is the same for every process of
+the machine) to the end of the first training step that completes after it
+on every survivor (shrink) / on rank 0 of the new job (restart). For
+shrink, the phases too: the reset done (rollback, shrink, engine
+restarted), the sync done (rank 0's state broadcast), and a training
+step's time before the loss for scale. Model: an
+MLP of 3 x (1024 x 1024) float32 (12 MiB of parameters, 24 MiB of state
+with SGD momentum), batch 32, DistributedOptimizer; commit / checkpoint
+every 5 steps; the victim dies before step 12.
+
+    recovery_bench.py --json out.json [--rounds 3] [--transports shm,tcp]
+
+Prints, per transport, min / median / max of each over the rounds and the
+ratio of the medians (restart / shrink). Loopback only (ZC_SOCKET_IFNAME=lo).
+"""
+import argparse
+import json
+import multiprocessing as mp
+import os
+import queue
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+RANKS = 4
+VICTIM = 3
+KILL_STEP = 12
+COMMIT_EVERY = 5
+STEPS = 16
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def build_model():
+    import torch
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(3):
+        layers += [torch.nn.Linear(1024, 1024), torch.nn.ReLU()]
+    return torch.nn.Sequential(*layers)
+
+
+def train_step(model, optimizer, batch):
+    optimizer.zero_grad()
+    model(batch).pow(2).mean().backward()
+    optimizer.step()
+
+
+def make_training(hvd):
+    import torch
+    model = build_model()
+    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1e-3,
+                                                         momentum=0.9),
+                                         named_parameters=model.named_parameters())
+    batch = torch.randn(32, 1024, generator=torch.Generator().manual_seed(hvd.rank()))
+    return model, optimizer, batch
+
+
+# ---- shrink: hvd.elastic.run ------------------------------------------------
+
+def shrink_rank(rank, uid_q, res_q, kill_time):
+    import zcomm
+    import zcomm.torch as hvd
+    try:
+        if rank == 0:
+            uid = zcomm.get_unique_id()
+            for _ in range(RANKS - 1):
+                uid_q.put(uid)
+        else:
+            uid = uid_q.get(timeout=120)
+        hvd.init_rank(uid, RANKS, rank)
+        model, optimizer, batch = make_training(hvd)
+        state = hvd.elastic.TorchState(model, optimizer, step=0)
+        # When each phase of the recovery ended: reset (restore, shrink,
+        # engine restarted), sync (train entered again), step.
+        marks = {}
+        state.register_reset_callbacks([lambda: marks.setdefault("reset", time.monotonic())])
+        steps = []
+
+        @hvd.elastic.run
+        def train(state):
+            if "reset" in marks:
+                marks.setdefault("sync", time.monotonic())
+            while state.step < STEPS:
+                if rank == VICTIM and state.step == KILL_STEP:
+                    kill_time.value = time.monotonic()
+                    os.kill(os.getpid(), signal.SIGKILL)
+                t0 = time.monotonic()
+                train_step(model, optimizer, batch)
+                if "sync" in marks:
+                    marks.setdefault("step", time.monotonic())
+                else:
+                    steps.append(time.monotonic() - t0)
+                state.step += 1
+                if state.step % COMMIT_EVERY == 0:
+                    state.commit()
+
+        train(state)
+        marks["step_before"] = statistics.median(steps[1:] or steps)
+        res_q.put((rank, "ok", marks if "step" in marks else None, hvd.size()))
+        hvd.shutdown()
+    except BaseException as e:  # reported to the driver
+        res_q.put((rank, "error", repr(e), 0))
+
+
+def shrink_round(timeout):
+    ctx = mp.get_context("spawn")
+    uid_q, res_q = ctx.Queue(), ctx.Queue()
+    kill_time = ctx.Value("d", 0.0)
+    procs = [ctx.Process(target=shrink_rank, args=(r, uid_q, res_q, kill_time))
+             for r in range(RANKS)]
+    for p in procs:
+        p.start()
+    got, deadline = {}, time.monotonic() + timeout
+    try:
+        while len(got) < RANKS - 1 and time.monotonic() < deadline:
+            try:
+                r, kind, value, size = res_q.get(timeout=0.5)
+                got[r] = (kind, value, size)
+            except queue.Empty:
+                if all(not p.is_alive() for p in procs):
+                    break
+    finally:
+        for p in procs:
+            p.join(max(0.0, min(30.0, deadline - time.monotonic())))
+            if p.is_alive():
+                p.kill()
+                p.join()
+    bad = {r: v for r, v in got.items() if v[0] != "ok" or v[1] is None or v[2] != RANKS - 1}
+    if bad or len(got) != RANKS - 1 or kill_time.value == 0.0:
+        raise RuntimeError("shrink round failed: %s (kill recorded: %s)"
+                           % (got, kill_time.value != 0.0))
+    # Each phase ends when the last survivor ends it.
+    phases = {k: max(v[1][k] for v in got.values()) - kill_time.value
+              for k in ("reset", "sync", "step")}
+    phases["step_before"] = statistics.median(v[1]["step_before"] for v in got.values())
+    return phases
+
+
+# ---- restart: zcrun again and a checkpoint from disk --------------------------
+
+def restart_worker(args):
+    import torch
+    import zcomm.torch as hvd
+    hvd.init()
+    model, optimizer, batch = make_training(hvd)
+    ckpt = os.path.join(args.dir, "checkpoint.pt")
+    if args.worker == "resume":
+        start = 0
+        if hvd.rank() == 0:
+            saved = torch.load(ckpt)
+            model.load_state_dict(saved["model"])
+            optimizer.load_state_dict(saved["optimizer"])
+            start = saved["step"]
+        hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+        hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+        hvd.broadcast_object(start, root_rank=0)
+        train_step(model, optimizer, batch)
+        if hvd.rank() == 0:
+            with open(os.path.join(args.dir, "resumed"), "w") as f:
+                f.write(repr(time.monotonic()))
+        hvd.shutdown()
+        return
+    for step in range(STEPS):
+        if hvd.rank() == VICTIM and step == KILL_STEP:
+            with open(os.path.join(args.dir, "killed"), "w") as f:
+                f.write(repr(time.monotonic()))
+            os.kill(os.getpid(), signal.SIGKILL)
+        train_step(model, optimizer, batch)
+        if (step + 1) % COMMIT_EVERY == 0 and hvd.rank() == 0:
+            torch.save(dict(model=model.state_dict(), optimizer=optimizer.state_dict(),
+                            step=step + 1), ckpt + ".tmp")
+            os.replace(ckpt + ".tmp", ckpt)  # a whole checkpoint or the last one
+    hvd.shutdown()
+
+
+def restart_round(zcrun, timeout):
+    with tempfile.TemporaryDirectory(prefix="zc_recovery_") as d:
+        base = [zcrun, "--timeout", str(int(timeout)), "-np"]
+        me = [sys.executable, os.path.abspath(__file__), "--dir", d, "--worker"]
+        first = subprocess.run(base + [str(RANKS)] + me + ["train"], capture_output=True,
+                               text=True, timeout=timeout + 30)
+        if first.returncode == 0 or not os.path.exists(os.path.join(d, "killed")):
+            raise RuntimeError("restart round: the first job did not lose its rank (exit %d): %s"
+                               % (first.returncode, first.stdout[-2000:] + first.stderr[-2000:]))
+        second = subprocess.run(base + [str(RANKS - 1)] + me + ["resume"], capture_output=True,
+                                text=True, timeout=timeout + 30)
+        if second.returncode != 0:
+            raise RuntimeError("restart round: the restarted job failed (exit %d): %s"
+                               % (second.returncode, second.stdout[-2000:] + second.stderr[-2000:]))
+        with open(os.path.join(d, "killed")) as f:
+            killed = float(f.read())
+        with open(os.path.join(d, "resumed")) as f:
+            resumed = float(f.read())
+        return resumed - killed
+
+
+def mmm(xs):
+    return [min(xs), statistics.median(xs), max(xs)]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--transports", default="shm,tcp")
+    ap.add_argument("--timeout", type=float, default=180, help="seconds per job")
+    ap.add_argument("--zcrun", default=None, help="zcrun (default: $ZCRUN or "
+                    "../build/launcher/zcrun)")
+    ap.add_argument("--worker", choices=["train", "resume"], help=argparse.SUPPRESS)
+    ap.add_argument("--dir", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    os.environ["ZC_SOCKET_IFNAME"] = "lo"
+    if args.worker:
+        restart_worker(args)
+        return 0
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("SKIP: torch is not installed")
+        return 77
+    zcrun = args.zcrun or os.environ.get("ZCRUN") or os.path.join(HERE, "..", "build", "launcher",
+                                                                   "zcrun")
+    os.environ.setdefault("ZC_TIMEOUT", "60")
+    results = dict(ranks=RANKS, rounds=args.rounds, kill_step=KILL_STEP,
+                   commit_every=COMMIT_EVERY, model="mlp 3x1024x1024 float32, batch 32",
+                   loadavg_start=os.getloadavg(), transports={}, complete=False)
+    for transport in args.transports.split(","):
+        os.environ["ZC_TRANSPORT"] = transport
+        shrink, restart, phases = [], [], []
+        for rnd in range(args.rounds):  # alternating, so that load drifts hit both
+            phases.append(shrink_round(args.timeout))
+            shrink.append(phases[-1]["step"])
+            restart.append(restart_round(zcrun, args.timeout))
+            print("recovery %s round %d: shrink %.1f ms (reset done at %.1f ms, sync at %.1f ms; "
+                  "a step before the loss %.1f ms), restart %.1f ms"
+                  % (transport, rnd, shrink[-1] * 1e3, phases[-1]["reset"] * 1e3,
+                     phases[-1]["sync"] * 1e3, phases[-1]["step_before"] * 1e3,
+                     restart[-1] * 1e3), flush=True)
+        row = dict(shrink_ms=[x * 1e3 for x in shrink], restart_ms=[x * 1e3 for x in restart],
+                   phases_ms=[{k: v * 1e3 for k, v in ph.items()} for ph in phases])
+        row["ratio"] = statistics.median(restart) / statistics.median(shrink)
+        results["transports"][transport] = row
+        s, r = mmm(row["shrink_ms"]), mmm(row["restart_ms"])
+        for what, t in (("shrink", s), ("restart", r)):
+            print("recovery %s %d ranks %s ms: min %.1f median %.1f max %.1f"
+                  % ((transport, RANKS, what) + tuple(t)))
+        print("recovery %s restart / shrink (medians): %.1f" % (transport, row["ratio"]), flush=True)
+    results["complete"] = True
+    results["loadavg_end"] = os.getloadavg()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
