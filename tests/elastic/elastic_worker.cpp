@@ -67,10 +67,12 @@ int AgreedPending(zc_comm* comm) {
 // Grows comm (finalizing the old one) and sends the state to the newcomers.
 zc_comm* GrowAndSync(zc_comm* comm, int* it) {
   zc_comm* grown = nullptr;
+  const auto t0 = std::chrono::steady_clock::now();
   CHECK_OK(zc_comm_grow(comm, &grown), comm);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   CHECK_OK(zc_finalize(comm), nullptr);
   CHECK_OK(zc_broadcast(grown, it, 1, ZC_INT32, 0), grown);
-  fprintf(stderr, "grew to %d ranks at iteration %d\n", zc_size(grown), *it);
+  fprintf(stderr, "grew to %d ranks at iteration %d in %.1f ms\n", zc_size(grown), *it, ms);
   return grown;
 }
 

@@ -1,7 +1,8 @@
 // zcrun --elastic (docs/launcher.md, docs/elastic.md) with elastic_worker:
 // a killed rank is replaced and the job finishes (exit 0); fewer than
 // --min-np left ends the job with the cause and a non-zero status, at once;
-// a discovery script that lists more slots makes ranks join up to --max-np.
+// a discovery script that lists more slots makes ranks join up to --max-np;
+// joiners that no grow admits are stopped once the ranks have finished.
 // After each job no worker process and no shared-memory segment is left.
 #include <dirent.h>
 #include <signal.h>
@@ -95,6 +96,19 @@ TEST(ZcrunElastic, FewerThanMinNpEndsTheJobWithTheCause) {
       << Describe(r);
   EXPECT_EQ(Count(r.err, "to join the job"), 0) << Describe(r);
   EXPECT_EQ(Count(r.out, "done:"), 0) << Describe(r);
+  ExpectNothingLeft(r);
+}
+
+TEST(ZcrunElastic, JoinersNobodyAdmitsAreStoppedWhenTheRanksFinish) {
+  // A free slot gets a joiner at once; these ranks never grow.
+  Runner job({"--timeout", "100", "-np", "2", "--max-np", "3", "-H", "localhost:3", Worker()},
+             Env({"ELASTIC_TARGET=0", "ELASTIC_STEPS=20"}));
+  ASSERT_TRUE(job.Start());
+  Result r = job.Finish(110);
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_EQ(Count(r.err, "to join the job"), 1) << Describe(r);
+  EXPECT_EQ(Count(r.out, " of 2\n"), 2) << Describe(r);
+  EXPECT_EQ(Count(r.out, "[j1] done"), 0) << Describe(r);
   ExpectNothingLeft(r);
 }
 
