@@ -599,6 +599,30 @@ zc_status zc_comm_grow(zc_comm* comm, zc_comm** newcomm);
  * ZC_ERR_TIMEOUT when no grow admits it within ZC_TIMEOUT (it then leaves the queue). */
 zc_status zc_comm_join(zc_comm** newcomm);
 
+/* ---- Parameter-server failover (docs/ps.md, "Failover") ----
+ * Asynchronous mode (zc_ps_options.async = 1) keeps serving when a
+ * worker-only rank (ZC_PS_WORKER) is lost: the exception to the rule of
+ * zc_ps_push that a lost member fails every rank's push and pull. Each
+ * server drops the lost worker when it finds it gone (its process exited
+ * or its connections broke; within about 50 ms) and logs a warning
+ * naming it. Each piece of the lost worker's pushes (ZC_PS_PARTITION) is
+ * applied whole or not at all: the pieces that had arrived whole are
+ * applied, nothing after; a push of several pieces may thus be applied in
+ * part. The other workers' pushes, pulls and declarations go on (a key
+ * declared after the first worker was lost takes its initial value from
+ * the first live worker that passes one). zc_ps_free of the survivors
+ * then completes without the lost rank (comm itself still holds it: shrink
+ * comm to go on with collectives). A lost server (ZC_PS_SERVER or
+ * ZC_PS_BOTH) still fails every worker's pending and later operation with
+ * ZC_ERR_PEER_LOST naming its rank; in synchronous mode any lost member
+ * still does.
+ * zc_ps_lost_workers: the ranks of comm of the workers this rank knows
+ * lost, in increasing order (a server rank: the workers it dropped; every
+ * rank: the workers it finds lost itself): ranks holds up to
+ * zc_ps_num_workers(ps) entries (NULL: only the count), *count their
+ * number. No communication. */
+zc_status zc_ps_lost_workers(zc_ps* ps, int* ranks, int* count);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -152,4 +152,8 @@ Status MakeComm(const std::shared_ptr<World>& world, std::vector<int> members, u
                 const gpu::DevicePath* parent_gpu, std::unique_ptr<zc_comm>* out);
 // Gives context id ctx of world back.
 void ReleaseContext(World* world, uint32_t ctx);
+// zc_finalize; barrier = false leaves out its barrier, for a caller that
+// has made sure otherwise that no peer still writes into comm's memory
+// (an asynchronous zc_ps after a worker's loss: its LeaveBarrier).
+zc_status FinalizeComm(zc_comm* comm, bool barrier);
 }  // namespace zc::api

@@ -377,7 +377,11 @@ zc_status zc_comm_get_async_error(zc_comm* comm, zc_status* error) {
   return ZC_OK;
 }
 
-zc_status zc_finalize(zc_comm* comm) {
+zc_status zc_finalize(zc_comm* comm) { return zc::api::FinalizeComm(comm, true); }
+
+}  // extern "C"
+
+zc_status zc::api::FinalizeComm(zc_comm* comm, bool barrier) {
   ZC_CHECK_COMM(comm, "zc_finalize");
   comm->queue->Stop();
   zc::api::StopStreamP2p(comm);
@@ -396,7 +400,9 @@ zc_status zc_finalize(zc_comm* comm) {
     zc::HealthScope scope = comm->group->Scope();
     health = comm->device->health().KnownHealth(-1);
   }
-  if (!health.ok()) {
+  if (!barrier) {
+    // The caller's own barrier stood for this one (and reported its errors).
+  } else if (!health.ok()) {
     if (health.code() == ZC_ERR_PEER_LOST)
       result = Fail(health.with_context(zc::Format("rank %d: zc_finalize", comm->rank)));
   } else if (comm->coll && comm->size > 1) {
@@ -428,5 +434,3 @@ zc_status zc_finalize(zc_comm* comm) {
   delete comm;
   return result;
 }
-
-}  // extern "C"

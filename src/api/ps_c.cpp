@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "api/checks.h"
 #include "api/comm.h"
@@ -257,6 +258,16 @@ zc_status zc_ps_ipull(zc_ps* ps, uint64_t key, void* buf, zc_request** req) {
   return ZC_OK;
 }
 
+zc_status zc_ps_lost_workers(zc_ps* ps, int* ranks, int* count) {
+  const char* op = "zc_ps_lost_workers";
+  ZC_CHECK_PS(ps, op);
+  if (!count) return BadArg(ps->comm, op, "count is NULL");
+  std::vector<int> lost = ps->inst->LostWorkers();
+  for (size_t i = 0; ranks && i < lost.size(); ++i) ranks[i] = lost[i];
+  *count = static_cast<int>(lost.size());
+  return ZC_OK;
+}
+
 zc_status zc_ps_serve(zc_ps* ps) {
   const char* op = "zc_ps_serve";
   ZC_CHECK_PS(ps, op);
@@ -271,13 +282,15 @@ zc_status zc_ps_free(zc_ps* ps) {
   if (!ps) return ZC_OK;
   const char* op = "zc_ps_free";
   zc_status result = ZC_OK;
+  const bool left_together = ps->inst && ps->inst->left_together();
   if (ps->inst) {
     zc::Status st = ps->inst->Shutdown();
     if (!st.ok()) result = PsFail(ps, op, 0, false, st);
     // Nobody writes into this rank's slots any more once every rank is
     // here; then they can go.
     // After a failure (abort, a peer's alert, a lost peer) nobody comes.
-    if (ps->comm->size > 1 && ps->comm->device->health().KnownHealth(-1).ok()) {
+    // (Asynchronous mode left together already: Instance::Shutdown.)
+    if (ps->comm->size > 1 && !left_together && ps->comm->device->health().KnownHealth(-1).ok()) {
       std::lock_guard<zc::SpinLock> lock(ps->comm->coll_mu);
       zc::Status b = ps->comm->coll->Barrier();
       if (!b.ok() && result == ZC_OK) result = PsFail(ps, op, 0, false, b);
@@ -285,7 +298,9 @@ zc_status zc_ps_free(zc_ps* ps) {
     ps->inst.reset();
   }
   std::string keep = result == ZC_OK ? std::string() : std::string(LastError());
-  zc_status f = zc_finalize(ps->comm);
+  // Asynchronous mode: the LeaveBarrier was the duplicate's last barrier
+  // (its own would wait for a lost worker, and abort every survivor).
+  zc_status f = FinalizeComm(ps->comm, !left_together);
   if (result == ZC_OK) result = f;
   else SetLastErrorText(keep);
   delete ps;

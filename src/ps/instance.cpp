@@ -8,6 +8,7 @@
 #include "collectives/dtype.h"
 #include "common/log.h"
 #include "p2p/device.h"
+#include "ps/leave_barrier.h"
 
 namespace zc::ps {
 namespace {
@@ -269,7 +270,23 @@ Status Instance::Shutdown() {
     Status st = server_->Finish(sh_->group->NewDeadline());
     if (!st.ok() && first.ok()) first = st;
   }
+  // After a failure nobody comes (as after the communicator's barrier).
+  if (left_together() && first.ok() && sh_->group->size() > 1) {
+    first = LeaveBarrier(sh_.get(), sh_->group->NewDeadline());
+  }
   return first;
+}
+
+std::vector<int> Instance::LostWorkers() const {
+  std::vector<int> out;
+  if (server_) out = server_->DroppedWorkers();
+  // Asked from any thread, also once the epoch is aborted: losses only.
+  HealthScope scope = HealthScope::FaultTolerant(&sh_->dev()->health());
+  for (int r : sh_->workers)
+    if (r != sh_->group->rank() && !sh_->group->Health(r).ok() && std::find(out.begin(), out.end(), r) == out.end())
+      out.push_back(r);
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace zc::ps

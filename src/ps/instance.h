@@ -51,6 +51,13 @@ class Instance {
   // threads stop (memory is freed by the destructor, after the caller's
   // barrier).
   Status Shutdown();
+  // Whether Shutdown ended with a barrier of its own (LeaveBarrier:
+  // asynchronous mode, where a worker's loss is tolerated); else the
+  // caller's barrier over the communicator follows.
+  bool left_together() const { return sh_->options.async; }
+  // Group ranks of the workers this rank knows lost, in increasing order:
+  // its server's dropped workers and the workers it finds lost itself.
+  std::vector<int> LostWorkers() const;
 
  private:
   explicit Instance(std::unique_ptr<Shared> sh) : sh_(std::move(sh)) {}

@@ -6,6 +6,7 @@
 //   worker -> every server   kDeclare  {DeclareHead}[reply slots][push credits]
 //   server -> every worker   kAck      {AckHead}[error text][push slots][reply credits][results]
 //   worker -> every server   kBye      (empty): this worker freed its zc_ps
+//   every rank -> every rank kLeave    (empty): asynchronous mode, LeaveBarrier
 //
 // The descriptors are present only when the server holds chunks of the key.
 // Slot messages (MsgHeader::kind):
@@ -42,6 +43,7 @@ constexpr size_t kPsStreamFrom = 64 * 1024;
 constexpr uint64_t kDeclareTag = ControlTag(0, TagClass::kPs, 1);
 constexpr uint64_t kAckTag = ControlTag(0, TagClass::kPs, 2);
 constexpr uint64_t kByeTag = ControlTag(0, TagClass::kPs, 3);
+constexpr uint64_t kLeaveTag = ControlTag(0, TagClass::kPs, 4);  // LeaveBarrier
 
 enum MsgKind : uint64_t { kInit = 1, kPush = 2, kPull = 3, kReply = 4, kReplyRef = 5, kPushRef = 6,
                         kReplyDirect = 7 };
@@ -51,12 +53,17 @@ struct DeclareHead {
   uint64_t key;
   uint64_t count;
   uint32_t dtype;
-  uint32_t has_init;  // first worker only: an init message follows in each chunk slot
+  uint32_t has_init;  // this worker has an initial value (sent where the answer's init_from names it)
 };
 
 struct AckHead {
   int32_t code;       // zc_status of the declaration
   uint32_t text_len;  // bytes of error text that follow
+  // The group rank of the worker whose initial value this server waits
+  // for (the first worker's; a later live worker's when the first was
+  // dropped, asynchronous failover), or -1.
+  int32_t init_from;
+  uint32_t reserved;
 };
 
 template <typename T>

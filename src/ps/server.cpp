@@ -14,6 +14,8 @@ namespace zc::ps {
 
 Server::Server(Shared* shared) : sh_(shared), W_(static_cast<int>(shared->workers.size())) {
   bye_.assign(static_cast<size_t>(W_), 0);
+  dropped_ = std::make_unique<std::atomic<bool>[]>(static_cast<size_t>(W_));
+  for (int wi = 0; wi < W_; ++wi) dropped_[wi].store(false);
 }
 
 Server::~Server() {
@@ -66,11 +68,48 @@ void Server::Fail(const Status& st, int culprit) {
   uint64_t v = AlertValue(st.code(), culprit);
   for (int wi = 0; wi < W_; ++wi) {
     int r = sh_->workers[wi];
-    if (r == culprit || (r != g->rank() && !g->KnownHealth(r).ok())) continue;
+    if (r == culprit || dropped(wi) || (r != g->rank() && !g->KnownHealth(r).ok())) continue;
     Status ws = WriteRemoteWord(sh_->dev(), g->device_rank(r), sh_->alerts[wi],
                                 uint64_t{64} * sh_->server_index, v, 0, Deadline(1.0));
     if (!ws.ok()) ZC_TRACE(kPs, "alert to rank %d: %s", r, ws.message().c_str());
   }
+}
+
+void Server::FailOrDrop(const Status& st, int culprit) {
+  if (culprit >= 0 && sh_->Tolerated(culprit) &&
+      (st.code() == ZC_ERR_PEER_LOST || !sh_->group->Health(culprit).ok())) {
+    for (int wi = 0; wi < W_; ++wi)
+      if (sh_->workers[wi] == culprit) DropWorker(wi, st);
+    return;
+  }
+  Fail(st, culprit);
+}
+
+void Server::DropWorker(int wi, const Status& why) {
+  if (dropped_[wi].exchange(true, std::memory_order_acq_rel)) return;
+  Group* g = sh_->group;
+  const int r = sh_->workers[wi];
+  ZC_WARN(kPs, "ps server rank %d: worker rank %d lost (%s): dropped; its pushes that arrived whole are "
+          "applied, the other workers go on", g->rank(), r, why.message().c_str());
+  // A worker dropped for a broken write may live on: it must not wait for us.
+  if (!g->KnownHealth(r).ok()) return;
+  Status ws = WriteRemoteWord(sh_->dev(), g->device_rank(r), sh_->alerts[wi], uint64_t{64} * sh_->server_index,
+                              AlertValue(why.code() == ZC_OK ? ZC_ERR_PEER_LOST : why.code(), r), 0,
+                              Deadline(1.0));
+  if (!ws.ok()) ZC_TRACE(kPs, "alert to rank %d: %s", r, ws.message().c_str());
+}
+
+bool Server::AllGone() const {
+  for (int wi = 0; wi < W_; ++wi)
+    if (!bye_[wi] && !dropped(wi)) return false;
+  return true;
+}
+
+std::vector<int> Server::DroppedWorkers() const {
+  std::vector<int> out;
+  for (int wi = 0; wi < W_; ++wi)
+    if (dropped(wi)) out.push_back(sh_->workers[wi]);
+  return out;
 }
 
 void Server::ControlLoop() {
@@ -82,6 +121,7 @@ void Server::ControlLoop() {
     bool progress = false;
     if (!failed_flag_.load(std::memory_order_acquire)) {
       for (int wi = 0; wi < W_; ++wi) {
+        if (dropped(wi)) continue;
         std::string msg;
         Status st;
         while (sh_->mailbox.TryRecv(sh_->workers[wi], kDeclareTag, &msg, &st)) {
@@ -101,14 +141,12 @@ void Server::ControlLoop() {
           bye_[wi] = 1;
           progress = true;
         }
-        if (!st.ok()) Fail(st.with_context(Format("control messages from rank %d", sh_->workers[wi])),
-                           sh_->workers[wi]);
+        if (!st.ok())
+          FailOrDrop(st.with_context(Format("control messages from rank %d", sh_->workers[wi])), sh_->workers[wi]);
       }
       Status st = CompleteDeclarations();
       if (!st.ok()) Fail(st, -1);
-      bool all = true;
-      for (uint8_t b : bye_) all = all && b;
-      if (all) done_.store(true, std::memory_order_release);
+      if (AllGone()) done_.store(true, std::memory_order_release);
       // Every member's health, a few times a second: a lost worker or server
       // fails the PS on every rank (workers learn it from the alert words).
       if (!done_.load() && Clock::now() - last_health > std::chrono::milliseconds(50)) {
@@ -118,15 +156,16 @@ void Server::ControlLoop() {
           Status h = g->Health(r);
           if (!h.ok()) {
             bool is_worker = false;
-            for (int wi = 0; wi < W_; ++wi) is_worker |= sh_->workers[wi] == r && !bye_[wi];
+            for (int wi = 0; wi < W_; ++wi) is_worker |= sh_->workers[wi] == r && !bye_[wi] && !dropped(wi);
             bool is_server = false;
             for (int s : sh_->servers) is_server |= s == r;
-            // A worker that said goodbye and a pure bystander may exit.
+            // A worker that said goodbye (or was dropped) and a pure bystander may exit.
             if (!is_worker && !is_server) continue;
-            if (is_server && !is_worker) {
-              bool all_bye = true;
-              for (uint8_t b : bye_) all_bye = all_bye && b;
-              if (all_bye) continue;
+            if (is_server && !is_worker && AllGone()) continue;
+            if (is_worker && sh_->Tolerated(r)) {
+              for (int wi = 0; wi < W_; ++wi)
+                if (sh_->workers[wi] == r) DropWorker(wi, h);
+              continue;
             }
             Fail(h.with_context(Format("%s rank %d lost", is_worker ? "worker" : "server", r)), r);
             break;
@@ -143,8 +182,9 @@ Status Server::CompleteDeclarations() {
   for (;;) {
     auto it = pending_.find(next_index_);
     if (it == pending_.end()) return Status::Ok();
-    for (const auto& m : it->second)
-      if (m.empty()) return Status::Ok();
+    // Every worker's declaration, but a dropped worker's (asynchronous failover).
+    for (int wi = 0; wi < W_; ++wi)
+      if (it->second[wi].empty() && !dropped(wi)) return Status::Ok();
     std::string text;
     zc_status code = ZC_OK;
     std::unique_ptr<Key> key;
@@ -153,14 +193,19 @@ Status Server::CompleteDeclarations() {
     // The acknowledgement: the verdict, then (when we hold chunks) the
     // descriptors of this worker's push slots and our reply credits.
     Deadline dl = sh_->group->NewDeadline();
+    const int init_from = InitSource(it->second);
     for (int wi = 0; wi < W_; ++wi) {
-      AckHead a{static_cast<int32_t>(code), static_cast<uint32_t>(text.size())};
+      if (it->second[wi].empty()) continue;  // dropped before it declared
+      AckHead a{static_cast<int32_t>(code), static_cast<uint32_t>(text.size()),
+                init_from < 0 ? -1 : sh_->workers[init_from], 0};
       std::string msg = Pack(a) + text;
       if (code == ZC_OK && key)
         msg += key->w[wi].push_slots->remote().Serialize() + key->w[wi].reply_credits->remote().Serialize() +
                key->results->remote().Serialize();
       Status st = sh_->mailbox.Send(sh_->workers[wi], kAckTag, msg, dl);
-      if (!st.ok()) return st.with_context(Format("declaration answer to rank %d", sh_->workers[wi]));
+      st = st.ok() ? st : st.with_context(Format("declaration answer to rank %d", sh_->workers[wi]));
+      if (!st.ok() && !(sh_->Tolerated(sh_->workers[wi]) && !sh_->group->Health(sh_->workers[wi]).ok())) return st;
+      if (!st.ok()) DropWorker(wi, st);
     }
     if (key || !chunks.empty()) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -178,20 +223,41 @@ Status Server::CompleteDeclarations() {
   }
 }
 
+int Server::InitSource(const std::vector<std::string>& msgs) const {
+  // The first worker's value; when it was dropped before declaring, the
+  // first live worker's that has one.
+  for (int wi = 0; wi < W_; ++wi) {
+    if (msgs[wi].empty()) continue;
+    Declaration d;
+    ParseDeclaration(msgs[wi], &d);
+    if (d.head.has_init) return wi;
+    if (wi == 0) return -1;
+  }
+  return -1;
+}
+
 Status Server::Declare(uint64_t index, const std::vector<std::string>& msgs, std::string* text,
                        zc_status* code, std::unique_ptr<Key>* out,
                        std::vector<std::unique_ptr<Chunk>>* chunks) {
   // Every message was parsed once already (ControlLoop): it is whole.
+  // A worker dropped before it declared has no message (asynchronous failover).
   std::vector<Declaration> decls(static_cast<size_t>(W_));
-  for (int wi = 0; wi < W_; ++wi) ParseDeclaration(msgs[wi], &decls[wi]);
-  const DeclareHead& h0 = decls[0].head;
-  for (int wi = 1; wi < W_; ++wi) {
+  int first = -1;
+  for (int wi = 0; wi < W_; ++wi) {
+    if (msgs[wi].empty()) continue;
+    ParseDeclaration(msgs[wi], &decls[wi]);
+    if (first < 0) first = wi;
+  }
+  if (first < 0) return Status::Ok();  // every worker is gone
+  const DeclareHead& h0 = decls[first].head;
+  for (int wi = first + 1; wi < W_; ++wi) {
+    if (msgs[wi].empty()) continue;
     const DeclareHead& h = decls[wi].head;
     if (h.key != h0.key || h.count != h0.count || h.dtype != h0.dtype) {
       *code = ZC_ERR_MISMATCH;
       *text = Format("workers disagree on declaration #%llu: worker rank %d declares key %llu "
                      "(%llu x %s), worker rank %d declares key %llu (%llu x %s)",
-                     static_cast<unsigned long long>(index), sh_->workers[0],
+                     static_cast<unsigned long long>(index), sh_->workers[first],
                      static_cast<unsigned long long>(h0.key), static_cast<unsigned long long>(h0.count),
                      DtypeName(static_cast<zc_dtype>(h0.dtype)), sh_->workers[wi],
                      static_cast<unsigned long long>(h.key), static_cast<unsigned long long>(h.count),
@@ -215,10 +281,12 @@ Status Server::Declare(uint64_t index, const std::vector<std::string>& msgs, std
   key->layout.n = static_cast<uint32_t>(mine.size());
   for (const auto& p : mine) key->layout.capacity = std::max<uint64_t>(key->layout.capacity, p.elems * es);
   key->w.resize(static_cast<size_t>(W_));
+  key->init_from = InitSource(msgs);
   Device* dev = sh_->dev();
   Group* g = sh_->group;
   Status st;
   for (int wi = 0; wi < W_ && st.ok(); ++wi) {
+    if (msgs[wi].empty()) continue;  // dropped: never served
     PerWorker& pw = key->w[wi];
     st = g->Allocate(key->layout.reader_bytes(), &pw.push_slots);
     if (st.ok()) st = g->Allocate(key->layout.writer_bytes(), &pw.reply_credits);
@@ -257,7 +325,7 @@ Status Server::Declare(uint64_t index, const std::vector<std::string>& msgs, std
     c->bytes = mine[i].elems * es;
     c->arrived.assign(static_cast<size_t>(W_), 0);
     c->srcs.assign(static_cast<size_t>(W_), nullptr);
-    c->init_pending = h0.has_init != 0;
+    c->init_pending = key->init_from >= 0;
     char* r = static_cast<char*>(key->results->data()) + ResultOffset(c->slot, key->layout.capacity);
     if (need_value) c->value = r;
     else c->accum = r;
@@ -303,12 +371,12 @@ void Server::TryStep(Chunk* c, bool* progress, bool* pending) {
   Status st = Step(c, &moved, &culprit);
   if (st.ok()) {
     bool p = moved || c->narrived > 0 || c->init_pending;
-    for (int wi = 0; !p && wi < W_; ++wi) p = c->key->w[wi].push.Ready(c->slot);
+    for (int wi = 0; !p && wi < W_; ++wi) p = !dropped(wi) && c->key->w[wi].push.Ready(c->slot);
     *pending = p;
   }
   *progress = *progress || moved;
   c->busy.store(false, std::memory_order_release);
-  if (!st.ok()) Fail(st, culprit);
+  if (!st.ok()) FailOrDrop(st, culprit);
 }
 
 bool Server::Scan(const std::vector<Chunk*>& list, ScanState* s, size_t max_skip) {
@@ -468,19 +536,25 @@ Status Server::Step(Chunk* c, bool* progress, int* culprit) {
     if (!st.ok()) *culprit = sh_->workers[wi];
     return st;
   };
+  if (c->init_pending && dropped(k.init_from)) {
+    // Its sender was dropped before the piece's initial value came: zeros.
+    c->init_pending = false;
+    *progress = true;
+  }
   if (c->init_pending) {
     // The first worker's initial value comes before anything else is served.
-    ChunkSlotReader& r = k.w[0].push;
+    const int from = k.init_from;
+    ChunkSlotReader& r = k.w[from].push;
     if (!r.Ready(c->slot)) return Status::Ok();
     const MsgHeader* h = r.header(c->slot);
-    if (h->kind != kInit || h->bytes != c->bytes) return bad(0, h, "expected the initial value");
+    if (h->kind != kInit || h->bytes != c->bytes) return bad(from, h, "expected the initial value");
     if (c->value) memcpy(c->value, r.payload(c->slot), c->bytes);
     c->init_pending = false;
     *progress = true;
-    ZC_RETURN_IF_ERROR(credit(0, r.Release(c->slot, dl)));
+    ZC_RETURN_IF_ERROR(credit(from, r.Release(c->slot, dl)));
   }
   for (int wi = 0; wi < W_; ++wi) {
-    if (c->arrived[wi]) continue;
+    if (c->arrived[wi] || dropped(wi)) continue;
     ChunkSlotReader& r = k.w[wi].push;
     if (!r.Ready(c->slot)) continue;
     const MsgHeader* h = r.header(c->slot);

@@ -19,6 +19,9 @@
 //
 // A lost member or a broken write fails the server: every worker is told
 // through its alert word, so nothing waits for a reply that will not come.
+// Asynchronous mode drops a lost worker-only rank instead (Shared::Tolerated):
+// its pushes that had arrived whole are applied, nothing of it afterwards,
+// and the other workers' operations go on.
 #pragma once
 
 #include <atomic>
@@ -61,6 +64,8 @@ class Server {
   // (synchronous sums; the other workers are answered with copies: tcp).
   // One caller thread at a time (the worker's calls are in order).
   void OfferPull(uint64_t key, uint64_t round, char* dst);
+  // Group ranks of the workers this server dropped (asynchronous failover).
+  std::vector<int> DroppedWorkers() const;
 
  private:
   struct Chunk;
@@ -73,6 +78,7 @@ class Server {
   };
   struct Key {
     DeclareHead decl{};
+    int init_from = -1;  // the worker index whose initial value comes, or -1
     size_t es = 0;
     ChunkSlotLayout layout;
     std::vector<PerWorker> w;
@@ -107,6 +113,9 @@ class Server {
   void DataLoop(int tid);
   // Declarations that every worker has sent, in order.
   Status CompleteDeclarations();
+  // The worker index whose initial value a declaration's pieces start
+  // from (msgs: one per worker, empty for one dropped before it declared), or -1.
+  int InitSource(const std::vector<std::string>& msgs) const;
   Status Declare(uint64_t index, const std::vector<std::string>& msgs, std::string* error_text,
                  zc_status* code, std::unique_ptr<Key>* key, std::vector<std::unique_ptr<Chunk>>* chunks);
   // Steps c unless another thread does (busy). Fails the server on error.
@@ -127,6 +136,15 @@ class Server {
   // by the caller). by_ref: the header only.
   Status Reply(Chunk* c, int wi, const void* data, uint64_t round, int* culprit, bool direct = false);
   void Fail(const Status& st, int culprit);
+  // st names culprit: drops it when it is a tolerated worker that is lost
+  // (or whose slots broke), else fails the server.
+  void FailOrDrop(const Status& st, int culprit);
+  // Stops serving worker wi (its loss is tolerated): logged, and its
+  // alert word written in case it lives on (a broken write).
+  void DropWorker(int wi, const Status& why);
+  bool dropped(int wi) const { return dropped_[wi].load(std::memory_order_acquire); }
+  // Every worker said goodbye or was dropped.
+  bool AllGone() const;
   void FreeKey(Key* k);
 
   Shared* sh_;
@@ -154,6 +172,7 @@ class Server {
   uint64_t next_index_ = 0;
   uint64_t chunks_before_ = 0;
   std::vector<uint8_t> bye_;
+  std::unique_ptr<std::atomic<bool>[]> dropped_;  // per worker index
   std::atomic<bool> done_{false};
 };
 

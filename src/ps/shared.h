@@ -39,6 +39,19 @@ struct Shared {
   // Per worker: its alert region (one word per server index, 64 bytes apart).
   std::vector<RemoteRegion> alerts;
   MemRegion* my_alerts = nullptr;  // workers: the region itself
+
+  // Asynchronous mode survives the loss of a worker-only rank (docs/ps.md,
+  // "Failover"): every push is applied on its own, so the others' pushes
+  // and pulls need nothing from it. A server (ZC_PS_SERVER or ZC_PS_BOTH)
+  // holds part of every key: its loss fails the PS.
+  bool Tolerated(int r) const {
+    if (!options.async) return false;
+    for (int s : servers)
+      if (s == r) return false;
+    for (int w : workers)
+      if (w == r) return true;
+    return false;
+  }
 };
 
 }  // namespace zc::ps

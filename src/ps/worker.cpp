@@ -73,7 +73,7 @@ Status Worker::Wait(const std::atomic<uint64_t>* word, uint64_t value, int serve
       // lost server of another chunk should fail us too).
       for (int i = -1; i < g->size(); ++i) {
         int r = i < 0 ? sr : i;
-        if (r == g->rank() || (i >= 0 && r == sr)) continue;
+        if (r == g->rank() || (i >= 0 && r == sr) || sh_->Tolerated(r)) continue;
         Status st = g->Health(r);
         if (!st.ok()) {
           if (word->load(std::memory_order_acquire) >= value) return Status::Ok();
@@ -100,7 +100,7 @@ Status Worker::Declare(uint64_t key, size_t count, zc_dtype dtype, const void* i
     return st.with_context(Format("key %llu: reply slots", static_cast<unsigned long long>(key)));
   }
   Deadline dl = sh_->group->NewDeadline();
-  const bool has_init = init && sh_->worker_index == 0;
+  const bool has_init = init != nullptr;  // sent where a server's answer names this worker
   Status verdict;  // the first server's refusal
   st = Announce(*k, has_init, dl);
   if (st.ok()) st = AwaitAnswers(k.get(), dl, &verdict);
@@ -118,7 +118,7 @@ Status Worker::Declare(uint64_t key, size_t count, zc_dtype dtype, const void* i
   }
   ++declarations_;
   chunks_before_ += k->placement_chunks;
-  if (has_init) {
+  if (k->sends_init) {
     if (Status sent = SendInitialValue(*k, init, dl); !sent.ok()) {
       FreeKey(k.get());
       return sent;
@@ -182,7 +182,8 @@ Status Worker::AwaitAnswer(int server, uint64_t key, const Deadline& dl, std::st
     if (!bo.Due()) continue;
     ZC_RETURN_IF_ERROR(Alert());
     for (int r = 0; r < g->size(); ++r)
-      if (r != g->rank() && !g->Health(r).ok()) return g->Health(r).with_context(Format("rank %d lost", r));
+      if (r != g->rank() && !sh_->Tolerated(r) && !g->Health(r).ok())
+        return g->Health(r).with_context(Format("rank %d lost", r));
     if (dl.expired())
       return Error(ZC_ERR_TIMEOUT, "waited %.1f s for server rank %d to accept key %llu: does every "
                    "worker declare it? (ZC_TIMEOUT=%g s)", dl.elapsed_s(), server,
@@ -204,6 +205,8 @@ Status Worker::AwaitAnswers(Key* k, const Deadline& dl, Status* verdict) {
     }
     PerServer& ps = k->s[s];
     if (!ps.used) continue;
+    ps.send_init = a.head.init_from == sh_->group->rank();
+    k->sends_init |= ps.send_init;
     RemoteRegion push_slots, reply_credits, results;
     ZC_RETURN_IF_ERROR(RemoteRegion::Parse(a.push_slots, &push_slots));
     ZC_RETURN_IF_ERROR(RemoteRegion::Parse(a.reply_credits, &reply_credits));
@@ -223,9 +226,11 @@ Status Worker::AwaitAnswers(Key* k, const Deadline& dl, Status* verdict) {
 
 Status Worker::SendInitialValue(Key& k, const void* init, const Deadline& dl) {
   // The first worker's initial value goes into every chunk's slot ahead of
-  // any push; servers serve the chunk only once it is in.
+  // any push; servers serve the chunk only once it is in. Each server names
+  // the worker it takes it from (AckHead::init_from).
   const char* src = static_cast<const char*>(init);
   for (const auto& c : k.chunks) {
+    if (!k.s[c.server].send_init) continue;
     MsgHeader mh{};
     mh.kind = kInit;
     mh.bytes = c.elems * k.es;
@@ -431,7 +436,7 @@ void Worker::CheckStalls(std::vector<std::pair<Op*, Status>>* failed) {
   Status cause = Alert();
   if (cause.ok()) {
     for (int r = 0; r < g->size(); ++r) {
-      if (r == g->rank()) continue;
+      if (r == g->rank() || sh_->Tolerated(r)) continue;
       Status st = g->Health(r);
       if (!st.ok()) {
         bool is_server = false;

@@ -85,6 +85,7 @@ class Worker {
     ChunkSlotWriter push;
     ChunkSlotReader reply;
     const char* results = nullptr;  // the server's results region mapped here (kReplyRef), or null
+    bool send_init = false;  // this server takes the key's initial value from this worker
   };
   struct Key {
     uint64_t key = 0, count = 0;
@@ -101,6 +102,7 @@ class Worker {
     // (asynchronous mode: first operation, in head_push).
     uint64_t head_push = 0, head_pull = 0;
     const char* pull_dst = nullptr;  // the first pull of this pass's key (push_after checks)
+    bool sends_init = false;         // some server takes the initial value from this worker
   };
 
  private:
