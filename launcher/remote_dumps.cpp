@@ -70,11 +70,11 @@ void WaitAll(std::vector<Child>* children, double deadline_s) {
 std::string ChildFailure(const Child& c, double deadline_s) {
   if (c.pid <= 0) return "could not start the remote command";
   if (!c.done) return Format("no answer within %.0f s", deadline_s);
-  if (WIFSIGNALED(c.status)) return "the remote command was killed by " + std::to_string(WTERMSIG(c.status));
+  if (WIFSIGNALED(c.status)) return "killed by signal " + std::to_string(WTERMSIG(c.status));
   int code = WEXITSTATUS(c.status);
   if (code == 0) return "";
   if (code == 255) return "ssh failed (exit code 255: the host cannot be reached or refused us)";
-  return Format("the remote command exited with code %d", code);
+  return Format("exited with code %d", code);
 }
 
 off_t FileSize(const std::string& path) {
@@ -87,10 +87,13 @@ off_t FileSize(const std::string& path) {
 const char* RemoteDumpScript() {
   // SigCgt's low 32 bits hold SIGUSR2 (bit 11); the high half is cut off
   // so that the shell's arithmetic never overflows. Only the job's own
-  // processes carry ZC_STORE=<its store>.
-  return R"sh(d=$1 store=$2 wait=$3 asked=
+  // processes carry ZC_STORE=<its store>; the host's are those in the
+  // network namespace the --rsh template leads to (hosts emulated by
+  // namespaces share one /proc).
+  return R"sh(d=$1 store=$2 wait=$3 asked= net=$(readlink /proc/self/ns/net)
 for p in /proc/[0-9]*; do
   pid=${p#/proc/}
+  [ "$(readlink "$p/ns/net" 2>/dev/null)" = "$net" ] || continue
   tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qxF "ZC_STORE=$store" || continue
   m=$(sed -n 's/^SigCgt:[[:space:]]*[0-9a-f]*\([0-9a-f]\{8\}\)$/\1/p' "$p/status" 2>/dev/null)
   [ -n "$m" ] && [ $(( (0x$m >> 11) & 1 )) = 1 ] || continue
@@ -130,29 +133,20 @@ void RemoteDumpFetcher::Fetch(const std::string& local_dir, double signal_wait_s
     fetches.push_back(c);
   }
   WaitAll(&fetches, deadline_s);
-  std::vector<Child> unpacks;
+  // One host after the other: hosts that share a file system send the
+  // same files, which two tar processes must not create at once.
   for (const Child& c : fetches) {
     std::string why = ChildFailure(c, deadline_s);
     if (!why.empty()) {
       missing_.push_back({c.host, why});
-      unlink(c.out_path.c_str());
-      continue;
+    } else if (FileSize(c.out_path) > 0) {  // empty: the host has no dumps
+      std::vector<Child> unpack(1);
+      unpack[0].pid = StartChild({"tar", "-x", "--skip-old-files", "-f", c.out_path, "-C", local_dir}, "");
+      WaitAll(&unpack, deadline_s);
+      why = ChildFailure(unpack[0], deadline_s);
+      if (!why.empty()) missing_.push_back({c.host, "unpacking its dumps failed: " + why});
     }
-    if (FileSize(c.out_path) == 0) {  // the host has no dumps
-      unlink(c.out_path.c_str());
-      continue;
-    }
-    Child u;
-    u.host = c.host;
-    u.out_path = c.out_path;  // unpacked, then removed
-    u.pid = StartChild({"tar", "-x", "--skip-old-files", "-f", c.out_path, "-C", local_dir}, "");
-    unpacks.push_back(u);
-  }
-  WaitAll(&unpacks, deadline_s);
-  for (const Child& u : unpacks) {
-    std::string why = ChildFailure(u, deadline_s);
-    if (!why.empty()) missing_.push_back({u.host, "unpacking its dumps failed: " + why});
-    unlink(u.out_path.c_str());
+    unlink(c.out_path.c_str());
   }
   ZC_INFO(kLauncher, "fetched the flight-recorder dumps of %zu hosts (%zu failed)", hosts_.size(), missing_.size());
 }
