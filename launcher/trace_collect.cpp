@@ -52,7 +52,20 @@ std::string JsonString(const std::string& s) {
 }
 
 // What the analyzer knows of each rank's process (zcrun-ranks.json).
-std::string FatesJson(const std::vector<RankProcess>& ranks) {
+// A rank on another host: zcrun knows its ssh only; whether the host sent
+// its dumps (missing) tells the analyzer why the rank may have none.
+void RemoteFate(const RankProcess& r, const std::vector<MissingHost>& missing, std::string* state,
+                std::string* detail) {
+  *state = "remote";
+  *detail = "it did not answer SIGUSR2 on host " + r.host + " in time";
+  for (const MissingHost& m : missing)
+    if (m.host == r.host) {
+      *state = "unreachable";
+      *detail = "host " + r.host + " sent no dumps: " + m.why;
+    }
+}
+
+std::string FatesJson(const std::vector<RankProcess>& ranks, const std::vector<MissingHost>& missing) {
   std::string out = "{\"ranks\":[";
   for (size_t i = 0; i < ranks.size(); ++i) {
     const RankProcess& r = ranks[i];
@@ -61,6 +74,8 @@ std::string FatesJson(const std::vector<RankProcess>& ranks) {
       state = "exited";
       if (WIFEXITED(r.wait_status)) detail = Format("exit code %d", WEXITSTATUS(r.wait_status));
       else if (WIFSIGNALED(r.wait_status)) detail = "killed by " + SignalDescription(WTERMSIG(r.wait_status));
+    } else if (r.via_remote_shell) {
+      RemoteFate(r, missing, &state, &detail);
     } else {
       char s = ProcessState(r.pid);
       state = s == 'T' || s == 't' ? "stopped" : s == '?' ? "unknown" : "running";
@@ -228,10 +243,10 @@ void TraceCollector::RequestDumps(const std::vector<RankProcess>& ranks, double 
   // Before the ranks are stopped: what each process is doing now.
   if (mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST)
     ZC_INFO(kLauncher, "cannot make %s: %s", dir_.c_str(), strerror(errno));
-  std::string fates = FatesJson(ranks);
-  std::ofstream(dir_ + "/zcrun-ranks.json") << fates;
   // The other hosts' ranks get their signal and dump meanwhile.
   if (remote_) remote_->Fetch(dir_, wait_s, kRemoteDeadlineS);
+  std::string fates = FatesJson(ranks, remote_ ? remote_->missing() : std::vector<MissingHost>{});
+  std::ofstream(dir_ + "/zcrun-ranks.json") << fates;
   Deadline dl(wait_s);
   for (pid_t pid : asked) {
     while (!Exists(DoneMarker(dir_, pid)) && !dl.expired() && ProcessState(pid) != 'T')

@@ -61,6 +61,7 @@ run unreachable "$d/hangssh {host}"
 grep -q "^zcrun: no flight-recorder dumps from host n2: no answer within 15 s" "$d/unreachable.out" ||
   fail "unreachable: zcrun did not name host n2"
 ! grep -q "no flight-recorder dumps from host n1" "$d/unreachable.out" || fail "unreachable: zcrun named n1"
-grep -q "^zcrun: verdict: " "$d/unreachable.out" || fail "unreachable: no verdict without n2"
+grep -q "^zcrun: verdict: rank 3 wrote no dump (host n2 sent no dumps: no answer within 15 s); ranks 0, 1, 2 wait in allreduce #6" \
+  "$d/unreachable.out" || fail "unreachable: the verdict does not name rank 3 and host n2"
 ! pgrep -fx "sleep 117.5" >/dev/null || fail "unreachable: zcrun left n2's hung command running"
 cluster_finish
