@@ -13,10 +13,9 @@
 
 #include <sys/types.h>
 
+#include <memory>
 #include <string>
 #include <vector>
-
-#include <memory>
 
 #include "common/deadline.h"
 #include "remote_dumps.h"
