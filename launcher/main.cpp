@@ -173,6 +173,16 @@ EnvList RankEnvironment(const Job& job, const EnvList& exports, const Node& node
   return env;
 }
 
+// Sets NAME=value in env, replacing an earlier value.
+void SetVariable(EnvList* env, const std::string& name, const std::string& value) {
+  for (auto& [k, v] : *env)
+    if (k == name) {
+      v = value;
+      return;
+    }
+  env->emplace_back(name, value);
+}
+
 // How to start one rank: directly (bound as asked) or through the remote shell.
 int BuildSpawnRequest(const Options& opts, const Job& job, const Node& node, const RankPlace& place,
                       const EnvList& env, SpawnRequest* req) {
@@ -205,6 +215,10 @@ int BuildSpawnRequest(const Options& opts, const Job& job, const Node& node, con
 int SpawnRanks(const Options& opts, const Job& job, TraceCollector* trace, std::vector<RankProcess>* ranks) {
   EnvList exports = ResolveExports(opts.exports);
   trace->Prepare(job.placement.all_local(), ToHex(Sha256::Hash(job.job_key).data(), 8), exports, &exports);
+  std::vector<std::string> remote_hosts;
+  for (const Node& node : job.placement.nodes)
+    if (!node.local && node.nranks > 0) remote_hosts.push_back(node.host);
+  trace->PrepareRemote(opts.rsh, remote_hosts, job.store_addr);
   ranks->resize(static_cast<size_t>(job.size));
   for (const RankPlace& place : job.placement.ranks) {
     const Node& node = job.placement.nodes[static_cast<size_t>(place.node)];
@@ -216,7 +230,9 @@ int SpawnRanks(const Options& opts, const Job& job, TraceCollector* trace, std::
       if (gethostname(buf, sizeof(buf) - 1) == 0 && buf[0]) rp.host = buf;
     }
     SpawnRequest req;
-    int code = BuildSpawnRequest(opts, job, node, place, RankEnvironment(job, exports, node, place), &req);
+    EnvList env = RankEnvironment(job, exports, node, place);
+    if (trace->active()) SetVariable(&env, "ZC_TRACE_DIR", trace->DirForRank(node.local));
+    int code = BuildSpawnRequest(opts, job, node, place, env, &req);
     if (code) return code;
     rp.via_remote_shell = !node.local && TemplateUsesRemoteShell(req.argv);
     SpawnedRank sp;

@@ -22,6 +22,9 @@ extern char** environ;
 namespace zc::launcher {
 namespace {
 
+// Every command on another host (signal and fetch, removal) ends by then.
+constexpr double kRemoteDeadlineS = 15.0;
+
 void Say(const std::string& line) {
   std::string s = "zcrun: " + line + "\n";
   WriteFully(2, s.data(), s.size());
@@ -49,7 +52,20 @@ std::string JsonString(const std::string& s) {
 }
 
 // What the analyzer knows of each rank's process (zcrun-ranks.json).
-std::string FatesJson(const std::vector<RankProcess>& ranks) {
+// A rank on another host: zcrun knows its ssh only; whether the host sent
+// its dumps (missing) tells the analyzer why the rank may have none.
+void RemoteFate(const RankProcess& r, const std::vector<MissingHost>& missing, std::string* state,
+                std::string* detail) {
+  *state = "remote";
+  *detail = "it did not answer SIGUSR2 on host " + r.host + " in time";
+  for (const MissingHost& m : missing)
+    if (m.host == r.host) {
+      *state = "unreachable";
+      *detail = "host " + r.host + " sent no dumps: " + m.why;
+    }
+}
+
+std::string FatesJson(const std::vector<RankProcess>& ranks, const std::vector<MissingHost>& missing) {
   std::string out = "{\"ranks\":[";
   for (size_t i = 0; i < ranks.size(); ++i) {
     const RankProcess& r = ranks[i];
@@ -58,6 +74,8 @@ std::string FatesJson(const std::vector<RankProcess>& ranks) {
       state = "exited";
       if (WIFEXITED(r.wait_status)) detail = Format("exit code %d", WEXITSTATUS(r.wait_status));
       else if (WIFSIGNALED(r.wait_status)) detail = "killed by " + SignalDescription(WTERMSIG(r.wait_status));
+    } else if (r.via_remote_shell) {
+      RemoteFate(r, missing, &state, &detail);
     } else {
       char s = ProcessState(r.pid);
       state = s == 'T' || s == 't' ? "stopped" : s == '?' ? "unknown" : "running";
@@ -187,8 +205,10 @@ void TraceCollector::Prepare(bool all_local, const std::string& job_tag, const E
     if (name == "ZC_TRACE_DIR" && !value.empty()) dir_ = value;
   if (dir_.empty())
     if (const char* v = getenv("ZC_TRACE_DIR"); v && *v) dir_ = v;
-  if (!dir_.empty()) return;  // the user's: the ranks inherit or get it with -x
-  if (!all_local) return;     // a folder here would not exist on the other hosts
+  if (!dir_.empty()) {  // the user's: the ranks inherit or get it with -x
+    remote_dir_ = dir_;
+    return;
+  }
   // Named now, made only when something is written into it (a rank's dump
   // or our record of the ranks): a job that ends well, or a zcrun killed
   // outright, leaves nothing behind. The job key's hash (a secret's) makes
@@ -197,6 +217,18 @@ void TraceCollector::Prepare(bool all_local, const std::string& job_tag, const E
   dir_ = std::string(tmp && *tmp ? tmp : "/tmp") + "/zcrun-trace-" + job_tag;
   owned_ = true;
   rank_env->emplace_back("ZC_TRACE_DIR", dir_);
+  if (all_local) return;
+  // Not TMPDIR's: the remote shell's environment is not ours. A name of
+  // its own, so that a host whose /tmp is ours too (a shared file system)
+  // never reads and writes the same folder.
+  remote_dir_ = "/tmp/zcrun-trace-" + job_tag + ".remote";
+  remote_owned_ = true;
+}
+
+void TraceCollector::PrepareRemote(const std::string& rsh, const std::vector<std::string>& hosts,
+                                   const std::string& store_addr) {
+  if (dir_.empty() || hosts.empty()) return;
+  remote_ = std::make_unique<RemoteDumpFetcher>(RemoteDumpSource{rsh, remote_dir_, store_addr}, hosts);
 }
 
 void TraceCollector::RequestDumps(const std::vector<RankProcess>& ranks, double wait_s) {
@@ -211,7 +243,9 @@ void TraceCollector::RequestDumps(const std::vector<RankProcess>& ranks, double 
   // Before the ranks are stopped: what each process is doing now.
   if (mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST)
     ZC_INFO(kLauncher, "cannot make %s: %s", dir_.c_str(), strerror(errno));
-  std::string fates = FatesJson(ranks);
+  // The other hosts' ranks get their signal and dump meanwhile.
+  if (remote_) remote_->Fetch(dir_, wait_s, kRemoteDeadlineS);
+  std::string fates = FatesJson(ranks, remote_ ? remote_->missing() : std::vector<MissingHost>{});
   std::ofstream(dir_ + "/zcrun-ranks.json") << fates;
   Deadline dl(wait_s);
   for (pid_t pid : asked) {
@@ -222,6 +256,12 @@ void TraceCollector::RequestDumps(const std::vector<RankProcess>& ranks, double 
 }
 
 void TraceCollector::Report() {
+  if (remote_) {
+    for (const MissingHost& m : remote_->missing())
+      Say("no flight-recorder dumps from host " + m.host + ": " + m.why);
+    // Ranks that outlive zcrun's signals may still dump there: best effort.
+    if (remote_owned_) remote_->RemoveRemoteDirs(kRemoteDeadlineS);
+  }
   if (dir_.empty() || !AnyDump(dir_)) return;
   int code = 0;
   std::string out = RunAnalyzer(dir_, &code);
