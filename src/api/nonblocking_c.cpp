@@ -280,7 +280,7 @@ zc_status zc_plan_free(zc_plan* plan) {
   zc_status s = zc_plan_wait(plan);  // a started plan finishes first
   // So does the host part of its last stream-ordered start (it runs the
   // plan); its status is the request's.
-  if (plan->stream_task) plan->comm->queue->Wait(plan->stream_task.get());
+  if (plan->stream_task) (void)plan->comm->queue->Wait(plan->stream_task.get());
   delete plan;
   return s;
 }

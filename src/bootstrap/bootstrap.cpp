@@ -16,6 +16,19 @@
 
 namespace zc {
 
+Status Bootstrap::FindLocalRanks(double timeout_s) {
+  std::vector<std::string> hosts;
+  ZC_RETURN_IF_ERROR(AllGather("zc.host_id", host_id_, &hosts, timeout_s));
+  local_rank_ = 0;
+  local_size_ = 0;
+  for (int r = 0; r < size_; ++r) {
+    if (hosts[r] != host_id_) continue;
+    if (r < rank_) ++local_rank_;
+    ++local_size_;
+  }
+  return Status::Ok();
+}
+
 Status Bootstrap::AllGather(const std::string& key, const std::string& mine,
                             std::vector<std::string>* all, double timeout_s) {
   Deadline dl(timeout_s);

@@ -62,6 +62,10 @@ class Bootstrap {
                        const std::string& key_prefix = "");
 
  protected:
+  // Sets local_rank_ and local_size_ from every rank's host id (AllGather
+  // of host_id_): ranks sharing a host id are local peers. Collective.
+  Status FindLocalRanks(double timeout_s);
+
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   std::string key_prefix_;
   std::string host_id_;

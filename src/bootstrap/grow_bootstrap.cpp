@@ -45,15 +45,7 @@ Status GrowBootstrap::Create(const Config& config, int generation, Check check, 
   ZC_RETURN_IF_ERROR(b->client_->Set(b->Key(Format("pid/%d", b->rank_)),
                                      Format("%d %s", static_cast<int>(getpid()), b->host_id_.c_str()))
                          .with_context(ctx));
-  std::vector<std::string> hosts;
-  ZC_RETURN_IF_ERROR(b->AllGather("zc.host_id", b->host_id_, &hosts, std::max(0.0, dl.remaining_s())));
-  b->local_rank_ = 0;
-  b->local_size_ = 0;
-  for (int r = 0; r < b->size_; ++r) {
-    if (hosts[r] != b->host_id_) continue;
-    if (r < b->rank_) ++b->local_rank_;
-    ++b->local_size_;
-  }
+  ZC_RETURN_IF_ERROR(b->FindLocalRanks(std::max(0.0, dl.remaining_s())));
   *out = std::move(b);
   return Status::Ok();
 }
@@ -92,7 +84,7 @@ Status GrowBootstrap::CheckFailures() {
   ZC_RETURN_IF_ERROR(client_->Check(Key("abort"), &aborted));
   if (aborted) {
     std::string why;
-    client_->Get(Key("abort"), &why, 1.0);
+    if (!client_->Get(Key("abort"), &why, 1.0).ok()) why = "(its reason could not be read)";
     return Error(ZC_ERR_ABORTED, "grow generation %d was aborted by another participant: %s", generation_,
                  why.c_str());
   }

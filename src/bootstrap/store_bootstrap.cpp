@@ -36,16 +36,7 @@ Status StoreBootstrap::Create(const Config& config,
     b->local_size_ = config.local_size;
   } else {
     // Not launched by zcrun: ranks sharing a host id are local peers.
-    std::vector<std::string> hosts;
-    ZC_RETURN_IF_ERROR(b->AllGather("zc.host_id", b->host_id_, &hosts,
-                                    dl.remaining_s()));
-    b->local_rank_ = 0;
-    b->local_size_ = 0;
-    for (int r = 0; r < b->size_; ++r) {
-      if (hosts[r] != b->host_id_) continue;
-      if (r < b->rank_) ++b->local_rank_;
-      ++b->local_size_;
-    }
+    ZC_RETURN_IF_ERROR(b->FindLocalRanks(dl.remaining_s()));
   }
   ZC_INFO(kBootstrap, "rank %d of %d (local %d of %d) joined store %s",
           b->rank_, b->size_, b->local_rank_, b->local_size_,

@@ -244,13 +244,7 @@ def _after_init(process_sets):
 def shutdown():
     """Stops the engine on every rank (pending operations fail), removes the
     process sets and frees the communicator."""
-    global _handle_map
-    with _lock:
-        _handle_map = {}
-        _noname.clear()
-    for ps in _registered_sets:
-        ps._invalidate()
-    del _registered_sets[:]
+    _forget_engine()
     _eng.shutdown()
 
 
