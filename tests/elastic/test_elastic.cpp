@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "harness/multiproc.h"
+#include "verified_step.h"
 
 namespace {
 
@@ -95,51 +96,7 @@ void DieSoon(Shared* sh, int delay_us) {
 
 // ---- a loop of verified collectives ---------------------------------------
 
-// What original rank `orig` contributes in iteration it, element i.
-int64_t Contribution(int orig, int it, size_t i) {
-  return (orig + 1) * 1000003LL + it * 31LL + static_cast<int64_t>(i);
-}
-
-// One iteration on comm, whose rank r is original rank members[r]: an
-// allreduce of an odd size, a broadcast from a moving root, an allgather;
-// every result checked exactly. *bad names a wrong value.
-zc_status Step(zc_comm* comm, const std::vector<int>& members, int it, std::string* bad) {
-  const int rank = zc_rank(comm), size = zc_size(comm), orig = members[rank];
-  const size_t count = 1 + (static_cast<size_t>(it) * 7919) % 1031;  // 1 .. 1031, mostly primes' neighbours
-  std::vector<int64_t> in(count), out(count, -1);
-  for (size_t i = 0; i < count; ++i) in[i] = Contribution(orig, it, i);
-  zc_status s = zc_allreduce(comm, in.data(), out.data(), count, ZC_INT64, ZC_SUM);
-  if (s != ZC_OK) return s;
-  for (size_t i = 0; i < count; ++i) {
-    int64_t want = 0;
-    for (int m : members) want += Contribution(m, it, i);
-    if (out[i] != want) {
-      *bad = "allreduce it " + std::to_string(it) + " [" + std::to_string(i) + "] = " + std::to_string(out[i]) +
-             ", want " + std::to_string(want);
-      return ZC_ERR_INTERNAL;
-    }
-  }
-  const int root = it % size;
-  std::vector<int32_t> b(13);
-  for (size_t i = 0; i < b.size(); ++i) b[i] = rank == root ? members[root] * 100 + it + static_cast<int>(i) : -1;
-  s = zc_broadcast(comm, b.data(), b.size(), ZC_INT32, root);
-  if (s != ZC_OK) return s;
-  for (size_t i = 0; i < b.size(); ++i)
-    if (b[i] != members[root] * 100 + it + static_cast<int>(i)) {
-      *bad = "broadcast it " + std::to_string(it) + " wrong";
-      return ZC_ERR_INTERNAL;
-    }
-  int32_t mine[3] = {orig * 10, orig * 10 + 1, it};
-  std::vector<int32_t> all(3 * static_cast<size_t>(size), -1);
-  s = zc_allgather(comm, mine, all.data(), 3, ZC_INT32);
-  if (s != ZC_OK) return s;
-  for (int r = 0; r < size; ++r)
-    if (all[3 * r] != members[r] * 10 || all[3 * r + 1] != members[r] * 10 + 1 || all[3 * r + 2] != it) {
-      *bad = "allgather it " + std::to_string(it) + " wrong";
-      return ZC_ERR_INTERNAL;
-    }
-  return ZC_OK;
-}
+using zc_elastic_test::VerifiedStep;
 
 // After a failed operation: shrink (again, while more ranks fail), then learn
 // the new membership (original ranks) and agree on the iteration to redo
@@ -220,7 +177,7 @@ void RunLoop(const LoopCase& c, unsigned seed) {
         }
       }
       std::string bad;
-      zc_status s = Step(comm, members, it, &bad);
+      zc_status s = VerifiedStep(comm, members, it, 13, &bad);
       CHILD_CHECK(s != ZC_ERR_INTERNAL, "rank %d: %s", rank, bad.c_str());
       if (s == ZC_OK) {
         ++it;
@@ -548,7 +505,7 @@ TEST_P(Elastic, DISABLED_RecoveryTime) {
         CHILD_CHECK(it < 1000000, "never died");
         if (rank == 3 && it == 10) DieSoon(sh, delay);
         std::string bad;
-        zc_status s = Step(comm, members, it, &bad);
+        zc_status s = VerifiedStep(comm, members, it, 13, &bad);
         CHILD_CHECK(s != ZC_ERR_INTERNAL, "%s", bad.c_str());
         if (s == ZC_OK) continue;
         int at = it;

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "harness/multiproc.h"
+#include "verified_step.h"
 #include "harness/shared_counter.h"
 
 namespace {
@@ -85,53 +86,13 @@ void BecomeJoiner() {
   setenv("ZC_JOIN", "1", 1);
 }
 
-int64_t Contribution(int id, int it, size_t i) { return (id + 1) * 1000003LL + it * 31LL + static_cast<int64_t>(i); }
-
-// One verified iteration on comm, whose rank r is process id ids[r]: an
-// allreduce of an odd size, a broadcast from a moving root, an allgather.
-zc_status Step(zc_comm* comm, const std::vector<int>& ids, int it, std::string* bad) {
-  const int rank = zc_rank(comm), size = zc_size(comm), id = ids[rank];
-  const size_t count = 1 + (static_cast<size_t>(it) * 7919) % 1031;
-  std::vector<int64_t> in(count), out(count, -1);
-  for (size_t i = 0; i < count; ++i) in[i] = Contribution(id, it, i);
-  zc_status s = zc_allreduce(comm, in.data(), out.data(), count, ZC_INT64, ZC_SUM);
-  if (s != ZC_OK) return s;
-  for (size_t i = 0; i < count; ++i) {
-    int64_t want = 0;
-    for (int m : ids) want += Contribution(m, it, i);
-    if (out[i] != want) {
-      *bad = "allreduce it " + std::to_string(it) + " [" + std::to_string(i) + "] = " + std::to_string(out[i]) +
-             ", want " + std::to_string(want);
-      return ZC_ERR_INTERNAL;
-    }
-  }
-  const int root = it % size;
-  std::vector<int32_t> b(1 + it % 13);
-  for (size_t i = 0; i < b.size(); ++i) b[i] = rank == root ? ids[root] * 100 + it + static_cast<int>(i) : -1;
-  s = zc_broadcast(comm, b.data(), b.size(), ZC_INT32, root);
-  if (s != ZC_OK) return s;
-  for (size_t i = 0; i < b.size(); ++i)
-    if (b[i] != ids[root] * 100 + it + static_cast<int>(i)) {
-      *bad = "broadcast it " + std::to_string(it) + " wrong";
-      return ZC_ERR_INTERNAL;
-    }
-  int32_t mine[3] = {id * 10, id * 10 + 1, it};
-  std::vector<int32_t> all(3 * static_cast<size_t>(size), -1);
-  s = zc_allgather(comm, mine, all.data(), 3, ZC_INT32);
-  if (s != ZC_OK) return s;
-  for (int r = 0; r < size; ++r)
-    if (all[3 * r] != ids[r] * 10 || all[3 * r + 1] != ids[r] * 10 + 1 || all[3 * r + 2] != it) {
-      *bad = "allgather it " + std::to_string(it) + " wrong";
-      return ZC_ERR_INTERNAL;
-    }
-  return ZC_OK;
-}
+using zc_elastic_test::VerifiedStep;
 
 // Runs iterations [from, to) on comm; "" or what went wrong.
 std::string Steps(zc_comm* comm, const std::vector<int>& ids, int from, int to) {
   for (int it = from; it < to; ++it) {
     std::string bad;
-    zc_status s = Step(comm, ids, it, &bad);
+    zc_status s = VerifiedStep(comm, ids, it, 1 + it % 13, &bad);
     if (s != ZC_OK)
       return "iteration " + std::to_string(it) + ": " + zc_status_string(s) + ": " +
              (bad.empty() ? zc_last_error(comm) : bad);
@@ -290,7 +251,7 @@ TEST_P(Grow, KillShrinkThenReplacementJoins) {
       for (; it < 30; ++it) {
         if (proc == victim && it == die_at) raise(SIGKILL);
         std::string bad;
-        zc_status s = Step(comm, ids, it, &bad);
+        zc_status s = VerifiedStep(comm, ids, it, 1 + it % 13, &bad);
         CHILD_CHECK(s != ZC_ERR_INTERNAL, "proc %d: %s", proc, bad.c_str());
         if (s == ZC_OK) continue;
         CHILD_CHECK(s == ZC_ERR_PEER_LOST || s == ZC_ERR_ABORTED, "proc %d: %s: %s", proc, zc_status_string(s),
