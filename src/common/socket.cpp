@@ -1,4 +1,5 @@
 #include "common/socket.h"
+#include "common/socket_sliced.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -340,19 +341,20 @@ namespace {
 // memory accesses ignored (its socket release and the receive side's
 // acquire stay): whatever the peer answers after reading these bytes is
 // ordered after their read.
-ssize_t SendSome(int fd, msghdr* msg) {
+// flags: MSG_DONTWAIT, or 0 on a blocking socket (SendAllvBlocking).
+ssize_t SendSome(int fd, msghdr* msg, int flags = MSG_DONTWAIT) {
 #if defined(__SANITIZE_THREAD__)
   for (size_t i = 0; i < msg->msg_iovlen; ++i)
     __tsan_read_range(msg->msg_iov[i].iov_base, msg->msg_iov[i].iov_len);
   NoteSent();
   __tsan_ignore_thread_begin();
-  ssize_t n = sendmsg(fd, msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  ssize_t n = sendmsg(fd, msg, MSG_NOSIGNAL | flags);
   const int err = errno;
   __tsan_ignore_thread_end();
   errno = err;
   return n;
 #else
-  return sendmsg(fd, msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  return sendmsg(fd, msg, MSG_NOSIGNAL | flags);
 #endif
 }
 }  // namespace
@@ -381,6 +383,22 @@ Status SendAll(int fd, const void* buf, size_t len, const Deadline& dl) {
   return Status::Ok();
 }
 
+namespace {
+// Moves *iov past `done` bytes that went out, and past empty iovecs.
+void Advance(struct iovec** iov, int* iovcnt, size_t done) {
+  while (*iovcnt > 0 && done >= (*iov)->iov_len) {
+    done -= (*iov)->iov_len;
+    ++*iov;
+    --*iovcnt;
+  }
+  if (*iovcnt > 0) {
+    (*iov)->iov_base = static_cast<char*>((*iov)->iov_base) + done;
+    (*iov)->iov_len -= done;
+    while (*iovcnt > 0 && (*iov)->iov_len == 0) { ++*iov; --*iovcnt; }
+  }
+}
+}  // namespace
+
 Status SendAllv(int fd, struct iovec* iov, int iovcnt, const Deadline& dl) {
   while (iovcnt > 0 && iov->iov_len == 0) { ++iov; --iovcnt; }
   while (iovcnt > 0) {
@@ -397,17 +415,7 @@ Status SendAllv(int fd, struct iovec* iov, int iovcnt, const Deadline& dl) {
       }
       return IoError(err, "send to", fd);
     }
-    size_t done = static_cast<size_t>(n);
-    while (iovcnt > 0 && done >= iov->iov_len) {
-      done -= iov->iov_len;
-      ++iov;
-      --iovcnt;
-    }
-    if (iovcnt > 0) {
-      iov->iov_base = static_cast<char*>(iov->iov_base) + done;
-      iov->iov_len -= done;
-      while (iovcnt > 0 && iov->iov_len == 0) { ++iov; --iovcnt; }
-    }
+    Advance(&iov, &iovcnt, static_cast<size_t>(n));
   }
   return Status::Ok();
 }
@@ -458,6 +466,76 @@ Status RecvAll(int fd, void* buf, size_t len, const Deadline& dl) {
       continue;
     }
     return IoError(err, "recv from", fd);
+  }
+  return Status::Ok();
+}
+
+Status SetIoSlice(int fd, int ms) {
+  timeval tv{ms / 1000, (ms % 1000) * 1000};
+  if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
+      setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0)
+    return SystemError(errno, "SO_RCVTIMEO/SO_SNDTIMEO on fd %d", fd);
+  return Status::Ok();
+}
+
+namespace {
+// Between two slices of a blocking transfer: the caller's check, the
+// deadline, then (a slice that timed out, or a non-blocking socket) a poll
+// of at most one slice.
+Status BetweenSlices(int fd, short events, bool idle, const Deadline& dl,
+                     const std::function<Status()>& check, const char* op) {
+  if (check) ZC_RETURN_IF_ERROR(check());
+  if (dl.expired())
+    return Error(ZC_ERR_TIMEOUT, "%s %s: timed out", op, PeerAddress(fd).c_str());
+  if (!idle) return Status::Ok();
+  Deadline slice(std::min(dl.remaining_s(), kIoSliceMs / 1000.0));
+  Status st = WaitReady(fd, events, slice, op);
+  return st.code() == ZC_ERR_TIMEOUT ? Status::Ok() : st;
+}
+}  // namespace
+
+Status RecvAllBlocking(int fd, void* buf, size_t len, const Deadline& dl,
+                       const std::function<Status()>& check) {
+  char* p = static_cast<char*>(buf);
+  const size_t want = len;
+  while (len > 0) {
+    NoteReceiving();
+    ssize_t n = recv(fd, p, len, MSG_WAITALL);
+    if (n > 0) {
+      p += n;
+      len -= static_cast<size_t>(n);
+      if (len) ZC_RETURN_IF_ERROR(BetweenSlices(fd, POLLIN, false, dl, check, "recv from"));
+      continue;
+    }
+    if (n == 0)
+      return Error(ZC_ERR_PEER_LOST,
+                   "recv from %s: connection closed by peer (after %zu of %zu "
+                   "bytes)", PeerAddress(fd).c_str(), want - len, want);
+    const int err = errno;
+    if (err == EINTR) continue;
+    if (err != EAGAIN && err != EWOULDBLOCK) return IoError(err, "recv from", fd);
+    ZC_RETURN_IF_ERROR(BetweenSlices(fd, POLLIN, true, dl, check, "recv from"));
+  }
+  return Status::Ok();
+}
+
+Status SendAllvBlocking(int fd, struct iovec* iov, int iovcnt, const Deadline& dl,
+                        const std::function<Status()>& check) {
+  while (iovcnt > 0 && iov->iov_len == 0) { ++iov; --iovcnt; }
+  while (iovcnt > 0) {
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(std::min(iovcnt, IOV_MAX));
+    ssize_t n = SendSome(fd, &msg, 0);
+    if (n < 0) {
+      const int err = errno;
+      if (err == EINTR) continue;
+      if (err != EAGAIN && err != EWOULDBLOCK) return IoError(err, "send to", fd);
+      ZC_RETURN_IF_ERROR(BetweenSlices(fd, POLLOUT, true, dl, check, "send to"));
+      continue;
+    }
+    Advance(&iov, &iovcnt, static_cast<size_t>(n));
+    if (iovcnt > 0) ZC_RETURN_IF_ERROR(BetweenSlices(fd, POLLOUT, false, dl, check, "send to"));
   }
   return Status::Ok();
 }

@@ -238,7 +238,7 @@ void Listener::TakeHello(Incoming* in) {
     RefuseIncoming(in, st.message());
     return;
   }
-  tuner_->Tune(in->fd);
+  sock->io_sliced = tuner_->Tune(in->fd);
   sock->fd = in->fd;
   in->fd = -1;
 }

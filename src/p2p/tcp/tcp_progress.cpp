@@ -63,6 +63,34 @@ class MuteWindow {
   bool muted_ = false;
 };
 
+// The sockets a progress thread left to the driver. It was woken for them
+// while a thread waited in the driver's epoll, which comes first on every
+// socket's wait queue: that thread was woken for the same bytes (the first
+// segment of a large message woke it, a later one this thread) and takes
+// them itself; serving them here too made the two race for the socket, and
+// when this thread won, the waiting thread slept again until this one
+// woke it (one more wake-up per message). Where no pass over a socket
+// started since (the driver left without it), this thread serves it on
+// its next turn, a millisecond on at most.
+class LeftToDriver {
+ public:
+  void Add(Socket* s) { left_.push_back({s, s->passes.load(std::memory_order_acquire)}); }
+  bool empty() const { return left_.empty(); }
+  template <typename ServeFn>
+  void ServeUnserved(ServeFn serve) {
+    for (const Left& l : left_)
+      if (l.s->passes.load(std::memory_order_acquire) == l.passes) serve(l.s);
+    left_.clear();
+  }
+
+ private:
+  struct Left {
+    Socket* s;
+    uint32_t passes;
+  };
+  std::vector<Left> left_;
+};
+
 }  // namespace
 
 Status Progress::Start(const std::vector<std::unique_ptr<Socket>>& sockets, int num_cqs) {
@@ -100,6 +128,7 @@ Status Progress::MakeGroups(int num_cqs) {
     g->sockets = std::move(d);
     g->ep = epoll_create1(EPOLL_CLOEXEC);
     if (g->ep < 0) return Error(ZC_ERR_SYSTEM, "tcp: epoll: %s", strerror(errno));
+    g->drive_ep = drive_ep_;
     for (Socket* s : g->sockets) {
       s->group = g;
       ZC_RETURN_IF_ERROR(Watch(g->ep, s->fd, s));
@@ -124,6 +153,18 @@ void Progress::Stop() {
   }
 }
 
+void ProgressGroup::Quiet(Socket* s) {
+  epoll_ctl(drive_ep, EPOLL_CTL_DEL, s->fd, nullptr);
+  epoll_ctl(ep, EPOLL_CTL_DEL, s->fd, nullptr);
+}
+
+void ProgressGroup::Loud(Socket* s) {
+  Status st = Watch(drive_ep, s->fd, s);
+  if (st.ok()) st = Watch(ep, s->fd, s);
+  if (!st.ok() && !s->dead.exchange(true))
+    s->host->OnPeerLost(s->peer, st.with_context(Format("tcp: watching the socket to peer %d again", s->peer)));
+}
+
 void Progress::Unwatch(Socket* s) {
   if (drive_ep_ >= 0) epoll_ctl(drive_ep_, EPOLL_CTL_DEL, s->fd, nullptr);
   for (auto& g : groups_)
@@ -142,6 +183,7 @@ bool Progress::Service(Socket* s) {
       ended = true;
       Unwatch(s);  // dropped by a failed send: it may stay readable (EOF)
     } else if (!ended) {
+      s->passes.fetch_add(1, std::memory_order_acq_rel);
       st = messages_.Pump(s, &s->group->responder, &took);
       if (!st.ok() || s->said_bye.load()) {
         ended = true;
@@ -173,6 +215,7 @@ void Progress::ProgressLoop(ProgressGroup* g) {
   epoll_event evs[32];
   int active_turns = 0;
   MuteWindow mute(g->driven);
+  LeftToDriver left;
   while (!stop_.load(std::memory_order_relaxed)) {
     size_t live = 0;
     for (Socket* s : g->sockets) live += !s->dead.load();
@@ -180,7 +223,13 @@ void Progress::ProgressLoop(ProgressGroup* g) {
     const bool muted = mute.Next();
     const int n = Wait(g, evs, 32, muted, &active_turns);
     for (Socket* s : g->sockets) s->FlushDeferred(std::chrono::microseconds(muted || n > 0 ? 1000 : 0), stop_);
-    for (int i = 0; i < n && !stop_.load(); ++i) mute.Took(Service(static_cast<Socket*>(evs[i].data.ptr)));
+    left.ServeUnserved([&](Socket* s) { mute.Took(Service(s)); });
+    for (int i = 0; i < n && !stop_.load(); ++i) {
+      Socket* s = static_cast<Socket*>(evs[i].data.ptr);
+      if (driver_waiting_.load(std::memory_order_seq_cst)) left.Add(s);
+      else mute.Took(Service(s));
+    }
+    if (!left.empty()) active_turns = std::max(active_turns, 1);  // a 1 ms turn, not a long sleep
   }
 }
 

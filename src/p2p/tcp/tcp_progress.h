@@ -54,6 +54,16 @@ struct ProgressGroup {
   // driver reads, would wake the progress thread too (the driver has left
   // epoll_wait): a second wake-up per message, ~10 us one way here.
   std::atomic<uint64_t> driven{0};
+  int drive_ep = -1;  // the driver's epoll (Progress), for Quiet
+
+  // While one thread reads a large payload off s (Socket::TakeBytes), the
+  // others that wait for s in epoll (the driver, this group's thread) are
+  // off its wait queue: each segment would wake them only to find s
+  // served, five times or more a MiB on loopback, each wake-up taking a
+  // core from the two copies. Loud puts them back in the same order (the
+  // driver's entry first) and reports s at once if more came meanwhile.
+  void Quiet(Socket* s);
+  void Loud(Socket* s);
 };
 
 class Progress final : public WaitDriver {

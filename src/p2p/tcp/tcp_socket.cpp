@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "common/socket.h"
+#include "common/socket_sliced.h"
 #include "p2p/tcp/tcp_progress.h"
 
 namespace zc::tcp {
@@ -34,7 +35,11 @@ Status Socket::SendMsgV(const MsgHeader& h, const SrcPiece* pieces, int n, const
 }
 
 Status Socket::SendIov(struct iovec* iov, int k, const Deadline& dl) {
-  Status st = net::SendAllv(fd, iov, k, dl);
+  size_t total = 0;
+  for (int i = 0; i < k; ++i) total += iov[i].iov_len;
+  Status st = total > kBlockingMin && io_sliced
+                  ? net::SendAllvBlocking(fd, iov, k, dl, [this] { return host->Health(peer); })
+                  : net::SendAllv(fd, iov, k, dl);
   ClearDeferred();
   if (!st.ok() && st.code() == ZC_ERR_PEER_LOST) {
     dead.store(true);
@@ -107,14 +112,13 @@ Status Socket::TakeBytes(void* dst, size_t n, const Deadline& dl) {
   // The rest is usually on its way (a message larger than one loopback
   // segment arrives in two): look again for a few microseconds before
   // RecvAll sleeps in poll, which costs a wake-up. Only for the last
-  // kRecvLowatMin bytes: a larger rest is left to RecvAll's low-water wait
-  // (one wake-up when it is there), since spinning on it took it in as
-  // many pieces as the sender's segments, each recv contending for the
-  // socket's lock with the sender (2 ranks, tcp allreduce: 4-32 MiB
-  // 0.8-0.9x of the time).
+  // kBlockingMin bytes: a larger rest is taken by one blocking recv (see
+  // kBlockingMin), since spinning on it took it in as many pieces as the
+  // sender's segments, each recv contending for the socket's lock with the
+  // sender (2 ranks, tcp allreduce: 4-32 MiB 0.8-0.9x of the time).
   char* p = static_cast<char*>(dst) + have;
   size_t left = n - have;
-  for (int spin = 0; spin < 200 && left && left <= net::kRecvLowatMin; ++spin) {
+  for (int spin = 0; spin < 200 && left && left <= kBlockingMin; ++spin) {
     net::NoteReceiving();
     ssize_t got = recv(fd, p, left, MSG_DONTWAIT);
     if (got > 0) {
@@ -129,7 +133,14 @@ Status Socket::TakeBytes(void* dst, size_t n, const Deadline& dl) {
 #endif
     }
   }
-  return left ? net::RecvAll(fd, p, left, dl) : Status::Ok();
+  if (!left) return Status::Ok();
+  if (left > kBlockingMin && io_sliced) {
+    if (group) group->Quiet(this);
+    Status st = net::RecvAllBlocking(fd, p, left, dl, [this] { return host->Health(peer); });
+    if (group) group->Loud(this);
+    return st;
+  }
+  return net::RecvAll(fd, p, left, dl);
 }
 
 Status Socket::Drain(uint64_t bytes) {
@@ -143,8 +154,15 @@ Status Socket::Drain(uint64_t bytes) {
   return Status::Ok();
 }
 
-void SocketTuner::Tune(int fd) {
+bool SocketTuner::Tune(int fd) {
   net::SetNoDelay(fd);
+  Status sliced = net::SetIoSlice(fd, net::kIoSliceMs);
+  if (!sliced.ok()) ZC_TRACE(kTcp, "%s (large payloads go through poll)", sliced.message().c_str());
+  Congestion(fd);
+  return sliced.ok();
+}
+
+void SocketTuner::Congestion(int fd) {
   const std::string& want = want_;
   if (want == "system") return;
   const bool automatic = want == "auto";

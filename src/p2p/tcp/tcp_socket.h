@@ -49,6 +49,10 @@ struct Socket {
   // progress thread, which then took the rest of the message and had to
   // wake the driver: two wake-ups per message instead of one.
   std::atomic<uint32_t> service_req{0};
+  // Passes over the socket started so far (Progress::Service): a progress
+  // thread that left a socket to the driver serves it later only when no
+  // pass started since (Progress::ProgressLoop).
+  std::atomic<uint32_t> passes{0};
   std::atomic<bool> dead{false};
   std::atomic<bool> said_bye{false};  // the peer finalized; every earlier message on this socket was handled
   // What one recv took off the socket beyond the message being handled
@@ -64,6 +68,16 @@ struct Socket {
   Clock::time_point deferred_at;
   std::atomic<bool> deferred_flag{false};
   ProgressGroup* group = nullptr;  // of its progress thread
+  // Payloads (and whole messages) above kBlockingMin go through one
+  // blocking system call, as a plain socket transfer does, where a
+  // non-blocking loop took 1 MiB in about six pieces, each after a poll or
+  // an epoll wake-up (docs/PERFORMANCE.md, "TCP point to point against a
+  // plain loopback socket"). io_sliced: SO_RCVTIMEO/SO_SNDTIMEO bound each
+  // such call (SocketTuner::Tune), so the deadline and the peer's health
+  // are checked every net::kIoSliceMs while it waits; without them the
+  // non-blocking loop serves.
+  static constexpr size_t kBlockingMin = 64 * 1024;
+  bool io_sliced = false;
 
   // --- Send side: any thread (send_mu). ---
   Status SendMsg(const tcp_wire::MsgHeader& h, const void* payload, const Deadline& dl) {
@@ -103,7 +117,8 @@ struct Socket {
 };
 
 // A data socket's options, set by both ends (Listener, TcpTransport::Dial):
-// TCP_NODELAY, and the congestion control that ZC_TCP_CONGESTION asks for.
+// TCP_NODELAY, the slice that bounds its blocking calls (Socket::io_sliced),
+// and the congestion control that ZC_TCP_CONGESTION asks for.
 // auto: reno to a peer on this host. The
 // system's default here, bbr, paces every socket by its estimate of the
 // path's bandwidth, which on loopback is below what the kernel carries:
@@ -114,9 +129,11 @@ struct Socket {
 class SocketTuner {
  public:
   explicit SocketTuner(std::string congestion) : want_(std::move(congestion)) {}
-  void Tune(int fd);
+  // Returns whether the blocking calls are bounded (Socket::io_sliced).
+  bool Tune(int fd);
 
  private:
+  void Congestion(int fd);
   const std::string want_;  // ZC_TCP_CONGESTION
   std::atomic<bool> congestion_warned_{false};
 };

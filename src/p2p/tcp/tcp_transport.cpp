@@ -195,7 +195,7 @@ Status TcpTransport::Dial(int peer, const std::string& host, int port, int index
     if (!st.ok()) return st;
     st = ClientHandshake(fd, index, Deadline(std::min(dl.remaining_s(), 2 * kHandshakeSeconds)));
     if (st.ok()) {
-      tuner_.Tune(fd);
+      s->io_sliced = tuner_.Tune(fd);
       s->fd = fd;
       return st;
     }

@@ -1,0 +1,31 @@
+// Large transfers on a blocking socket (the tcp transport's payloads),
+// beside socket.h's non-blocking loops; defined in socket.cpp, with which
+// they share the send path (its ThreadSanitizer model).
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <functional>
+
+#include "common/deadline.h"
+#include "common/status.h"
+
+namespace zc::net {
+
+// The whole rest in one system call, the kernel copying each segment as it
+// arrives (recv with MSG_WAITALL) or as room frees up (sendmsg), as a
+// plain socket transfer does, instead of a return to user space, a poll and
+// another call per piece. Each call is bounded by the socket's SO_RCVTIMEO
+// or SO_SNDTIMEO (SetIoSlice); between slices, and after a call that
+// returned short, `check` says whether to go on (the peer's health) and dl
+// ends the wait with ZC_ERR_TIMEOUT. On a non-blocking socket they wait in
+// poll for a slice instead. Errors as RecvAll / SendAllv.
+constexpr int kIoSliceMs = 10;
+Status SetIoSlice(int fd, int ms);
+Status RecvAllBlocking(int fd, void* buf, size_t len, const Deadline& dl,
+                       const std::function<Status()>& check);
+Status SendAllvBlocking(int fd, struct iovec* iov, int iovcnt, const Deadline& dl,
+                        const std::function<Status()>& check);
+
+}  // namespace zc::net
