@@ -14,12 +14,16 @@ namespace {
 
 // Edge-triggered: a thread that finds another serving a socket returns
 // (Service) and must not be woken again and again for the same bytes.
-Status Watch(int ep, int fd, void* ptr) {
+// 0, or the errno of epoll_ctl.
+int AddEntry(int ep, int fd, void* ptr) {
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLEXCLUSIVE | EPOLLET;
   ev.data.ptr = ptr;
-  return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0 ? Status::Ok()
-                                                    : Error(ZC_ERR_SYSTEM, "tcp: epoll_ctl: %s", strerror(errno));
+  return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0 ? 0 : errno;
+}
+Status Watch(int ep, int fd, void* ptr) {
+  const int err = AddEntry(ep, fd, ptr);
+  return err == 0 ? Status::Ok() : Error(ZC_ERR_SYSTEM, "tcp: epoll_ctl: %s", strerror(err));
 }
 
 // Whether a progress thread spends its next turn off its sockets' wait
@@ -159,10 +163,14 @@ void ProgressGroup::Quiet(Socket* s) {
 }
 
 void ProgressGroup::Loud(Socket* s) {
-  Status st = Watch(drive_ep, s->fd, s);
-  if (st.ok()) st = Watch(ep, s->fd, s);
-  if (!st.ok() && !s->dead.exchange(true))
-    s->host->OnPeerLost(s->peer, st.with_context(Format("tcp: watching the socket to peer %d again", s->peer)));
+  // EEXIST: Quiet found the socket off that epoll already (Start failed
+  // midway): it is watched as it was.
+  for (int e : {drive_ep, ep}) {
+    const int err = AddEntry(e, s->fd, s);
+    if (err != 0 && err != EEXIST && !s->dead.exchange(true))
+      s->host->OnPeerLost(s->peer, Error(ZC_ERR_SYSTEM, "tcp: watching the socket to peer %d again: epoll_ctl: %s",
+                                         s->peer, strerror(err)));
+  }
 }
 
 void Progress::Unwatch(Socket* s) {
