@@ -132,7 +132,6 @@ Status Progress::MakeGroups(int num_cqs) {
     g->sockets = std::move(d);
     g->ep = epoll_create1(EPOLL_CLOEXEC);
     if (g->ep < 0) return Error(ZC_ERR_SYSTEM, "tcp: epoll: %s", strerror(errno));
-    g->drive_ep = drive_ep_;
     for (Socket* s : g->sockets) {
       s->group = g;
       ZC_RETURN_IF_ERROR(Watch(g->ep, s->fd, s));
@@ -157,20 +156,15 @@ void Progress::Stop() {
   }
 }
 
-void ProgressGroup::Quiet(Socket* s) {
-  epoll_ctl(drive_ep, EPOLL_CTL_DEL, s->fd, nullptr);
-  epoll_ctl(ep, EPOLL_CTL_DEL, s->fd, nullptr);
-}
+void ProgressGroup::Quiet(Socket* s) { epoll_ctl(ep, EPOLL_CTL_DEL, s->fd, nullptr); }
 
 void ProgressGroup::Loud(Socket* s) {
-  // EEXIST: Quiet found the socket off that epoll already (Start failed
+  // EEXIST: Quiet found the socket off the epoll already (Start failed
   // midway): it is watched as it was.
-  for (int e : {drive_ep, ep}) {
-    const int err = AddEntry(e, s->fd, s);
-    if (err != 0 && err != EEXIST && !s->dead.exchange(true))
-      s->host->OnPeerLost(s->peer, Error(ZC_ERR_SYSTEM, "tcp: watching the socket to peer %d again: epoll_ctl: %s",
-                                         s->peer, strerror(err)));
-  }
+  const int err = AddEntry(ep, s->fd, s);
+  if (err != 0 && err != EEXIST && !s->dead.exchange(true))
+    s->host->OnPeerLost(s->peer, Error(ZC_ERR_SYSTEM, "tcp: watching the socket to peer %d again: epoll_ctl: %s",
+                                       s->peer, strerror(err)));
 }
 
 void Progress::Unwatch(Socket* s) {
@@ -179,7 +173,7 @@ void Progress::Unwatch(Socket* s) {
     if (g->ep >= 0) epoll_ctl(g->ep, EPOLL_CTL_DEL, s->fd, nullptr);
 }
 
-bool Progress::Service(Socket* s) {
+bool Progress::Service(Socket* s, bool by_driver) {
   // Another thread serves the socket: it passes again for this request.
   if (s->service_req.fetch_add(1, std::memory_order_acq_rel) != 0) return false;
   Status st;
@@ -192,6 +186,7 @@ bool Progress::Service(Socket* s) {
       Unwatch(s);  // dropped by a failed send: it may stay readable (EOF)
     } else if (!ended) {
       s->passes.fetch_add(1, std::memory_order_acq_rel);
+      s->served_by_driver = by_driver;
       st = messages_.Pump(s, &s->group->responder, &took);
       if (!st.ok() || s->said_bye.load()) {
         ended = true;
@@ -231,11 +226,11 @@ void Progress::ProgressLoop(ProgressGroup* g) {
     const bool muted = mute.Next();
     const int n = Wait(g, evs, 32, muted, &active_turns);
     for (Socket* s : g->sockets) s->FlushDeferred(std::chrono::microseconds(muted || n > 0 ? 1000 : 0), stop_);
-    left.ServeUnserved([&](Socket* s) { mute.Took(Service(s)); });
+    left.ServeUnserved([&](Socket* s) { mute.Took(Service(s, false)); });
     for (int i = 0; i < n && !stop_.load(); ++i) {
       Socket* s = static_cast<Socket*>(evs[i].data.ptr);
       if (driver_waiting_.load(std::memory_order_seq_cst)) left.Add(s);
-      else mute.Took(Service(s));
+      else mute.Took(Service(s, false));
     }
     if (!left.empty()) active_turns = std::max(active_turns, 1);  // a 1 ms turn, not a long sleep
   }
@@ -318,7 +313,7 @@ void Progress::Drive(uint32_t epoch, int timeout_us, bool count) {
       continue;
     }
     Socket* s = static_cast<Socket*>(evs[i].data.ptr);
-    if (Service(s) && count && s->group) s->group->driven.fetch_add(1, std::memory_order_relaxed);
+    if (Service(s, true) && count && s->group) s->group->driven.fetch_add(1, std::memory_order_relaxed);
   }
 }
 

@@ -54,14 +54,14 @@ struct ProgressGroup {
   // driver reads, would wake the progress thread too (the driver has left
   // epoll_wait): a second wake-up per message, ~10 us one way here.
   std::atomic<uint64_t> driven{0};
-  int drive_ep = -1;  // the driver's epoll (Progress), for Quiet
 
-  // While one thread reads a large payload off s (Socket::TakeBytes), the
-  // others that wait for s in epoll (the driver, this group's thread) are
-  // off its wait queue: each segment would wake them only to find s
-  // served, five times or more a MiB on loopback, each wake-up taking a
-  // core from the two copies. Loud puts them back in the same order (the
-  // driver's entry first) and reports s at once if more came meanwhile.
+  // While the driver reads a large payload off s (Socket::TakeBytes), this
+  // group's entry is off s's wait queue: each segment would wake this
+  // thread only to find s served (the driver's entry, first on the queue,
+  // wakes nobody while the driver reads), five times or more a MiB on
+  // loopback, each wake-up taking a core from the two copies. Loud puts
+  // it back, behind the driver's as before, and reports s at once if more
+  // came meanwhile.
   void Quiet(Socket* s);
   void Loud(Socket* s);
 };
@@ -118,8 +118,9 @@ class Progress final : public WaitDriver {
   void Drive(uint32_t epoch, int timeout_us, bool count);
   // Pump (one thread at a time, see Socket::service_req), then what a
   // dropped or finished socket needs.
-  // Returns whether it took a message off the socket.
-  bool Service(Socket* s);
+  // Returns whether it took a message off the socket. by_driver: the
+  // caller is the driver (Drive), not a progress thread.
+  bool Service(Socket* s, bool by_driver);
   // A socket this pass ended (an error, or the peer's goodbye): out of the
   // epolls, and its peer reported lost once every socket of it is done.
   void Ended(Socket* s, const Status& st);

@@ -135,9 +135,10 @@ Status Socket::TakeBytes(void* dst, size_t n, const Deadline& dl) {
   }
   if (!left) return Status::Ok();
   if (left > kBlockingMin && io_sliced) {
-    if (group) group->Quiet(this);
+    const bool quiet = group && served_by_driver;
+    if (quiet) group->Quiet(this);
     Status st = net::RecvAllBlocking(fd, p, left, dl, [this] { return host->Health(peer); });
-    if (group) group->Loud(this);
+    if (quiet) group->Loud(this);
     return st;
   }
   return net::RecvAll(fd, p, left, dl);

@@ -53,6 +53,7 @@ struct Socket {
   // thread that left a socket to the driver serves it later only when no
   // pass started since (Progress::ProgressLoop).
   std::atomic<uint32_t> passes{0};
+  bool served_by_driver = false;  // the current pass's (its serving thread only)
   std::atomic<bool> dead{false};
   std::atomic<bool> said_bye{false};  // the peer finalized; every earlier message on this socket was handled
   // What one recv took off the socket beyond the message being handled
