@@ -158,7 +158,7 @@ TEST(TcpPayload, PeerLostWhileTheReadWaits) {
   std::atomic<bool> done{false};
   Status st;
   std::thread reader([&] {
-    st = p.ours.TakeBytes(dst.data(), n, Deadline(120));
+    st = p.ours.TakeBytes(dst.data(), n, Deadline(40));
     done.store(true);
   });
   // The reader is inside the read: some of the payload is in place.
@@ -201,7 +201,7 @@ TEST(TcpPayload, BlockedSendMeetsDeadlineAndPeerLoss) {
       p.host.Lose();
     });
     const auto t0 = std::chrono::steady_clock::now();
-    Status st = p.ours.SendMsg(h, src.data(), Deadline(120));
+    Status st = p.ours.SendMsg(h, src.data(), Deadline(40));
     loser.join();
     EXPECT_EQ(st.code(), ZC_ERR_PEER_LOST) << st.message();
     EXPECT_LT(Since(t0), 20.0);
