@@ -500,7 +500,7 @@ Status RecvAllBlocking(int fd, void* buf, size_t len, const Deadline& dl,
   const size_t want = len;
   while (len > 0) {
     NoteReceiving();
-    ssize_t n = recv(fd, p, len, MSG_WAITALL);
+    ssize_t n = recv(fd, p, len, 0);
     if (n > 0) {
       p += n;
       len -= static_cast<size_t>(n);
