@@ -22,6 +22,11 @@ Status Socket::Closed() const {
                                  : host->Health(peer);
 }
 
+Status Socket::PeerLost() const {
+  Status h = host->Health(peer);
+  return h.code() == ZC_ERR_PEER_LOST ? h : Status::Ok();
+}
+
 Status Socket::SendMsgV(const MsgHeader& h, const SrcPiece* pieces, int n, const Deadline& dl) {
   std::lock_guard<std::mutex> lock(send_mu);
   if (dead.load()) return Closed();
@@ -38,7 +43,7 @@ Status Socket::SendIov(struct iovec* iov, int k, const Deadline& dl) {
   size_t total = 0;
   for (int i = 0; i < k; ++i) total += iov[i].iov_len;
   Status st = total > kBlockingMin && io_sliced
-                  ? net::SendAllvBlocking(fd, iov, k, dl, [this] { return host->Health(peer); })
+                  ? net::SendAllvBlocking(fd, iov, k, dl, [this] { return PeerLost(); })
                   : net::SendAllv(fd, iov, k, dl);
   ClearDeferred();
   if (!st.ok() && st.code() == ZC_ERR_PEER_LOST) {
@@ -137,7 +142,7 @@ Status Socket::TakeBytes(void* dst, size_t n, const Deadline& dl) {
   if (left > kBlockingMin && io_sliced) {
     const bool quiet = group && served_by_driver;
     if (quiet) group->Quiet(this);
-    Status st = net::RecvAllBlocking(fd, p, left, dl, [this] { return host->Health(peer); });
+    Status st = net::RecvAllBlocking(fd, p, left, dl, [this] { return PeerLost(); });
     if (quiet) group->Loud(this);
     return st;
   }

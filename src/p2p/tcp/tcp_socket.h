@@ -108,6 +108,11 @@ struct Socket {
  private:
   // Why a send on a dead socket fails: the host's verdict on the peer, or a closed connection.
   Status Closed() const;
+  // What ends a blocking transfer between its slices besides its deadline:
+  // the peer's loss. Not an abort or a revocation of the communicator: a
+  // message cut short leaves the stream unreadable, so the transfer in
+  // progress ends as before, at its deadline or the peer's loss.
+  Status PeerLost() const;
   // The iovecs out (under send_mu, a deferred flag first when there was
   // one); a lost peer marks the socket dead and tells the host.
   Status SendIov(struct iovec* iov, int k, const Deadline& dl);
