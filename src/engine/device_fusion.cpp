@@ -65,14 +65,22 @@ int DeviceFusion::DeviceOf(const void* input, const void* output, size_t bytes) 
 Status DeviceFusion::RecordReady(int device, std::shared_ptr<void>* ready) {
   const gpu::DriverTable* drv = DriverOf(path_);
   if (drv == nullptr || !HasStreams(drv)) return Error(ZC_ERR_UNSUPPORTED, "the CUDA driver lacks streams or events");
-  ZC_RETURN_IF_ERROR(gpu::EnsureContext(drv, device));
+  // The submitting thread is the framework's: its current context is put
+  // back if the tensor's device needed another.
+  gpu::CuContext before = nullptr;
+  ZC_RETURN_IF_ERROR(gpu::CuCheck(drv, drv->CtxGetCurrent(&before), "cuCtxGetCurrent"));
+  Status st = gpu::EnsureContext(drv, device);
   gpu::CuEvent ev = nullptr;
-  ZC_RETURN_IF_ERROR(gpu::CuCheck(drv, drv->EventCreate(&ev, gpu::cu::kEventDisableTiming), "cuEventCreate"));
-  std::shared_ptr<void> holder(ev, [drv](void* e) { drv->EventDestroy(static_cast<gpu::CuEvent>(e)); });
-  ZC_RETURN_IF_ERROR(
-      gpu::CuCheck(drv, drv->EventRecord(ev, nullptr), "cuEventRecord on the legacy default stream"));
-  *ready = std::move(holder);
-  return Status::Ok();
+  if (st.ok()) st = gpu::CuCheck(drv, drv->EventCreate(&ev, gpu::cu::kEventDisableTiming), "cuEventCreate");
+  if (st.ok()) {
+    std::shared_ptr<void> holder(ev, [drv](void* e) { drv->EventDestroy(static_cast<gpu::CuEvent>(e)); });
+    st = gpu::CuCheck(drv, drv->EventRecord(ev, nullptr), "cuEventRecord on the legacy default stream");
+    if (st.ok()) *ready = std::move(holder);
+  }
+  gpu::CuContext now = nullptr;
+  if (before != nullptr && drv->CtxGetCurrent(&now) == gpu::cu::kSuccess && now != before)
+    IgnoreError(gpu::CuCheck(drv, drv->CtxSetCurrent(before), "cuCtxSetCurrent"), "the caller's context back");
+  return st;
 }
 
 Status DeviceFusion::Begin(int device) {
