@@ -23,6 +23,8 @@
 // smallest tensor (nothing fuses: no fused set), the sum of the step's
 // tensors and one byte less; a 40000-element float64 tensor grows the device
 // fusion buffer past its first 64 KiB.
+// JoinedRankAmongDeviceRanks: the last rank joins, the others' device
+// tensors are reduced with its zeros (staged, since it passes host memory).
 // PackFailure: rank 1's cuMemcpyAsync of one tensor fails: every rank's
 // handles fail (rank 1's naming the tensor, the rank and the CUDA error),
 // none by timeout.
@@ -442,6 +444,60 @@ TEST(EngineDeviceFusion, ThresholdGrowsTheBuffer4Shm) {
   Options o = Boundary();
   o.big = true;
   RunCase(4, "shm", o, "1048576");
+}
+
+// ---- a joined rank among device ranks ----
+
+// The last rank joins at once; the others allreduce device tensors (fused,
+// sum and avg) for three steps, the joined rank contributing zeros from host
+// memory (so the device ranks stage), then join too.
+int JoinBody(int rank) {
+  static Rig rig;
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  rig.Install(comm, "1");
+  const int n = zc_size(comm);
+  zc_engine* eng = nullptr;
+  CHILD_OK(zc_engine_create(comm, &eng));
+  zc_engine_handle* join = nullptr;
+  if (rank == n - 1) CHILD_OK(zc_engine_join(eng, &join));
+  if (rank < n - 1) {
+    const size_t sizes[3] = {1, 17, 101};
+    for (zc_op op : {ZC_SUM, ZC_AVG}) {
+      std::vector<std::unique_ptr<Buf>> bufs;
+      for (size_t k = 0; k < 3; ++k) bufs.push_back(std::make_unique<Buf>(true, sizes[k] * sizeof(double)));
+      for (int step = 0; step < 3; ++step) {
+        std::vector<zc_engine_handle*> hs(3, nullptr);
+        for (size_t k = 0; k < 3; ++k) {
+          bufs[k]->Write(Input(ZC_FLOAT64, sizes[k], rank, static_cast<int>(k), step));
+          const std::string name = zc::Format("join.%s.%zu", zc::OpName(op), k);
+          const int64_t shape[1] = {static_cast<int64_t>(sizes[k])};
+          CHILD_OK(zc_engine_allreduce(eng, name.c_str(), bufs[k]->ptr(), bufs[k]->ptr(), 1, shape, ZC_FLOAT64, op,
+                                       1.0, 1.0, &hs[k]));
+        }
+        for (size_t k = 0; k < 3; ++k) {
+          CHILD_OK(zc_engine_wait(hs[k]));
+          zc_engine_handle_free(hs[k]);
+          // Zeros from the joined rank; AVG still divides by every rank.
+          std::vector<char> want = Expected(ZC_FLOAT64, ZC_SUM, sizes[k], n - 1, static_cast<int>(k), step, 1, 1);
+          if (op == ZC_AVG) ref::RefScaleDiv(want.data(), sizes[k], ZC_FLOAT64, n);
+          CHILD_RUN(Compare(rank, "joined", ZC_FLOAT64, sizes[k], bufs[k]->Read(), want));
+        }
+        CHILD_RUN(NoViolations(rank, "allreduce with a joined rank"));
+      }
+    }
+    CHILD_OK(zc_engine_join(eng, &join));
+  }
+  CHILD_OK(zc_engine_wait(join));
+  zc_engine_handle_free(join);
+  CHILD_OK(zc_engine_destroy(eng));
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+
+TEST(EngineDeviceFusion, JoinedRankAmongDeviceRanks3Shm) {
+  auto res = RunRanks(3, JoinBody, BaseEnv("shm"), 120);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
 }
 
 // ---- a CUDA failure while packing ----
