@@ -11,7 +11,8 @@
 //     checking them for mismatches;
 //  4. runs the agreed responses in the same order on every rank, fusing
 //     allreduces into the registered fusion buffer up to
-//     ZC_FUSION_THRESHOLD;
+//     ZC_FUSION_THRESHOLD (tensors in device memory: into DeviceFusion's
+//     device buffer, fused only with tensors placed alike on every rank);
 //  5. completes joins and inspects stalls (StallInspector, ZC_STALL_WARNING).
 // It runs on its own communicator (a zc_comm_dup of the caller's, made by the
 // C API), so it never races the framework's own collectives. A caller's
