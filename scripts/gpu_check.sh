@@ -124,7 +124,7 @@ left() {
 # time left after the benchmarks.
 say "gpu tests, real driver: stream-ordered, plans, other collectives (staged and CUDA IPC), kernels"
 run "$(left 330)" tests meson test -C "$build" --print-errorlogs gpu_coll_on_stream gpu_coll_plan \
-  gpu_coll_mixed_across_ranks gpu_coll_others gpu_coll_others_ipc gpu_coll_errors gpu_reduce_kernels \
+  gpu_coll_mixed_across_ranks gpu_coll_others gpu_coll_others_ipc gpu_coll_errors gpu_coll_engine gpu_reduce_kernels \
   gpu_pointer_classify gpu_cudahook gpu_fake_cuda gpu_stream_every_call gpu_stream_pipelined \
   gpu_stream_errors gpu_ipc_collectives gpu_ipc_errors
 if [ "$dry" = 0 ] && grep -q "gpu_coll_.*SKIP" "$out/tests" 2>/dev/null; then

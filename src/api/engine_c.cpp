@@ -84,6 +84,10 @@ zc_status StageBuffers(zc_engine* e, Op* op) {
   // are the engine's own (zc_engine_output).
   const bool writes_caller = t == OpType::kAllreduce || t == OpType::kBroadcast;
   if (writes_caller) ZC_TRY(CheckBuf(e->comm, what, op->output, "output", bytes));
+  // An allreduce of one device's memory stays there: the engine fuses it
+  // in its device fusion buffer (engine/device_fusion.h).
+  if (t == OpType::kAllreduce && (op->req.device = e->engine->DeviceOf(op->input, op->output, bytes)) >= 0)
+    return ZC_OK;
   const zc::gpu::StageArg args[2] = {{op->input, bytes, true, false, "input"},
                                      {op->output, bytes, false, true, "output"}};
   void* host[2];
@@ -138,7 +142,8 @@ zc_status zc_engine_create(zc_comm* comm, zc_engine** engine) {
   config.stall_warning_s = env.stall_warning_s;
   config.stall_shutdown_s = env.stall_shutdown_s;
   ZC_TRY(zc_comm_dup(comm, &e->comm));
-  st = zc::engine::Engine::Create(e->comm->coll.get(), e->comm->group.get(), config, &e->engine);
+  st = zc::engine::Engine::Create(e->comm->coll.get(), e->comm->group.get(), e->comm->gpu.get(), config,
+                                  &e->engine);
   if (!st.ok()) {
     zc_finalize(e->comm);
     return Fail(st.with_context(zc::Format("rank %d: zc_engine_create", comm->rank)));

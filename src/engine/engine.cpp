@@ -26,9 +26,19 @@ void SetBit(std::vector<uint64_t>& w, size_t base, size_t i, bool on) {
   else w[base + i / 64] &= ~(uint64_t{1} << (i % 64));
 }
 size_t Bytes(const Request& r) { return static_cast<size_t>(r.elements()) * DtypeSize(r.dtype); }
+
+// Where rank r's tensor of an agreed response is (Request::device; a joined
+// rank's zeros are host memory): the same answer on every rank, so every
+// rank splits fused sets alike.
+int DeviceOfRank(const Response& resp, int r) { return resp.present[r] ? resp.per_rank[r].device : -1; }
+bool SamePlacement(const Response& a, const Response& b) {
+  for (size_t r = 0; r < a.present.size(); ++r)
+    if (DeviceOfRank(a, static_cast<int>(r)) != DeviceOfRank(b, static_cast<int>(r))) return false;
+  return true;
+}
 }  // namespace
 
-Engine::Engine(Collectives* coll, Group* group, const Config& config)
+Engine::Engine(Collectives* coll, Group* group, gpu::DevicePath* gpu, const Config& config)
     : coll_(coll),
       group_(group),
       config_(config),
@@ -38,11 +48,13 @@ Engine::Engine(Collectives* coll, Group* group, const Config& config)
       table_(group->size()),
       joined_(group->size(), 0),
       fusion_(group),
+      device_(gpu, config.timeout_s),
       plans_(coll),
       stalls_(config.stall_warning_s, config.stall_shutdown_s, group->rank()) {}
 
-Status Engine::Create(Collectives* coll, Group* group, const Config& config, std::unique_ptr<Engine>* out) {
-  std::unique_ptr<Engine> e(new Engine(coll, group, config));
+Status Engine::Create(Collectives* coll, Group* group, gpu::DevicePath* gpu, const Config& config,
+                      std::unique_ptr<Engine>* out) {
+  std::unique_ptr<Engine> e(new Engine(coll, group, gpu, config));
   if (!config.timeline.empty() && e->rank_ == 0) ZC_RETURN_IF_ERROR(e->timeline_.Open(config.timeline));
   Engine* p = e.get();
   e->thread_ = std::thread([p] { p->Loop(); });
@@ -107,6 +119,11 @@ Status Engine::Submit(const std::shared_ptr<Op>& op) {
         return bad(Format("splits add up to %lld rows, the first dimension is %lld", static_cast<long long>(sum),
                           static_cast<long long>(r.shape[0])));
     }
+  }
+  if (r.device >= 0) {
+    if (r.type != OpType::kAllreduce) return bad("only allreduce takes device tensors as they are");
+    if (Status st = device_.RecordReady(r.device, &op->ready); !st.ok())
+      return st.with_context(Format("rank %d: engine %s '%s' on GPU %d", rank_, type, name, r.device));
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (!error_.ok()) return error_;
@@ -385,7 +402,8 @@ Status Engine::Execute(std::vector<Response>& responses) {
         if (used[j]) continue;
         const Request& b = responses[j].lead();
         if (b.type == OpType::kAllreduce && b.dtype == a.dtype && b.op == a.op && b.prescale == a.prescale &&
-            b.postscale == a.postscale && total + Bytes(b) <= config_.fusion_threshold) {
+            b.postscale == a.postscale && SamePlacement(responses[i], responses[j]) &&
+            total + Bytes(b) <= config_.fusion_threshold) {
           set.push_back(&responses[j]);
           total += Bytes(b);
           used[j] = true;
@@ -393,7 +411,8 @@ Status Engine::Execute(std::vector<Response>& responses) {
       }
     }
     if (set.size() > 1) trace::SetThreadLabel((a.name.substr(0, 46) + "+").c_str());
-    ZC_RETURN_IF_ERROR(set.size() > 1 ? RunFused(set) : RunAllreduce(responses[i]));
+    if (DeviceOfRank(responses[i], rank_) >= 0) ZC_RETURN_IF_ERROR(RunOnDevice(set));
+    else ZC_RETURN_IF_ERROR(set.size() > 1 ? RunFused(set) : RunAllreduce(responses[i]));
   }
   return Status::Ok();
 }
@@ -473,6 +492,80 @@ Status Engine::RunFused(const std::vector<const Response*>& set) {
       timeline_.Phase(name, "ALLREDUCE", t1, t2,
                       Format("%s, fused with %zu others%s", set[k]->lead().Describe().c_str(), set.size() - 1,
                              reused ? ", persistent plan" : ""));
+      timeline_.Phase(name, "MEMCPY_OUT_FUSION_BUFFER", t2, t3);
+    }
+    Complete(ops[k], Status::Ok());
+  }
+  return Status::Ok();
+}
+
+Status Engine::RunOnDevice(const std::vector<const Response*>& set) {
+  const Request& a = set.front()->lead();
+  const int device = DeviceOfRank(*set.front(), rank_);
+  bool all_device = true;
+  for (int r = 0; r < size_; ++r) all_device = all_device && DeviceOfRank(*set.front(), r) >= 0;
+  const size_t esize = DtypeSize(a.dtype);
+  const bool fused = set.size() > 1;
+  std::vector<std::shared_ptr<Op>> ops;
+  size_t total = 0;
+  for (auto* r : set) {
+    auto op = TakeOp(r->lead().name);
+    // Present on this rank (its device is known): its op exists.
+    if (!op) return Error(ZC_ERR_INTERNAL, "'%s' was agreed without this rank's request", r->lead().name.c_str());
+    ops.push_back(std::move(op));
+    total += static_cast<size_t>(r->lead().elements());
+  }
+  const std::string what = fused ? Format("fused allreduce of %zu tensors on GPU %d", set.size(), device)
+                                 : Format("allreduce of '%s' on GPU %d", a.name.c_str(), device);
+  auto t0 = Clock::now();
+  ZC_RETURN_IF_ERROR(device_.Begin(device).with_context(what));
+  char* buf = nullptr;
+  if (fused) ZC_RETURN_IF_ERROR(device_.Reserve(total * esize, &buf).with_context(what));
+  // Pack (or, alone, input to output), prescaled, on the engine's stream.
+  size_t off = 0;
+  for (size_t k = 0; k < set.size(); ++k) {
+    const size_t n = static_cast<size_t>(set[k]->lead().elements());
+    void* dst = fused ? buf + off * esize : ops[k]->output;
+    Status st = device_.WaitReady(ops[k]->ready);
+    if (st.ok()) st = device_.ScaledCopy(dst, ops[k]->input, n, a.dtype, a.prescale);
+    ZC_RETURN_IF_ERROR(st.with_context(Format("allreduce of '%s' on GPU %d: copy into the %s",
+                                              set[k]->lead().name.c_str(), device,
+                                              fused ? "device fusion buffer" : "output")));
+    ops[k]->ready.reset();
+    off += n;
+  }
+  ZC_RETURN_IF_ERROR(device_.Synchronize("packing").with_context(what));
+  auto t1 = Clock::now();
+  void* work = fused ? static_cast<void*>(buf) : ops[0]->output;
+  const char* how = "";
+  ZC_RETURN_IF_ERROR(device_.Allreduce(coll_, work, total, a.dtype, a.op, all_device, &how).with_context(what));
+  stats_.data_collectives++;
+  if (fused) {
+    stats_.fused_sets++;
+    stats_.fused_tensors += set.size();
+  }
+  auto t2 = Clock::now();
+  off = 0;
+  for (size_t k = 0; k < set.size(); ++k) {
+    const size_t n = static_cast<size_t>(set[k]->lead().elements());
+    void* src = fused ? buf + off * esize : ops[k]->output;
+    ZC_RETURN_IF_ERROR(device_.ScaledCopy(ops[k]->output, src, n, a.dtype, a.postscale)
+                           .with_context(Format("allreduce of '%s' on GPU %d: copy out of the %s",
+                                                set[k]->lead().name.c_str(), device,
+                                                fused ? "device fusion buffer" : "output")));
+    off += n;
+  }
+  ZC_RETURN_IF_ERROR(device_.Synchronize("unpacking").with_context(what));
+  auto t3 = Clock::now();
+  for (size_t k = 0; k < set.size(); ++k) {
+    const std::string& name = set[k]->lead().name;
+    if (timeline_.active()) {
+      timeline_.Phase(name, "QUEUE", ops[k]->submitted, ops[k]->drained);
+      timeline_.Phase(name, "NEGOTIATE", ops[k]->drained, t0);
+      timeline_.Phase(name, "MEMCPY_IN_FUSION_BUFFER", t0, t1);
+      timeline_.Phase(name, "ALLREDUCE", t1, t2,
+                      Format("%s, fused with %zu others, on GPU %d (%s)", set[k]->per_rank[rank_].Describe().c_str(),
+                             set.size() - 1, device, how));
       timeline_.Phase(name, "MEMCPY_OUT_FUSION_BUFFER", t2, t3);
     }
     Complete(ops[k], Status::Ok());

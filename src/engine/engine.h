@@ -11,7 +11,8 @@
 //     checking them for mismatches;
 //  4. runs the agreed responses in the same order on every rank, fusing
 //     allreduces into the registered fusion buffer up to
-//     ZC_FUSION_THRESHOLD;
+//     ZC_FUSION_THRESHOLD (tensors in device memory: into DeviceFusion's
+//     device buffer, fused only with tensors placed alike on every rank);
 //  5. completes joins and inspects stalls (StallInspector, ZC_STALL_WARNING).
 // It runs on its own communicator (a zc_comm_dup of the caller's, made by the
 // C API), so it never races the framework's own collectives. A caller's
@@ -32,6 +33,7 @@
 #include <vector>
 
 #include "common/config.h"
+#include "engine/device_fusion.h"
 #include "engine/fusion.h"
 #include "engine/message_table.h"
 #include "engine/op.h"
@@ -43,6 +45,9 @@ namespace zc {
 class Collectives;
 class Group;
 }  // namespace zc
+namespace zc::gpu {
+class DevicePath;
+}
 
 namespace zc::engine {
 
@@ -56,11 +61,19 @@ struct Stats {
 
 class Engine {
  public:
-  // coll and group belong to the engine's own communicator, which must
-  // outlive the engine. Starts the engine thread.
-  static Status Create(Collectives* coll, Group* group, const Config& config, std::unique_ptr<Engine>* out);
+  // coll, group and gpu (its DevicePath; null: none) belong to the engine's
+  // own communicator, which must outlive the engine. Starts the engine
+  // thread.
+  static Status Create(Collectives* coll, Group* group, gpu::DevicePath* gpu, const Config& config,
+                       std::unique_ptr<Engine>* out);
   ~Engine();
 
+  // The CUDA device an allreduce's input and output are memory of (-1:
+  // anything else, which is staged at submission): such an operation is
+  // submitted with req.device set and its buffers as they are.
+  int DeviceOf(const void* input, const void* output, size_t bytes) const {
+    return device_.DeviceOf(input, output, bytes);
+  }
   // Checks the request (ZC_ERR_INVALID_ARG naming the cause; the engine
   // goes on) and queues it. After a failure: that failure.
   Status Submit(const std::shared_ptr<Op>& op);
@@ -78,7 +91,7 @@ class Engine {
   double timeout_s() const { return config_.timeout_s; }
 
  private:
-  Engine(Collectives* coll, Group* group, const Config& config);
+  Engine(Collectives* coll, Group* group, gpu::DevicePath* gpu, const Config& config);
   // What this rank proposes in a cycle's negotiation: the bit vector (the
   // status word, then the cache positions it has ready, then those still
   // valid for it) and the requests it must send in full.
@@ -109,6 +122,9 @@ class Engine {
   Status Execute(std::vector<Response>& responses);
   Status RunAllreduce(const Response& resp);
   Status RunFused(const std::vector<const Response*>& set);
+  // An allreduce set (one tensor or fused) whose tensors are this rank's
+  // device memory: packed, reduced and unpacked on the device.
+  Status RunOnDevice(const std::vector<const Response*>& set);
   Status RunOther(const Response& resp);
   Status RunAllgather(const Response& resp, Op* op);
   Status RunAlltoall(const Response& resp, Op* op);
@@ -156,6 +172,7 @@ class Engine {
   MessageTable table_;
   std::vector<uint8_t> joined_;  // agreed: the ranks that have joined
   FusionBuffer fusion_;
+  DeviceFusion device_;
   PlanCache plans_;
   Timeline timeline_;
   StallInspector stalls_;

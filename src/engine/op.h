@@ -6,6 +6,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -23,6 +24,10 @@ struct Op {
   void* output = nullptr;
   void* caller_output = nullptr;  // allreduce, broadcast: what zc_engine_output returns
   std::function<Status()> copy_out;
+  // req.device >= 0: an event recorded at submission on the legacy default
+  // stream, which the engine's stream waits for before reading the input
+  // (DeviceFusion::RecordReady).
+  std::shared_ptr<void> ready;
   double wait_timeout_s = 300;  // ZC_TIMEOUT of the engine, for zc_engine_wait
   Clock::time_point submitted, drained;
 

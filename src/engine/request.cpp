@@ -48,13 +48,14 @@ std::string Request::Describe() const {
   if (type == OpType::kBroadcast) s += Format(" root %d", root);
   if (prescale != 1.0 || postscale != 1.0) s += Format(" prescale %g postscale %g", prescale, postscale);
   if (type == OpType::kAlltoall) s += " splits " + Dims(splits);
+  if (device >= 0) s += Format(" on GPU %d", device);
   return s;
 }
 
 bool SameRequest(const Request& a, const Request& b) {
   return a.name == b.name && a.type == b.type && a.dtype == b.dtype && a.op == b.op &&
          a.root == b.root && a.prescale == b.prescale && a.postscale == b.postscale &&
-         a.shape == b.shape && a.splits == b.splits;
+         a.shape == b.shape && a.splits == b.splits && a.device == b.device;
 }
 
 namespace {
@@ -93,6 +94,7 @@ void AppendRequest(const Request& r, std::string* out) {
   Put<double>(out, r.prescale);
   Put<double>(out, r.postscale);
   Put<uint32_t>(out, r.waited_ms);
+  Put<int32_t>(out, r.device);
   PutVec(out, r.shape);
   PutVec(out, r.splits);
 }
@@ -108,7 +110,7 @@ Status ParseRequest(const std::string& in, size_t* pos, Request* r) {
   }
   ok = ok && Get(in, pos, &type) && type <= static_cast<uint8_t>(OpType::kJoin) && Get(in, pos, &dtype) &&
        Get(in, pos, &op) && Get(in, pos, &r->root) && Get(in, pos, &r->prescale) &&
-       Get(in, pos, &r->postscale) && Get(in, pos, &r->waited_ms) && GetVec(in, pos, &r->shape) &&
+       Get(in, pos, &r->postscale) && Get(in, pos, &r->waited_ms) && Get(in, pos, &r->device) && GetVec(in, pos, &r->shape) &&
        GetVec(in, pos, &r->splits);
   if (!ok) return Error(ZC_ERR_INTERNAL, "malformed request in the engine's negotiation");
   // A peer's dtype and op index tables and size buffers: refuse values that

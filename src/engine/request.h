@@ -26,13 +26,19 @@ struct Request {
   double prescale = 1.0, postscale = 1.0;
   std::vector<int64_t> shape;
   std::vector<int64_t> splits;  // alltoall: rows to each rank
+  // Where this rank's tensor is, as Horovod's request device: -1 host
+  // memory (CPU_DEVICE_ID; also a device tensor staged through pinned host
+  // memory at submission), else the CUDA device ordinal of an allreduce
+  // whose input and output are that device's memory (the engine fuses
+  // such tensors in a device fusion buffer). Ranks may differ.
+  int32_t device = -1;
   // Not part of the identity: how long the request waited on its rank
   // before it was sent, so that the stall age counts from the first submit.
   uint32_t waited_ms = 0;
 
   int64_t elements() const;        // product of shape (1 for a scalar)
   int64_t row_elements() const;    // product of shape[1:]
-  std::string Describe() const;    // "allreduce sum float32 [4, 3]"
+  std::string Describe() const;    // "allreduce sum float32 [4, 3]" (+ " on GPU 0")
 };
 
 // Same operation as far as the cache is concerned (everything but waited_ms).

@@ -24,7 +24,10 @@ const DeviceReducer& KernelReducer() {
         return ReduceInto(c, a, b, n, d, op, s);
       },
       [](void* a, size_t n, zc_dtype d, double div, void* s) { return ScaleDiv(a, n, d, div, s); },
-      [](void* s, const char* what) { return SynchronizeStream(s, what); }};
+      [](void* s, const char* what) { return SynchronizeStream(s, what); },
+      [](void* dst, const void* src, size_t n, zc_dtype d, double f, void* s) {
+        return ScaleCopy(dst, src, n, d, f, s);
+      }};
   return *r;
 }
 

@@ -56,6 +56,10 @@ struct DeviceReducer {
   std::function<Status(void* a, size_t n, zc_dtype dtype, double divisor, void* stream)> scale_div;
   // Waits for the stream; `what` names the step in the message.
   std::function<Status(void* stream, const char* what)> synchronize;
+  // dst = src * factor with Horovod's numerics (ScaleCopy in
+  // reduce_kernels.h): the engine's prescale and postscale of device
+  // tensors. Empty: scaling device tensors is ZC_ERR_UNSUPPORTED.
+  std::function<Status(void* dst, const void* src, size_t n, zc_dtype dtype, double factor, void* stream)> scale;
 };
 const DeviceReducer& KernelReducer();
 

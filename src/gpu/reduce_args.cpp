@@ -89,4 +89,19 @@ Status CheckScaleArgs(const void* a, size_t count, zc_dtype dtype,
   return Status::Ok();
 }
 
+Status CheckScaleCopyArgs(const void* dst, const void* src, size_t count,
+                          zc_dtype dtype, double factor) {
+  const size_t es = GpuDtypeSize(dtype);
+  if (es == 0)
+    return Error(ZC_ERR_INVALID_ARG, "GPU scale: unknown dtype %d", static_cast<int>(dtype));
+  if (!std::isfinite(factor))
+    return Error(ZC_ERR_INVALID_ARG, "GPU scale: factor %g must be finite", factor);
+  if (count == 0) return Status::Ok();
+  if (dst == nullptr || src == nullptr)
+    return Error(ZC_ERR_INVALID_ARG, "GPU scale: null buffer with %zu elements", count);
+  if (reinterpret_cast<uintptr_t>(dst) % es != 0 || reinterpret_cast<uintptr_t>(src) % es != 0)
+    return Error(ZC_ERR_INVALID_ARG, "GPU scale: %s buffers must be %zu-byte aligned", GpuDtypeName(dtype), es);
+  return Status::Ok();
+}
+
 }  // namespace zc::gpu

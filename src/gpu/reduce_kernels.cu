@@ -13,6 +13,8 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <limits>
+#include <cmath>
 #include <type_traits>
 
 #include "gpu/reduce_kernels.h"
@@ -315,6 +317,63 @@ Status CudaStatus(cudaError_t e, const char* what, const char* detail) {
                cudaGetErrorString(e));
 }
 
+// dst[i] = src[i] * factor with Horovod's numerics (ScaleCopy). A plain
+// grid-stride loop: the engine scales its fusion buffer once per fused set,
+// a memory-bound pass next to the collective.
+template <class T>
+struct Scaled {
+  using S = typename Elem<T>::S;
+  float ff;
+  __device__ S operator()(S v) const { return Elem<T>::Store(Elem<T>::Load(v) * ff); }
+};
+template <>
+struct Scaled<double> {
+  using S = double;
+  double fd;
+  __device__ S operator()(S v) const { return v * fd; }
+};
+// Integers: the product in double, truncated toward zero, saturated at the
+// type's bounds (2^digits is one past the maximum; exact in double).
+template <class I>
+struct ScaledInt {
+  using S = I;
+  double fd, hi, lo;
+  I vmax, vmin;  // the type's bounds (numeric_limits is host code)
+  __device__ S operator()(S v) const {
+    const double p = trunc(static_cast<double>(v) * fd);
+    return p >= hi ? vmax : p <= lo ? vmin : static_cast<I>(p);
+  }
+};
+
+template <class F>
+__global__ void __launch_bounds__(kThreads)
+ScaleCopyKernel(typename F::S* dst, const typename F::S* src, F f, size_t n) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    dst[i] = f(src[i]);
+}
+
+template <class F>
+cudaError_t LaunchScaleCopy(void* dst, const void* src, size_t n, F f, cudaStream_t s) {
+  unsigned blocks = 0;
+  cudaError_t e = GridFor(n, &blocks);
+  if (e != cudaSuccess) return e;
+  using S = typename F::S;
+  ScaleCopyKernel<F><<<blocks, kThreads, 0, s>>>(static_cast<S*>(dst), static_cast<const S*>(src), f, n);
+  return cudaGetLastError();
+}
+
+template <class I>
+cudaError_t LaunchScaleInt(void* dst, const void* src, size_t n, double factor, cudaStream_t s) {
+  ScaledInt<I> f;
+  f.fd = factor;
+  f.hi = std::ldexp(1.0, std::numeric_limits<I>::digits);
+  f.lo = std::is_signed<I>::value ? -f.hi : 0.0;
+  f.vmax = std::numeric_limits<I>::max();
+  f.vmin = std::numeric_limits<I>::min();
+  return LaunchScaleCopy(dst, src, n, f, s);
+}
+
 }  // namespace
 
 bool ReduceKernelsBuilt() { return true; }
@@ -370,6 +429,37 @@ Status ScaleDiv(void* a, size_t count, zc_dtype dtype, double divisor,
                     Format("%s, %zu elements, divisor %g", GpuDtypeName(dtype),
                            count, divisor)
                         .c_str());
+}
+
+Status ScaleCopy(void* dst, const void* src, size_t count, zc_dtype dtype,
+                 double factor, void* stream) {
+  ZC_RETURN_IF_ERROR(CheckScaleCopyArgs(dst, src, count, dtype, factor));
+  if (count == 0) return Status::Ok();
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  cudaError_t e = cudaSuccess;
+  if (factor == 1.0 || dtype == ZC_BOOL) {
+    if (dst != src) e = cudaMemcpyAsync(dst, src, count * GpuDtypeSize(dtype), cudaMemcpyDeviceToDevice, s);
+  } else {
+    const float ff = static_cast<float>(factor);
+    switch (dtype) {
+      case ZC_FLOAT16: e = LaunchScaleCopy(dst, src, count, Scaled<F16>{ff}, s); break;
+      case ZC_BFLOAT16: e = LaunchScaleCopy(dst, src, count, Scaled<BF16>{ff}, s); break;
+      case ZC_FLOAT32: e = LaunchScaleCopy(dst, src, count, Scaled<float>{ff}, s); break;
+      case ZC_FLOAT64: e = LaunchScaleCopy(dst, src, count, Scaled<double>{factor}, s); break;
+      case ZC_INT8: e = LaunchScaleInt<int8_t>(dst, src, count, factor, s); break;
+      case ZC_UINT8: e = LaunchScaleInt<uint8_t>(dst, src, count, factor, s); break;
+      case ZC_INT16: e = LaunchScaleInt<int16_t>(dst, src, count, factor, s); break;
+      case ZC_UINT16: e = LaunchScaleInt<uint16_t>(dst, src, count, factor, s); break;
+      case ZC_INT32: e = LaunchScaleInt<int32_t>(dst, src, count, factor, s); break;
+      case ZC_UINT32: e = LaunchScaleInt<uint32_t>(dst, src, count, factor, s); break;
+      case ZC_INT64: e = LaunchScaleInt<int64_t>(dst, src, count, factor, s); break;
+      case ZC_UINT64: e = LaunchScaleInt<uint64_t>(dst, src, count, factor, s); break;
+      default: break;  // bool copied above; others rejected by the checks
+    }
+  }
+  if (e == cudaSuccess) return Status::Ok();
+  return CudaStatus(e, "GPU scale launch",
+                    Format("%s, %zu elements, factor %g", GpuDtypeName(dtype), count, factor).c_str());
 }
 
 Status SynchronizeStream(void* stream, const char* what) {

@@ -51,6 +51,17 @@ Status ReduceInPlace(void* a, const void* b, size_t count, zc_dtype dtype,
 Status ScaleDiv(void* a, size_t count, zc_dtype dtype, double divisor,
                 void* stream);
 
+// dst = src * factor elementwise, with Horovod's numerics (the engine's
+// prescale and postscale on device tensors; the CPU version is
+// engine::ScaledCopy): float32 multiplies by (float)factor in float32,
+// float64 in double, float16/bfloat16 widen to float, multiply by
+// (float)factor and round back (nearest even); integer types multiply in
+// double, truncate toward zero and saturate at the type's bounds; bool and
+// factor 1 copy. dst may equal src (other overlaps are not allowed);
+// pointers element-aligned; factor finite.
+Status ScaleCopy(void* dst, const void* src, size_t count, zc_dtype dtype,
+                 double factor, void* stream);
+
 // Waits for the stream; a kernel fault surfaces here. what names the
 // operation in the message.
 Status SynchronizeStream(void* stream, const char* what);
@@ -62,6 +73,8 @@ Status CheckReduceArgs(const char* what, const void* c, const void* a,
                        const void* b, size_t count, zc_dtype dtype, zc_op op);
 Status CheckScaleArgs(const void* a, size_t count, zc_dtype dtype,
                       double divisor);
+Status CheckScaleCopyArgs(const void* dst, const void* src, size_t count,
+                          zc_dtype dtype, double factor);
 
 // Element size in bytes (0 for an unknown dtype) and names for messages.
 size_t GpuDtypeSize(zc_dtype dtype);

@@ -31,6 +31,13 @@ Status ScaleDiv(void* a, size_t count, zc_dtype dtype, double divisor,
   return NoCuda("GPU scale-div");
 }
 
+Status ScaleCopy(void* dst, const void* src, size_t count, zc_dtype dtype,
+                 double factor, void* /*stream*/) {
+  ZC_RETURN_IF_ERROR(CheckScaleCopyArgs(dst, src, count, dtype, factor));
+  if (count == 0) return Status::Ok();
+  return NoCuda("GPU scale");
+}
+
 Status SynchronizeStream(void* /*stream*/, const char* what) {
   return NoCuda(what != nullptr ? what : "GPU stream synchronize");
 }

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zcomm/zcomm.h>
+#include <zcomm/zcomm_engine.h>
 
 #include <cstdio>
 #include <cstring>
@@ -385,6 +386,65 @@ TEST(GpuCollectives, MixedAcrossRanksFails) {
 // A persistent allreduce plan on device buffers (staged at start, copied
 // out at wait), started three times on the same buffers, in place and out
 // of place, against the CPU reference.
+// The engine's device fusion buffer on the real driver: 8 float32 device
+// tensors (1 to 65537 elements, the 2nd in place) per step, sum with
+// prescale 0.5 and postscale 3, three steps on the same buffers; the
+// values are small integers, so every result is exact.
+int EngineBody(int rank) {
+  const gpu::DriverTable* drv = nullptr;
+  if (InitGpu(&drv)) return 1;
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  const int n = zc_size(comm);
+  zc_engine* eng = nullptr;
+  CHILD_OK(zc_engine_create(comm, &eng));
+  const size_t sizes[8] = {1, 2, 3, 5, 17, 31, 101, 65537};
+  DeviceMem in[8], out[8];
+  for (int k = 0; k < 8; ++k)
+    if (Alloc(drv, &in[k], sizes[k] * 4) || Alloc(drv, &out[k], sizes[k] * 4)) return 1;
+  auto value = [](int r, size_t i, int k, int step) { return static_cast<float>((r * 7 + i * 3 + k * 5 + step) % 11); };
+  for (int step = 0; step < 3; ++step) {
+    zc_engine_handle* hs[8] = {};
+    for (int k = 0; k < 8; ++k) {
+      std::vector<float> mine(sizes[k]);
+      for (size_t i = 0; i < sizes[k]; ++i) mine[i] = value(rank, i, k, step);
+      CU_OK(drv->MemcpyHtoD(in[k].p, mine.data(), sizes[k] * 4));
+      const int64_t shape[1] = {static_cast<int64_t>(sizes[k])};
+      const std::string name = "t" + std::to_string(k);
+      void* o = k == 1 ? in[k].get() : out[k].get();
+      CHILD_OK(zc_engine_allreduce(eng, name.c_str(), in[k].get(), o, 1, shape, ZC_FLOAT32, ZC_SUM, 0.5, 3.0, &hs[k]));
+    }
+    for (int k = 0; k < 8; ++k) {
+      CHILD_OK(zc_engine_wait(hs[k]));
+      zc_engine_handle_free(hs[k]);
+      std::vector<float> got(sizes[k]);
+      CU_OK(drv->MemcpyDtoH(got.data(), k == 1 ? in[k].p : out[k].p, sizes[k] * 4));
+      for (size_t i = 0; i < sizes[k]; ++i) {
+        float want = 0.0f;
+        for (int r = 0; r < n; ++r) want += value(r, i, k, step) * 0.5f;
+        want *= 3.0f;
+        CHILD_CHECK(got[i] == want, "rank %d step %d tensor %d: [%zu] = %g, want %g", rank, step, k, i,
+                    static_cast<double>(got[i]), static_cast<double>(want));
+      }
+    }
+  }
+  CHILD_OK(zc_engine_destroy(eng));
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+
+TEST(GpuCollectives, EngineDeviceFusion) {
+  SKIP_WITHOUT_GPU();
+  for (int n : {2, 3}) {
+    for (const char* ipc : {"1", "0"}) {
+      Env env = GpuEnv();
+      env.push_back({"ZC_GPU_IPC", ipc});
+      auto res = RunRanks(n, EngineBody, env, 120);
+      EXPECT_TRUE(AllOk(res)) << n << " ranks, ZC_GPU_IPC=" << ipc << "\n" << Describe(res);
+    }
+  }
+}
+
 TEST(GpuCollectives, PlanOnDeviceBuffers) {
   SKIP_WITHOUT_GPU();
   auto res = RunRanks(2, [](int rank) {

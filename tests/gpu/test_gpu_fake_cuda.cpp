@@ -181,6 +181,7 @@ TEST_F(FakeCudaTest, WaitValueAndHostFuncRunInStreamOrder) {
   EXPECT_GE(f.host_funcs(), 1u);
   EXPECT_GE(f.value_waits(), 1u);
   EXPECT_TRUE(f.violations().empty());
+  ASSERT_EQ(Drv().MemFreeHost(word_mem), cu::kSuccess);  // the stream is past its wait
 }
 
 TEST(FakeCudaDeathTest, HostReadOfDeviceMemoryFaults) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/fusion.h"
 #include "gpu/cuda_driver.h"
 #include "gpu/reduce_kernels.h"
 #include "gpu_device.h"
@@ -82,6 +83,13 @@ TEST(GpuReduceArgs, EntryPointsCheckBeforeLaunching) {
   EXPECT_EQ(ScaleDiv(buf, 4, ZC_INT32, 2.0, nullptr).code(), ZC_ERR_INVALID_ARG);
   EXPECT_TRUE(ReduceInto(nullptr, nullptr, nullptr, 0, ZC_FLOAT32, ZC_SUM, nullptr).ok());
   EXPECT_TRUE(ReduceInPlace(nullptr, nullptr, 0, ZC_FLOAT32, ZC_MAX, nullptr).ok());
+  // ScaleCopy (the engine's scale factors on device tensors).
+  EXPECT_EQ(ScaleCopy(buf, buf, 4, ZC_INT32, NAN, nullptr).code(), ZC_ERR_INVALID_ARG);
+  EXPECT_EQ(ScaleCopy(buf, nullptr, 4, ZC_INT32, 2.0, nullptr).code(), ZC_ERR_INVALID_ARG);
+  EXPECT_EQ(ScaleCopy(buf, reinterpret_cast<char*>(buf) + 1, 2, ZC_INT32, 2.0, nullptr).code(),
+            ZC_ERR_INVALID_ARG);
+  EXPECT_EQ(ScaleCopy(buf, buf, 4, static_cast<zc_dtype>(42), 2.0, nullptr).code(), ZC_ERR_INVALID_ARG);
+  EXPECT_TRUE(ScaleCopy(nullptr, nullptr, 0, ZC_FLOAT16, 0.5, nullptr).ok());
 }
 
 TEST(GpuReduceArgs, BuildWithoutCudaSaysSo) {
@@ -92,6 +100,7 @@ TEST(GpuReduceArgs, BuildWithoutCudaSaysSo) {
   EXPECT_NE(st.message().find("zcomm was built without CUDA"), std::string::npos)
       << st.message();
   EXPECT_EQ(ScaleDiv(buf, 4, ZC_FLOAT32, 2.0, nullptr).code(), ZC_ERR_UNSUPPORTED);
+  EXPECT_EQ(ScaleCopy(buf, buf, 4, ZC_FLOAT32, 2.0, nullptr).code(), ZC_ERR_UNSUPPORTED);
 }
 
 TEST(GpuReduceReference, HalfConversions) {
@@ -252,6 +261,48 @@ TEST_P(GpuReduceKernelTest, MatchesCpuReference) {
         bad = RefFirstMismatch(got.data(), want_a.data(), max_n, d);
         ASSERT_EQ(bad, max_n) << "in place: first mismatch at element " << bad;
       }
+    }
+  }
+}
+
+// ScaleCopy against the engine's CPU scaling (engine::ScaledCopy), bit for
+// bit: factors below and above 1, negative, one that saturates integers,
+// and 1 (a copy); out of place and in place; guards untouched.
+TEST_P(GpuReduceKernelTest, ScaleCopyMatchesEngineScaling) {
+  const zc_dtype d = GetParam();
+  const size_t es = RefDtypeSize(d);
+  const size_t kSizes[] = {0, 1, 7, 4097, (1u << 20) + 3};
+  constexpr size_t kPad = 64;
+  const size_t max_n = kSizes[4] + 2 * kPad;
+  char* da = DevAlloc(max_n * es);
+  char* dc = DevAlloc(max_n * es);
+  std::vector<char> ha(max_n * es), hc(max_n * es);
+  RefFill(ha.data(), max_n, d, 5, true);
+  RefFill(hc.data(), max_n, d, 6, false);  // guard pattern
+  const double kFactors[] = {0.5, 3.0, -1.25, 1e10, 1.0};
+  for (double f : kFactors) {
+    if (d == ZC_BOOL && f != 1.0) continue;  // the engine never scales bool
+    for (size_t n : kSizes) {
+      SCOPED_TRACE(std::string(GpuDtypeName(d)) + " factor " + std::to_string(f) + " n=" + std::to_string(n));
+      ToDev(da, ha);
+      ToDev(dc, hc);
+      std::vector<char> want = hc;
+      engine::ScaledCopy(d, ha.data() + kPad * es, want.data() + kPad * es, n, f);
+      Status st = ScaleCopy(dc + kPad * es, da + kPad * es, n, d, f, nullptr);
+      ASSERT_TRUE(st.ok()) << st.message();
+      ASSERT_TRUE(SynchronizeStream(nullptr, "test").ok());
+      std::vector<char> got = FromDev(dc, max_n * es);
+      size_t bad = RefFirstMismatch(got.data(), want.data(), max_n, d);
+      ASSERT_EQ(bad, max_n) << "first mismatch at element " << bad;
+      // In place.
+      std::vector<char> want_a = ha;
+      engine::ScaledCopy(d, want_a.data() + kPad * es, want_a.data() + kPad * es, n, f);
+      st = ScaleCopy(da + kPad * es, da + kPad * es, n, d, f, nullptr);
+      ASSERT_TRUE(st.ok()) << st.message();
+      ASSERT_TRUE(SynchronizeStream(nullptr, "test").ok());
+      got = FromDev(da, max_n * es);
+      bad = RefFirstMismatch(got.data(), want_a.data(), max_n, d);
+      ASSERT_EQ(bad, max_n) << "in place: first mismatch at element " << bad;
     }
   }
 }
