@@ -2,7 +2,6 @@
 
 #include <string>
 
-#include "common/log.h"
 #include "gpu/stream_ordered.h"
 
 namespace zc::gpu {
@@ -62,8 +61,8 @@ Status PipelinedStaging::Run(const StageArg* args, size_t n, size_t chunk_bytes,
   stream_->CompleteRest(op.get(), st);  // opens every gate still closed
   const Status copied = stream_->WaitDone(op.get());
   if (st.ok() && !copied.ok())
-    st = copied.with_context(
-        Format("%s: %s: copy of the results from host to GPU %d", hooks.what, Names(args, n, false).c_str(), op->device));
+    st = copied.with_context(Format("%s: %s: copy of the results from host to GPU %d", hooks.what,
+                                    Names(args, n, false).c_str(), op->device));
   stream_->Reap();
   return st;
 }

@@ -503,7 +503,9 @@ int CopyFailsBody(int rank, int failing, Where where, const char* kind) {
   }
   if (rank == failing) {
     CHILD_CHECK(st == ZC_ERR_SYSTEM, "rank %d: %s, want ZC_ERR_SYSTEM: %s", rank, zc_status_string(st), err.c_str());
-    const std::string name = std::string(kind) == "broadcast" ? "buf" : where == Where::kOutputCopy ? "recvbuf" : "sendbuf";
+    const std::string name = std::string(kind) == "broadcast"  ? "buf"
+                             : where == Where::kOutputCopy ? "recvbuf"
+                                                           : "sendbuf";
     const std::string buffer = name + (where == Where::kOutputCopy ? ": copy of the results from host to GPU"
                                        : where == Where::kInputCopy ? ": copy of part 2 of 4"
                                                                     : ": copy of");
