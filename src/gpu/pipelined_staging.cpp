@@ -61,8 +61,8 @@ Status PipelinedStaging::Run(const StageArg* args, size_t n, size_t chunk_bytes,
   stream_->CompleteRest(op.get(), st);  // opens every gate still closed
   const Status copied = stream_->WaitDone(op.get());
   if (st.ok() && !copied.ok())
-    st = copied.with_context(Format("%s: %s: copy of the results from host to GPU %d", hooks.what,
-                                    Names(args, n, false).c_str(), op->device));
+    st = copied.with_context(
+        Format("%s: copy of the results from host to GPU %d", Names(args, n, false).c_str(), op->device));
   stream_->Reap();
   return st;
 }
@@ -73,8 +73,8 @@ Status PipelinedStaging::RunParts(StreamOp* op, void* const* host, const std::st
     const StreamOp::Part& part = op->parts[k];
     Status st = stream_->WaitReady(op, k);
     if (!st.ok()) {
-      st = st.with_context(Format("%s: %s: copy of part %zu of %zu (bytes [%zu, %zu)) from GPU %d to host", hooks.what,
-                                  inputs.c_str(), k + 1, parts, part.offset, part.offset + part.bytes, op->device));
+      st = st.with_context(Format("%s: copy of part %zu of %zu (bytes [%zu, %zu)) from GPU %d to host", inputs.c_str(),
+                                  k + 1, parts, part.offset, part.offset + part.bytes, op->device));
       hooks.abort(st);
       return st;
     }
