@@ -344,8 +344,8 @@ CuResult FakeCuda::StreamQuery(CuStream s) {
   FakeCuda& f = Get();
   std::lock_guard<std::mutex> lock(f.mu_);
   Stream* st = f.StreamOf(s);
-  if (CuResult r = StickyError(st, st->enq_seq)) return r;
   if (st->done_seq < st->enq_seq) return cu::kErrorNotReady;
+  if (CuResult r = StickyError(st, st->enq_seq)) return r;
   Join(f.host_clock_, st->enq_clock);
   return cu::kSuccess;
 }
@@ -456,8 +456,8 @@ CuResult FakeCuda::EventQuery(CuEvent e) {
   std::lock_guard<std::mutex> lock(f.mu_);
   const Event* ev = reinterpret_cast<const Event*>(e);
   if (ev->stream == nullptr) return cu::kSuccess;
-  if (CuResult r = StickyError(ev->stream, ev->seq)) return r;
   if (ev->stream->done_seq < ev->seq) return cu::kErrorNotReady;
+  if (CuResult r = StickyError(ev->stream, ev->seq)) return r;
   Join(f.host_clock_, ev->clock);
   return cu::kSuccess;
 }

@@ -103,7 +103,9 @@ class FakeCuda {
   // runs after `skip` more of them fails with r: it copies nothing, and its
   // stream keeps the error (sticky, as CUDA's): querying or synchronising
   // an event recorded on that stream after the copy, or the stream, returns
-  // r from then on. r = 0 turns it off.
+  // r once the stream has got there (its later work still runs, so that a
+  // caller that frees memory after the error sees no work still using it).
+  // r = 0 turns it off.
   void FailAsyncCopy(uint64_t skip, CuResult r);
   // Makes cuStreamWaitValue32 unavailable (nullptr in table()) so that
   // callers take their fallback.
