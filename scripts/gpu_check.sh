@@ -13,8 +13,10 @@
 # it as gpu_check_dry_run).
 #
 # Figures printed at the end:
-#   - staged allreduce vs host-only, >= 4 MiB, 2 ranks: blocking
-#     (ZC_GPU_IPC=0) and stream-ordered pipelined (--on-stream); goal <= 1.15x
+#   - staged allreduce vs host-only, >= 4 MiB, 2 ranks: blocking staged in
+#     pipelined parts (ZC_GPU_IPC=0, default ZC_GPU_CHUNK_BYTES), blocking
+#     staged whole (ZC_GPU_CHUNK_BYTES=0, for comparison) and stream-ordered
+#     pipelined (--on-stream); goal <= 1.15x
 #   - reduction kernel vs cuMemcpyDtoD, >= 1 MiB; goal >= 85%
 #   - CUDA IPC allreduce on 2, 3 and 4 processes (ZC_GPU_IPC=1)
 #   - CUDA IPC broadcast, allgather, reduce-scatter, alltoall on 2 and 4
@@ -80,7 +82,8 @@ kernel_rows() {
 summary() {
   say "figures"
   echo "staged allreduce vs host-only (>= 4 MiB, goal <= 1.15x):"
-  [ -f "$out/staged2" ] && ratio_rows 4194304 "2 ranks, blocking staged" < "$out/staged2"
+  [ -f "$out/staged2" ] && ratio_rows 4194304 "2 ranks, blocking pipelined" < "$out/staged2"
+  [ -f "$out/staged2_whole" ] && ratio_rows 4194304 "2 ranks, blocking staged whole" < "$out/staged2_whole"
   [ -f "$out/stream2" ] && ratio_rows 4194304 "2 ranks, on_stream pipelined" < "$out/stream2"
   echo "reduction kernel vs cuMemcpyDtoD (>= 1 MiB, goal >= 85%):"
   [ -f "$out/bench" ] && kernel_rows < "$out/bench"
@@ -126,7 +129,8 @@ say "gpu tests, real driver: stream-ordered, plans, other collectives (staged an
 run "$(left 330)" tests meson test -C "$build" --print-errorlogs gpu_coll_on_stream gpu_coll_plan \
   gpu_coll_mixed_across_ranks gpu_coll_others gpu_coll_others_ipc gpu_coll_errors gpu_coll_engine gpu_reduce_kernels \
   gpu_pointer_classify gpu_cudahook gpu_fake_cuda gpu_stream_every_call gpu_stream_pipelined \
-  gpu_stream_errors gpu_ipc_collectives gpu_ipc_errors
+  gpu_stream_errors gpu_ipc_collectives gpu_ipc_errors gpu_pipelined_allreduce gpu_pipelined_others \
+  gpu_pipelined_errors
 if [ "$dry" = 0 ] && grep -q "gpu_coll_.*SKIP" "$out/tests" 2>/dev/null; then
   echo "gpu_check: FAILED: device tests skipped (no GPU seen by the tests)"
   failures=$((failures + 1))
@@ -137,6 +141,7 @@ zcrun="$build/launcher/zcrun"
 ar="$build/perf/gpu/gpu_allreduce"
 run 30 bench "$build/perf/gpu/gpu_bench" --quick
 run 30 staged2 env ZC_GPU_IPC=0 "$zcrun" -np 2 "$ar" --quick
+run 30 staged2_whole env ZC_GPU_IPC=0 ZC_GPU_CHUNK_BYTES=0 "$zcrun" -np 2 "$ar" --quick
 run 30 stream2 env ZC_GPU_IPC=0 "$zcrun" -np 2 "$ar" --quick --on-stream
 for n in 2 3 4; do
   run 30 "ipc$n" env ZC_GPU_IPC=1 "$zcrun" -np "$n" "$ar" --quick
@@ -162,6 +167,7 @@ if [ "$dry" = 1 ]; then
     16777216       3382.0       4.96       4521.0       3.71     1.34 shm
 EOF
   cp "$out/staged2" "$out/ipc2"
+  cp "$out/staged2" "$out/staged2_whole"
   cp "$out/staged2" "$out/ipc_alltoall_2"
   printf '\nreduction kernels vs cuMemcpyDtoD (GB/s = 1e9 bytes moved / s)\n%s\n%s\n' \
     "   1048576 float32   sum        647.0      391.0      1.0     166%" \

@@ -27,13 +27,8 @@ Status Broadcast(zc_comm* comm, void* buf, size_t count, zc_dtype dtype, int roo
 
 Status Reduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count, zc_dtype dtype, zc_op op,
               int root) {
-  return RunLocked(comm, "reduce", [&](Collectives* c) {
-    const size_t bytes = count * DtypeSize(dtype);
-    const bool is_root = comm->rank == root;
-    return Staged(comm, {Buf{sendbuf, bytes, true, false, "sendbuf"},
-                         Buf{is_root ? recvbuf : nullptr, is_root ? bytes : 0, false, true, "recvbuf"}},
-                  [&](void** h) { return c->Reduce(h[0], is_root ? h[1] : recvbuf, count, dtype, op, root); });
-  });
+  return RunLocked(comm, "reduce",
+                   [&](Collectives* c) { return comm->gpu->Reduce(c, sendbuf, recvbuf, count, dtype, op, root); });
 }
 
 Status Allgather(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t sendcount, zc_dtype dtype) {

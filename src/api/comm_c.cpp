@@ -116,6 +116,7 @@ Status MakeComm(const std::shared_ptr<zc::World>& world, std::vector<int> member
     gpu.enabled = ZC_HAVE_CUDA;
     gpu.ipc_mode = comm->config.gpu_ipc;
     gpu.ipc_min_bytes = comm->config.gpu_ipc_min_bytes;
+    gpu.chunk_bytes = comm->config.gpu_chunk_bytes;
   }
   gpu.ipc_reachable = comm->size > 1 && comm->local_size == comm->size;
   gpu.timeout_s = comm->config.timeout_s;

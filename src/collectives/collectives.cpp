@@ -287,6 +287,27 @@ Status Collectives::IpcExchange(Kind kind, size_t count, zc_dtype dtype, zc_op o
   });
 }
 
+Status Collectives::PartsExchange(Kind kind, size_t count, zc_dtype dtype, zc_op op, int root,
+                                  uint8_t* failed) {
+  if (kind != Kind::kBroadcast && kind != Kind::kReduce)
+    return Error(ZC_ERR_INTERNAL, "staged-parts exchange for %s", coll::KindName(kind));
+  coll::Signature sig;
+  sig.kind = kind;
+  sig.dtype = dtype;
+  sig.op = op;
+  sig.root = root;
+  sig.count = count;
+  sig.mem = coll::MemPath::kStagedParts;
+  sig.algo = ChooseTree(kind, count * DtypeSize(dtype));
+  const bool chain = sig.algo == Algo::kChain;
+  return RunAs(sig, 1, [&](coll::OpCtx& c) -> Status {
+    if (sig.algo == Algo::kLocal) return Status::Ok();
+    if (kind == Kind::kBroadcast) return coll::BroadcastTree(c, failed, 1, root, chain);
+    const uint8_t mine = *failed;
+    return coll::ReduceTree(c, &mine, failed, 1, ZC_UINT8, ZC_BOR, root, chain, &scratch_);
+  });
+}
+
 Status Collectives::Allreduce(const void* send, void* recv, size_t count, zc_dtype dtype, zc_op op) {
   ZC_RETURN_IF_ERROR(CheckDtypeOp(dtype, op));
   Algo algo = ChooseAllreduce(count, dtype);

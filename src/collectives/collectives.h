@@ -90,6 +90,14 @@ class Collectives {
   // before its children fail).
   Status IpcExchange(coll::Kind kind, size_t count, zc_dtype dtype, zc_op op, int root,
                      const void* mine, void* all, size_t bytes);
+  // The first step of a broadcast or reduce on device memory staged in
+  // parts (gpu/pipelined_staging.h): one byte that travels as the caller's
+  // call (kind, count, dtype, op, root) with memory path kStagedParts over
+  // the host call's tree or chain, so that a rank making the host call and
+  // one making this fail together with ZC_ERR_MISMATCH where they are
+  // linked. *failed (0 or 1): in, this rank's; out, broadcast: the root's;
+  // reduce: at the root, whether any rank's was set (elsewhere unchanged).
+  Status PartsExchange(coll::Kind kind, size_t count, zc_dtype dtype, zc_op op, int root, uint8_t* failed);
   Status Broadcast(void* buf, size_t count, zc_dtype dtype, int root);
   Status Reduce(const void* send, void* recv, size_t count, zc_dtype dtype, zc_op op, int root);
   Status Allgather(const void* send, void* recv, size_t sendcount, zc_dtype dtype);

@@ -43,13 +43,14 @@ const char* MemPathName(MemPath m) {
   switch (m) {
     case MemPath::kHost: return "host memory";
     case MemPath::kCudaIpc: return "device memory over CUDA IPC";
+    case MemPath::kStagedParts: return "device memory staged in parts";
   }
   return "unknown memory path";
 }
 
 bool Signature::Unpack(const uint64_t* aux, Signature* out) {
   const uint64_t dtype = (aux[0] >> 8) & 0xff, op = (aux[0] >> 16) & 0xff, mem = aux[0] >> 57;
-  if (dtype > static_cast<uint64_t>(kLastDtype) || op > ZC_BXOR || mem > static_cast<uint64_t>(MemPath::kCudaIpc))
+  if (dtype > static_cast<uint64_t>(kLastDtype) || op > ZC_BXOR || mem > static_cast<uint64_t>(MemPath::kStagedParts))
     return false;
   Signature s;
   s.kind = static_cast<Kind>(aux[0] & 0xff);

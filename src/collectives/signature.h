@@ -60,14 +60,17 @@ enum class Algo : uint8_t {
 };
 
 // Which memory path a call takes. Host collectives (host memory, or device
-// memory staged through pinned host memory) are kHost; the same-host CUDA
-// IPC allreduce (gpu/ipc_allreduce.h) is kCudaIpc. A rank whose buffers are
+// memory staged whole through pinned host memory) are kHost; the same-host
+// CUDA IPC collectives (gpu/ipc_allreduce.h, gpu/ipc_collectives.h) are
+// kCudaIpc; a blocking call on device memory staged in pipelined parts
+// (gpu/pipelined_staging.h) is kStagedParts. A rank whose buffers are
 // device memory and one whose are host memory may choose differently; the
 // path in the signature turns that into ZC_ERR_MISMATCH instead of two
 // ranks waiting on different channels.
 enum class MemPath : uint8_t {
   kHost = 0,
   kCudaIpc = 1,
+  kStagedParts = 2,
 };
 
 const char* KindName(Kind k);

@@ -7,6 +7,8 @@
 #include "gpu/ipc_allreduce.h"
 #include "gpu/ipc_cache.h"
 #include "gpu/ipc_collectives.h"
+#include "gpu/pipelined_staging.h"
+#include "gpu/pointer_cache.h"
 #include "gpu/stream_ordered.h"
 #include "p2p/group.h"
 
@@ -37,6 +39,44 @@ bool DevicePath::UseIpc(Collectives* c, coll::Kind kind, const StageArg* bufs, s
   }
   return true;
 }
+
+size_t DevicePath::PartBytes(const StageArg* bufs, size_t n, size_t bytes, zc_dtype dtype) const {
+  const size_t es = DtypeSize(dtype);
+  const size_t part = es ? opts_.chunk_bytes / es * es : 0;
+  if (part == 0 || bytes <= part || !PipelinedStaging::Supported(opts_.drv ? opts_.drv : LoadedDriver())) return 0;
+  PointerCache& cache = opts_.cache ? *opts_.cache : PointerCache::Global();
+  for (size_t i = 0; i < n; ++i) {
+    if (bufs[i].bytes == 0) continue;
+    PointerInfo info;
+    // A buffer the cache refuses (past its allocation's end) is staged,
+    // and staging reports it.
+    if (!cache.Classify(bufs[i].ptr, bufs[i].bytes, &info).ok() || info.type == MemType::kDevice ||
+        info.type == MemType::kManaged)
+      return part;
+  }
+  return 0;
+}
+
+PipelinedStaging* DevicePath::Pipeline() {
+  if (!pipe_) {
+    const DriverTable* drv = opts_.drv ? opts_.drv : LoadedDriver();
+    pipe_ = std::make_unique<PipelinedStaging>(drv, opts_.cache, opts_.pool, opts_.timeout_s);
+  }
+  return pipe_.get();
+}
+
+namespace {
+
+char* At(void* p, size_t offset) { return p ? static_cast<char*>(p) + offset : nullptr; }
+
+// Aborts c's job with st: the peers waiting for this rank fail at once.
+std::function<void(const Status&)> Aborter(Collectives* c) {
+  return [c](const Status& st) {
+    if (!c->group()->aborted()) c->group()->Abort(st, -1);
+  };
+}
+
+}  // namespace
 
 HostGroup DevicePath::IpcGroup(Collectives* c, coll::Kind kind, size_t count, zc_dtype dtype, zc_op op,
                                int root) {
@@ -84,6 +124,26 @@ Status DevicePath::Allreduce(Collectives* c, const void* send, void* recv, size_
     return ipc_->Run(IpcGroup(c, coll::Kind::kAllreduce, count, dtype, op, -1), send, recv, count, dtype,
                      op, device);
   }
+  if (const size_t part = PartBytes(bufs, 2, bytes, dtype)) {
+    PipelinedStaging::Hooks hooks;
+    hooks.what = "allreduce";
+    hooks.exchange = [&](bool mine, PipelinedStaging::Told* told) {
+      const int32_t failed = mine;
+      std::vector<int32_t> all(c->group()->size(), 0);
+      ZC_RETURN_IF_ERROR(c->AllreduceExchange(count, dtype, op, coll::MemPath::kStagedParts, &failed,
+                                              all.data(), sizeof(failed)));
+      for (int r = 0; r < static_cast<int>(all.size()) && told->who < 0; ++r)
+        if (all[r] != 0) told->who = r;
+      told->any = told->who >= 0;
+      told->everyone = true;  // an allgather: every rank saw every flag
+      return Status::Ok();
+    };
+    hooks.part = [&](void* const* h, size_t off, size_t n) {
+      return c->Allreduce(At(h[0], off), At(h[1], off), n / DtypeSize(dtype), dtype, op);
+    };
+    hooks.abort = Aborter(c);
+    return Pipeline()->Run(bufs, 2, part, hooks);
+  }
   return RunStaged(bufs, [&](void** h) { return c->Allreduce(h[0], h[1], count, dtype, op); });
 }
 
@@ -100,7 +160,50 @@ Status DevicePath::Broadcast(Collectives* c, void* buf, size_t count, zc_dtype d
     return ipc_coll_->Broadcast(IpcGroup(c, coll::Kind::kBroadcast, count, dtype, ZC_SUM, root), buf,
                                 bytes, root, device);
   }
+  if (const size_t part = PartBytes(bufs, 1, bytes, dtype)) {
+    PipelinedStaging::Hooks hooks;
+    hooks.what = "broadcast";
+    hooks.exchange = [&](bool mine, PipelinedStaging::Told* told) {
+      uint8_t failed = mine;  // the root's travels down the tree
+      ZC_RETURN_IF_ERROR(c->PartsExchange(coll::Kind::kBroadcast, count, dtype, ZC_SUM, root, &failed));
+      told->any = mine || failed;
+      told->who = failed ? root : mine ? c->group()->rank() : -1;
+      told->everyone = failed;  // the root's failure reached every rank
+      return Status::Ok();
+    };
+    hooks.part = [&](void* const* h, size_t off, size_t n) {
+      return c->Broadcast(At(h[0], off), n / DtypeSize(dtype), dtype, root);
+    };
+    hooks.abort = Aborter(c);
+    return Pipeline()->Run(bufs, 1, part, hooks);
+  }
   return RunStaged(bufs, [&](void** h) { return c->Broadcast(h[0], count, dtype, root); });
+}
+
+Status DevicePath::Reduce(Collectives* c, const void* send, void* recv, size_t count, zc_dtype dtype, zc_op op,
+                          int root) {
+  const size_t bytes = count * DtypeSize(dtype);
+  const bool is_root = c->group()->rank() == root;
+  const StageArg bufs[2] = {StageArg{send, bytes, true, false, "sendbuf"},
+                            StageArg{is_root ? recv : nullptr, is_root ? bytes : 0, false, true, "recvbuf"}};
+  if (PassThrough(bufs, 2)) return c->Reduce(send, recv, count, dtype, op, root);
+  if (const size_t part = PartBytes(bufs, 2, bytes, dtype)) {
+    PipelinedStaging::Hooks hooks;
+    hooks.what = "reduce";
+    hooks.exchange = [&](bool mine, PipelinedStaging::Told* told) {
+      uint8_t failed = mine;  // at the root: whether any rank's was set
+      ZC_RETURN_IF_ERROR(c->PartsExchange(coll::Kind::kReduce, count, dtype, op, root, &failed));
+      told->any = mine || failed;
+      told->who = mine ? c->group()->rank() : -1;
+      return Status::Ok();
+    };
+    hooks.part = [&](void* const* h, size_t off, size_t n) {
+      return c->Reduce(At(h[0], off), is_root ? At(h[1], off) : recv, n / DtypeSize(dtype), dtype, op, root);
+    };
+    hooks.abort = Aborter(c);
+    return Pipeline()->Run(bufs, 2, part, hooks);
+  }
+  return RunStaged(bufs, [&](void** h) { return c->Reduce(h[0], is_root ? h[1] : recv, count, dtype, op, root); });
 }
 
 Status DevicePath::Allgather(Collectives* c, const void* send, void* recv, size_t sendcount,
@@ -208,6 +311,7 @@ Status DevicePath::StreamAsyncError() const {
 }
 
 void DevicePath::Close() {
+  if (pipe_) pipe_->Close();
   ipc_coll_.reset();
   ipc_.reset();
   ipc_cache_.reset();

@@ -12,7 +12,10 @@
 //    ZC_ERR_MISMATCH instead of waiting on different channels.
 //  - Otherwise device memory is staged through pinned host memory around
 //    the host call (host_staging.h): inputs copied in before, outputs out
-//    after (send/recv: at completion; plans: at zc_plan_wait).
+//    after (send/recv: at completion; plans: at zc_plan_wait). Allreduce,
+//    broadcast and reduce larger than one part (ZC_GPU_CHUNK_BYTES) are
+//    staged in pipelined parts instead (pipelined_staging.h), with memory
+//    path kStagedParts in their signature.
 // Builds without CUDA make it disabled: buffers pass through without even a
 // pointer classification, and the C ABI's argument checks (api/checks.h)
 // have already refused device memory.
@@ -46,6 +49,7 @@ class IpcCache;
 class IpcCollectives;
 struct DeviceReducer;
 class PinnedPool;
+class PipelinedStaging;
 class PointerCache;
 class StreamOrdered;
 
@@ -54,6 +58,10 @@ struct DevicePathOptions {
   bool enabled = false;
   std::string ipc_mode = "auto";    // ZC_GPU_IPC: auto | 0 | 1
   size_t ipc_min_bytes = 4u << 20;  // ZC_GPU_IPC_MIN_BYTES (auto mode)
+  // ZC_GPU_CHUNK_BYTES: staged allreduce, broadcast and reduce larger than
+  // this are pipelined in parts of this size (pipelined_staging.h); 0: the
+  // whole buffer at once.
+  size_t chunk_bytes = 1u << 20;
   // More than one rank and every rank on this host: CUDA IPC can reach them.
   bool ipc_reachable = false;
   // Memory known to be host memory without asking the driver (the
@@ -99,6 +107,10 @@ class DevicePath {
   // when it applies (*used_ipc set), else the host collective on the
   // buffers or their pinned copies.
   Status Broadcast(Collectives* c, void* buf, size_t count, zc_dtype dtype, int root, bool* used_ipc);
+  // Reduce on c: the host reduce on the buffers or their pinned copies
+  // (in pipelined parts above one part).
+  Status Reduce(Collectives* c, const void* send, void* recv, size_t count, zc_dtype dtype, zc_op op,
+                int root);
   Status Allgather(Collectives* c, const void* send, void* recv, size_t sendcount, zc_dtype dtype,
                    bool* used_ipc);
   Status ReduceScatter(Collectives* c, const void* send, void* recv, size_t recvcount, zc_dtype dtype,
@@ -150,6 +162,16 @@ class DevicePath {
   // rank) takes CUDA IPC; *device: the buffers' device.
   bool UseIpc(Collectives* c, coll::Kind kind, const StageArg* bufs, size_t n, size_t bytes, zc_op op,
               int* device);
+  // The pipeline part of an elementwise call of `bytes` (a whole number
+  // of elements of dtype) on bufs, or 0 when it is not pipelined: one part
+  // or less, ZC_GPU_CHUNK_BYTES=0, a driver without what the pipeline
+  // needs, or no buffer to stage (host memory runs the host call whole).
+  // Decided from the count and the rank's own buffers: a rank with host
+  // buffers and one with device buffers differ above one part, which the
+  // exchange's memory path turns into ZC_ERR_MISMATCH.
+  size_t PartBytes(const StageArg* bufs, size_t n, size_t bytes, zc_dtype dtype) const;
+  // The staged call in parts (made on first use).
+  PipelinedStaging* Pipeline();
   // The host group of one CUDA IPC call: its first exchange travels as
   // the caller's collective (kind, count, dtype, op, root).
   HostGroup IpcGroup(Collectives* c, coll::Kind kind, size_t count, zc_dtype dtype, zc_op op, int root);
@@ -185,6 +207,7 @@ class DevicePath {
   std::unique_ptr<IpcCache> ipc_cache_;
   std::unique_ptr<IpcAllreduce> ipc_;
   std::unique_ptr<IpcCollectives> ipc_coll_;
+  std::unique_ptr<PipelinedStaging> pipe_;  // made on first use
   mutable std::mutex stream_mu_;
   std::unique_ptr<StreamOrdered> stream_;  // made on first use (stream_mu_)
 };

@@ -212,6 +212,20 @@ Status StreamOrdered::PollReady(StreamOp* op, size_t part, bool* ready) {
   return CuCheck(drv_, r, "cuEventQuery (the stream's work before the call)");
 }
 
+Status StreamOrdered::WaitDone(StreamOp* op) {
+  Deadline deadline(timeout_s_);
+  Backoff backoff;
+  ZC_RETURN_IF_ERROR(EnsureContext(drv_, op->device));
+  for (;;) {
+    const CuResult r = drv_->EventQuery(op->done);
+    if (r != cu::kErrorNotReady) return CuCheck(drv_, r, "cuEventQuery (the copies of the results to the device)");
+    if (deadline.expired())
+      return Error(ZC_ERR_TIMEOUT, "the copies of the results to the device did not finish in %.0f s",
+                   deadline.elapsed_s());
+    backoff.Pause();
+  }
+}
+
 void StreamOrdered::Complete(StreamOp* op, size_t part, const Status& st) {
   if (!st.ok()) {
     std::lock_guard<std::mutex> lock(mu_);

@@ -108,6 +108,12 @@ class StreamOrdered {
   // Completes every part not completed yet with `st` (after a failure).
   void CompleteRest(StreamOp* op, const Status& st);
 
+  // Returns once the stream has passed the operation's `done` (every
+  // output copied back); ZC_ERR_TIMEOUT after the deadline, the driver's
+  // error when the stream's work failed. For callers that wait for their
+  // own operation (the blocking calls' pipelined staging); call it after
+  // every part is completed.
+  Status WaitDone(StreamOp* op);
   // Gives back what finished operations held (a caller's thread).
   void Reap();
   // Waits (deadline) for every operation's `done` and reaps them.

@@ -27,7 +27,7 @@ Signature Make(int root, MemPath mem) {
 
 TEST(SignatureWire, RoundTripsEveryFieldAtItsLimits) {
   for (int root : {-1, 0, 1, 65535, (1 << 24) - 1}) {
-    for (MemPath mem : {MemPath::kHost, MemPath::kCudaIpc}) {
+    for (MemPath mem : {MemPath::kHost, MemPath::kCudaIpc, MemPath::kStagedParts}) {
       const Signature s = Make(root, mem);
       uint64_t aux[kSigWords];
       s.Pack(aux, MessageTag(3, 4), 9);
@@ -84,6 +84,13 @@ TEST(SignatureWire, MismatchNamesTheMemoryPath) {
                               "device memory over CUDA IPC) but rank 0 called "
                               "allreduce(count=18364758544493064720, float64, bxor, host memory)"),
             std::string::npos)
+      << st.message();
+  // Staged in parts (gpu/pipelined_staging.h) against host memory.
+  theirs.mem = MemPath::kStagedParts;
+  theirs.Pack(aux, 0, 1);
+  st = CheckSignature(mine, 0, 0, aux, 1);
+  EXPECT_EQ(st.code(), ZC_ERR_MISMATCH);
+  EXPECT_NE(st.message().find("device memory staged in parts) but rank 0 called"), std::string::npos)
       << st.message();
   // Same path: the message stays as it was (no memory path named).
   theirs.mem = MemPath::kHost;

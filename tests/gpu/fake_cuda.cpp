@@ -265,6 +265,26 @@ CuStream FakeCuda::NewStream() {
   return s;
 }
 
+void FakeCuda::FailAsyncCopy(uint64_t skip, CuResult r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  fail_skip_ = skip;
+  fail_result_ = r;
+}
+
+bool FakeCuda::CopyFails(Stream* s, const Op& op) {
+  if (fail_result_ == 0) return false;
+  if (fail_skip_ > 0) {
+    --fail_skip_;
+    return false;
+  }
+  if (s->error == 0) {
+    s->error = fail_result_;
+    s->error_seq = op.seq;
+  }
+  fail_result_ = 0;
+  return true;
+}
+
 void FakeCuda::RunStream(Stream* s) {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
@@ -325,6 +345,7 @@ CuResult FakeCuda::StreamQuery(CuStream s) {
   std::lock_guard<std::mutex> lock(f.mu_);
   Stream* st = f.StreamOf(s);
   if (st->done_seq < st->enq_seq) return cu::kErrorNotReady;
+  if (CuResult r = StickyError(st, st->enq_seq)) return r;
   Join(f.host_clock_, st->enq_clock);
   return cu::kSuccess;
 }
@@ -339,6 +360,7 @@ CuResult FakeCuda::StreamSynchronize(CuStream s) {
     f.Violation(Format("cuStreamSynchronize(stream %d) did not finish in 120 s", st->id));
     return kErrorLaunchTimeout;
   }
+  if (CuResult r = StickyError(st, target)) return r;
   Join(f.host_clock_, clock);
   return cu::kSuccess;
 }
@@ -435,6 +457,7 @@ CuResult FakeCuda::EventQuery(CuEvent e) {
   const Event* ev = reinterpret_cast<const Event*>(e);
   if (ev->stream == nullptr) return cu::kSuccess;
   if (ev->stream->done_seq < ev->seq) return cu::kErrorNotReady;
+  if (CuResult r = StickyError(ev->stream, ev->seq)) return r;
   Join(f.host_clock_, ev->clock);
   return cu::kSuccess;
 }
@@ -448,6 +471,7 @@ CuResult FakeCuda::EventSynchronize(CuEvent e) {
     f.Violation(Format("cuEventSynchronize (stream %d) did not finish in 120 s", ev->stream->id));
     return kErrorLaunchTimeout;
   }
+  if (CuResult r = StickyError(ev->stream, ev->seq)) return r;
   Join(f.host_clock_, ev->clock);
   return cu::kSuccess;
 }
@@ -459,9 +483,11 @@ CuResult FakeCuda::MemcpyHtoDAsync(CuDevicePtr dst, const void* src, size_t n, C
   std::lock_guard<std::mutex> lock(f.mu_);
   uintptr_t base = 0;
   if (n > 0 && f.FindLocked(dst, &base) == nullptr) return cu::kErrorInvalidValue;
-  f.Enqueue(f.StreamOf(s), [&f, dst, src, n](const Op& op) {
+  Stream* st = f.StreamOf(s);
+  f.Enqueue(st, [&f, st, dst, src, n](const Op& op) {
     ++f.async_copies_;
     std::lock_guard<std::mutex> l(f.mu_);
+    if (f.CopyFails(st, op)) return;
     void* d = f.Touch(reinterpret_cast<void*>(dst), n, true, op.actor, op.seq, op.clock, "cuMemcpyHtoDAsync");
     if (d != nullptr && n > 0) std::memcpy(d, src, n);
   });
@@ -473,9 +499,11 @@ CuResult FakeCuda::MemcpyDtoHAsync(void* dst, CuDevicePtr src, size_t n, CuStrea
   std::lock_guard<std::mutex> lock(f.mu_);
   uintptr_t base = 0;
   if (n > 0 && f.FindLocked(src, &base) == nullptr) return cu::kErrorInvalidValue;
-  f.Enqueue(f.StreamOf(s), [&f, dst, src, n](const Op& op) {
+  Stream* st = f.StreamOf(s);
+  f.Enqueue(st, [&f, st, dst, src, n](const Op& op) {
     ++f.async_copies_;
     std::lock_guard<std::mutex> l(f.mu_);
+    if (f.CopyFails(st, op)) return;
     void* d = f.Touch(reinterpret_cast<void*>(src), n, false, op.actor, op.seq, op.clock, "cuMemcpyDtoHAsync");
     if (d != nullptr && n > 0) std::memcpy(dst, d, n);
   });

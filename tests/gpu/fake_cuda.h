@@ -99,6 +99,14 @@ class FakeCuda {
   uint64_t ipc_opens() const { return ipc_opens_.load(); }
   // Peers' allocations mapped in this process now.
   size_t ipc_mappings() const;
+  // Fault injection: the async copy (cuMemcpyDtoHAsync/HtoDAsync) that
+  // runs after `skip` more of them fails with r: it copies nothing, and its
+  // stream keeps the error (sticky, as CUDA's): querying or synchronising
+  // an event recorded on that stream after the copy, or the stream, returns
+  // r once the stream has got there (its later work still runs, so that a
+  // caller that frees memory after the error sees no work still using it).
+  // r = 0 turns it off.
+  void FailAsyncCopy(uint64_t skip, CuResult r);
   // Makes cuStreamWaitValue32 unavailable (nullptr in table()) so that
   // callers take their fallback.
   void DisableWaitValue(bool disabled);
@@ -119,6 +127,8 @@ class FakeCuda {
     uint64_t enq_seq = 0;   // last op enqueued
     uint64_t done_seq = 0;  // last op finished
     VClock enq_clock{};
+    CuResult error = 0;      // sticky: an op failed (FailAsyncCopy)
+    uint64_t error_seq = 0;  // ... that op
     std::thread thread;
     std::condition_variable cv;
   };
@@ -152,6 +162,13 @@ class FakeCuda {
   void Violation(const std::string& s);  // mu_ held
   static void Join(VClock& a, const VClock& b);
   uint64_t HostTick();  // mu_ held: the host's next seq (its clock's entry)
+  // An async copy about to run on s (op): whether FailAsyncCopy makes it
+  // fail (then s keeps the error). mu_ held.
+  bool CopyFails(Stream* s, const Op& op);
+  // The sticky error an event (or stream) at seq on s sees, 0 if none.
+  static CuResult StickyError(const Stream* s, uint64_t seq) {
+    return s->error != 0 && seq >= s->error_seq && s->done_seq >= s->error_seq ? s->error : 0;
+  }
 
   // Driver entry points.
   static CuResult StreamCreate(CuStream* s, unsigned flags);
@@ -191,6 +208,8 @@ class FakeCuda {
   std::map<uintptr_t, Alloc_> allocs_;
   std::vector<std::string> violations_;
   bool stopping_ = false;
+  CuResult fail_result_ = 0;  // FailAsyncCopy (mu_)
+  uint64_t fail_skip_ = 0;
   std::atomic<uint64_t> async_copies_{0}, sync_copies_{0}, host_funcs_{0}, value_waits_{0}, ipc_opens_{0};
 };
 

@@ -210,6 +210,7 @@ CuResult FakeDriver::GetErrorName(CuResult r, const char** s) {
     case 1: *s = "CUDA_ERROR_INVALID_VALUE"; return 0;
     case 3: *s = "CUDA_ERROR_NOT_INITIALIZED"; return 0;
     case 2: *s = "CUDA_ERROR_OUT_OF_MEMORY"; return 0;
+    case 700: *s = "CUDA_ERROR_ILLEGAL_ADDRESS"; return 0;
     default: *s = nullptr; return cu::kErrorInvalidValue;
   }
 }
@@ -218,6 +219,7 @@ CuResult FakeDriver::GetErrorString(CuResult r, const char** s) {
   switch (r) {
     case 1: *s = "invalid argument"; return 0;
     case 3: *s = "initialization error"; return 0;
+    case 700: *s = "an illegal memory access was encountered"; return 0;
     case 2: *s = "out of memory"; return 0;
     default: *s = nullptr; return cu::kErrorInvalidValue;
   }
