@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <fstream>
 #include <thread>
 
 #include "common/deadline.h"
@@ -22,12 +23,14 @@ struct Child {
   std::string host;
   pid_t pid = -1;
   std::string out_path;  // its standard output ("" : /dev/null)
+  std::string err_path;  // its standard error ("" : ours)
   bool done = false;
   int status = 0;
 };
 
 // zcrun has threads (the store): the child only makes system calls.
-pid_t StartChild(const std::vector<std::string>& args, const std::string& out_path) {
+pid_t StartChild(const std::vector<std::string>& args, const std::string& out_path,
+                 const std::string& err_path = "") {
   std::vector<char*> argv;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -37,9 +40,11 @@ pid_t StartChild(const std::vector<std::string>& args, const std::string& out_pa
   int in = open("/dev/null", O_RDONLY);
   int out = out_path.empty() ? open("/dev/null", O_WRONLY)
                              : open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  if (in < 0 || out < 0) _exit(126);
+  int err = err_path.empty() ? 2 : open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (in < 0 || out < 0 || err < 0) _exit(126);
   dup2(in, 0);
   dup2(out, 1);
+  dup2(err, 2);
   execvp(argv[0], argv.data());
   _exit(127);
 }
@@ -67,14 +72,34 @@ void WaitAll(std::vector<Child>* children, double deadline_s) {
   }
 }
 
+// The last line a child wrote to its standard error (ssh's reason, such as
+// "ssh: connect to host n2 port 22: Connection refused"), at most 200
+// bytes; "" when it wrote nothing.
+std::string LastErrorLine(const std::string& err_path) {
+  if (err_path.empty()) return "";
+  std::ifstream in(err_path);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (!line.empty()) last = line;
+  }
+  if (last.size() > 200) last = last.substr(0, 200) + "...";
+  return last;
+}
+
 std::string ChildFailure(const Child& c, double deadline_s) {
   if (c.pid <= 0) return "could not start the remote command";
   if (!c.done) return Format("no answer within %.0f s", deadline_s);
-  if (WIFSIGNALED(c.status)) return "killed by signal " + std::to_string(WTERMSIG(c.status));
+  const std::string said = LastErrorLine(c.err_path);
+  const std::string cause = said.empty() ? "" : ": " + said;
+  if (WIFSIGNALED(c.status)) return "killed by signal " + std::to_string(WTERMSIG(c.status)) + cause;
   int code = WEXITSTATUS(c.status);
   if (code == 0) return "";
-  if (code == 255) return "ssh failed (exit code 255: the host cannot be reached or refused us)";
-  return Format("exited with code %d", code);
+  if (code == 255) {
+    if (said.empty()) return "ssh failed (exit code 255: the host cannot be reached or refused us)";
+    return "ssh failed (exit code 255)" + cause;
+  }
+  return Format("exited with code %d", code) + cause;
 }
 
 off_t FileSize(const std::string& path) {
@@ -127,9 +152,10 @@ void RemoteDumpFetcher::Fetch(const std::string& local_dir, double signal_wait_s
     Child c;
     c.host = host;
     c.out_path = local_dir + "/.remote-" + host + ".tar";
+    c.err_path = local_dir + "/.remote-" + host + ".err";
     std::vector<std::string> argv =
         HostCommand(host, {"sh", "-c", RemoteDumpScript(), "sh", source_.remote_dir, source_.store_addr, wait});
-    if (!argv.empty()) c.pid = StartChild(argv, c.out_path);
+    if (!argv.empty()) c.pid = StartChild(argv, c.out_path, c.err_path);
     fetches.push_back(c);
   }
   WaitAll(&fetches, deadline_s);
@@ -147,6 +173,7 @@ void RemoteDumpFetcher::Fetch(const std::string& local_dir, double signal_wait_s
       if (!why.empty()) missing_.push_back({c.host, "unpacking its dumps failed: " + why});
     }
     unlink(c.out_path.c_str());
+    unlink(c.err_path.c_str());
   }
   ZC_INFO(kLauncher, "fetched the flight-recorder dumps of %zu hosts (%zu failed)", hosts_.size(), missing_.size());
 }

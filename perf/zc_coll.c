@@ -63,7 +63,7 @@ typedef struct {
   int op[5], nop;
   int root, all_roots;
   int iters, warmup, min_iters, reps, check, average;
-  int out_of_place, in_place, use_zc, nonblocking;
+  int out_of_place, in_place, use_zc, nonblocking, precise;
   const char* json;
 } opts;
 
@@ -113,6 +113,8 @@ static void usage(FILE* f) {
 "                       zc_wait (the communicator's queue: the waiting\n"
 "                       thread runs it), as a framework's blocking call does\n"
 "      --json FILE      also write every row to FILE as JSON (rank 0)\n"
+"      --precise        times below 10 us with 3 decimals instead of 2 (the\n"
+"                       columns keep their widths)\n"
 "  -h, --help           this text\n"
 "\n"
 "Columns: size (bytes; allgather: the gathered buffer, reduce_scatter: the\n"
@@ -227,6 +229,8 @@ static void parse_args(int argc, char** argv, opts* o) {
       i++;
     } else if (!strcmp(a, "--nonblocking")) {
       o->nonblocking = 1;
+    } else if (!strcmp(a, "--precise")) {
+      o->precise = 1;
     } else if (!strcmp(a, "--json")) {
       o->json = bu_arg_str(PROG, a, v), i++;
     } else {
@@ -421,7 +425,7 @@ static void print_header(const opts* o, int coll, int n) {
          "(us)", "(us)", "(us)");
 }
 
-static void print_half(const half_t* h) {
+static void print_half(const half_t* h, int precise) {
   if (!h->done) {
     printf(" %8s %7s %7s %6s", "N/A", "N/A", "N/A", "N/A");
     return;
@@ -429,12 +433,15 @@ static void print_half(const half_t* h) {
   char wrong[24];
   if (h->wrong < 0) snprintf(wrong, sizeof wrong, "N/A");
   else snprintf(wrong, sizeof wrong, "%lld", h->wrong);
-  printf(" %8.2f %7.2f %7.2f %6s", h->time, h->algbw, h->busbw, wrong);
+  printf(" %8.*f %7.2f %7.2f %6s", bu_us_decimals(h->time, precise), h->time, h->algbw,
+         h->busbw, wrong);
 }
 
-static void print_spread(const half_t* h) {
+static void print_spread(const half_t* h, int precise) {
   if (!h->done) printf("  %8s %8s %8s", "N/A", "N/A", "N/A");
-  else printf("  %8.2f %8.2f %8.2f", h->slowest, h->tmin, h->tmax);
+  else
+    printf("  %8.*f %8.*f %8.*f", bu_us_decimals(h->slowest, precise), h->slowest,
+           bu_us_decimals(h->tmin, precise), h->tmin, bu_us_decimals(h->tmax, precise), h->tmax);
 }
 
 /* The JSON members of one half. */
@@ -584,10 +591,10 @@ int main(int argc, char** argv) {
                 const char* opname = has_op(coll) ? bu_op_names[op] : "none";
                 printf("%12zu %13zu %9s %7s %7d", c.size, c.size / ts,
                        bu_dtype_names[dt], opname, root);
-                print_half(&oop);
-                print_half(&ip);
-                print_spread(&oop);
-                print_spread(&ip);
+                print_half(&oop, o.precise);
+                print_half(&ip, o.precise);
+                print_spread(&oop, o.precise);
+                print_spread(&ip, o.precise);
                 printf("\n");
                 fflush(stdout);
                 /* JSON: the first measured half at the top level (the

@@ -63,7 +63,7 @@ static void fail_status(const char* what, zc_status s) {
 typedef struct {
   size_t min_size, max_size;
   int tests, iters, bw_iters, min_iters, window, warmup, reps;
-  int use_zc, copy_mode;
+  int use_zc, copy_mode, precise;
   const char* json;
 } opts;
 
@@ -98,6 +98,8 @@ static void usage(FILE* f) {
 "      --skip-latency   the same as leaving latency out of -t\n"
 "      --skip-bw        the same as leaving bw out of -t\n"
 "      --json FILE      also write the rows to FILE as JSON (rank 0)\n"
+"      --precise        latencies below 10 us with 3 decimals instead of 2\n"
+"                       (the columns keep their widths)\n"
 "  -h, --help           this text\n"
 "\n"
 "Tables: latency in us (one way: round trip / 2); bw and bibw in MB/s\n"
@@ -187,6 +189,8 @@ static void parse_args(int argc, char** argv, opts* o) {
       i++;
     } else if (!strcmp(a, "--json")) {
       o->json = bu_arg_str(PROG, a, v), i++;
+    } else if (!strcmp(a, "--precise")) {
+      o->precise = 1;
     } else {
       bu_usage_error(PROG, "unknown flag %s", a);
     }
@@ -462,7 +466,8 @@ int main(int argc, char** argv) {
         char wrong[24];
         snprintf(wrong, sizeof wrong, "%lld", rows[s].wrong);
         if (test == T_LAT)
-          printf("%-10zu%18.2f%12.2f%12.2f%12d%8s\n", sz, med, mn, mx, iters, wrong);
+          printf("%-10zu%18.*f%12.*f%12.*f%12d%8s\n", sz, bu_us_decimals(med, o.precise), med,
+                 bu_us_decimals(mn, o.precise), mn, bu_us_decimals(mx, o.precise), mx, iters, wrong);
         else
           printf("%-10zu%18.2f%12.2f%12.2f%8d%12d%8s\n", sz, med, mn, mx, win,
                  iters, wrong);

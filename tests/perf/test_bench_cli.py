@@ -45,12 +45,13 @@ for prog, flags in (
                 "--stepfactor", "-i", "--stepbytes", "-d", "--datatype", "-o",
                 "--op", "-r", "--root", "-n", "--iters", "--min-iters", "-w",
                 "--warmup_iters", "--reps", "-a", "--average", "-c", "--check",
-                "--place", "--inplace", "--buffers", "--json", "-h", "--help"]),
+                "--place", "--inplace", "--buffers", "--json", "--precise", "-h",
+                "--help"]),
         (P2P, ["-t", "--test", "-b", "--min-size", "-e", "--max-size", "-m",
                "-n", "-i", "--iters", "--bw-iters", "--min-iters", "-W",
                "--window", "-w", "-x", "--warmup", "--reps", "--buffers",
-               "--mode", "--skip-latency", "--skip-bw", "--json", "-h",
-               "--help"])):
+               "--mode", "--skip-latency", "--skip-bw", "--json", "--precise",
+               "-h", "--help"])):
     name = os.path.basename(prog)
     rc, out, err = run(prog, "--help")
     check(rc == 0, "%s --help exits 0 (got %d: %s)" % (name, rc, err))
@@ -169,6 +170,40 @@ for transport in ("shm", "tcp"):
         check(all(r[-1] == "0" and float(r[1]) > 0 for r in rs),
               "%s over %s: values > 0, #wrong 0" % (name, transport))
     check("# #wrong total: 0 OK" in out, "zc_p2p's closing line")
+
+# ---- --precise: times below 10 us with 3 decimals, the same columns ---------
+def decimals(cell):
+    return len(cell.split(".")[1]) if "." in cell else 0
+
+
+def check_decimals(cells, what):
+    for c in cells:
+        want = 3 if float(c) < 10 else 2
+        check(decimals(c) == want, "%s: %s has %d decimals, expected %d" % (
+            what, c, decimals(c), want))
+
+
+for precise in (False, True):
+    extra = ["--precise"] if precise else []
+    rc, out, err = run(COLL, "-b", "8", "-e", "8", "-n", "20", "--reps", "3", *extra)
+    got = rows(out)
+    check(rc == 0 and len(got) == 1 and len(got[0]) == 19,
+          "zc_coll %s: one row of 19 columns (%d: %r %s)" % (extra, rc, got, err))
+    if got and len(got[0]) == 19:
+        times = [got[0][i] for i in (5, 9, 13, 14, 15, 16, 17, 18)]
+        if precise:
+            check_decimals(times, "zc_coll --precise")
+        else:
+            check(all(decimals(c) == 2 for c in times), "zc_coll: 2 decimals: %r" % times)
+    rc, out, err = run(P2P, "-t", "latency", "-b", "8", "-e", "8", "-n", "20", *extra)
+    got = rows(out)
+    check(rc == 0 and len(got) == 1 and len(got[0]) == 6,
+          "zc_p2p %s: one latency row of 6 columns (%d: %r %s)" % (extra, rc, got, err))
+    if got and len(got[0]) == 6:
+        if precise:
+            check_decimals(got[0][1:4], "zc_p2p --precise")
+        else:
+            check(all(decimals(c) == 2 for c in got[0][1:4]), "zc_p2p: 2 decimals: %r" % got[0])
 
 if failures:
     print("%d check(s) failed" % len(failures))

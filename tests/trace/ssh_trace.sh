@@ -12,6 +12,11 @@
 #     after 15 s, kills that command, and still gives a verdict from the
 #     dumps it has. (The emulated hosts share /tmp: n1's folder also holds
 #     the dumps that n2's ranks wrote by themselves on their timeout.)
+#   refused: n2 refuses the connection that asks for its dumps (the --rsh
+#     wrapper sends that one command to port 1 of n2, where nothing
+#     listens: n2's kernel refuses it, ssh exits 255): zcrun names n2 and
+#     ssh's "Connection refused", and still gives a verdict from the dumps
+#     it has.
 # Env (meson sets them): ZC_BUILD, ZC_SRC.
 set -euo pipefail
 slurm=$ZC_SRC/tests/slurm
@@ -64,4 +69,15 @@ grep -q "^zcrun: no flight-recorder dumps from host n2: no answer within 15 s" "
 grep -q "^zcrun: verdict: rank 3 wrote no dump (host n2 sent no dumps: no answer within 15 s); ranks 0, 1, 2 wait in allreduce #6" \
   "$d/unreachable.out" || fail "unreachable: the verdict does not name rank 3 and host n2"
 ! pgrep -fx "sleep 117.5" >/dev/null || fail "unreachable: zcrun left n2's hung command running"
+# n2 refuses the connection that asks for its dumps (a real refusal: port
+# 1 of n2 has no listener); every other command goes to its sshd.
+printf '#!/bin/sh\ncase "$*" in *.zctrace-p*) [ "$1" = n2 ] && exec ssh -F %s -p 1 "$@" ;; esac\nexec ssh -F %s "$@"\n' \
+  "$CLUSTER_SSH_CONFIG" "$CLUSTER_SSH_CONFIG" >"$d/refusessh"
+chmod +x "$d/refusessh"
+run refused "$d/refusessh {host}"
+grep -q "^zcrun: no flight-recorder dumps from host n2: ssh failed (exit code 255): ssh: connect to host .* port 1: Connection refused$" \
+  "$d/refused.out" || fail "refused: zcrun did not name host n2 and the refusal"
+! grep -q "no flight-recorder dumps from host n1" "$d/refused.out" || fail "refused: zcrun named n1"
+grep -q "^zcrun: verdict: rank 3 wrote no dump (host n2 sent no dumps: ssh failed (exit code 255): .*Connection refused); ranks 0, 1, 2 wait in allreduce #6" \
+  "$d/refused.out" || fail "refused: the verdict does not name rank 3, host n2 and the refusal"
 cluster_finish

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -112,6 +113,7 @@ class Progress final : public WaitDriver {
   // The progress threads' groups and epolls (not started yet).
   Status MakeGroups(int num_cqs);
   void ProgressLoop(ProgressGroup* g);
+  void ParkUntilStopped();
   // One turn's wait in the group's epoll; the events go to evs.
   int Wait(ProgressGroup* g, epoll_event* evs, int max, bool muted, int* active_turns);
   // Sleep's wait in epoll, as the one driving thread.
@@ -148,6 +150,10 @@ class Progress final : public WaitDriver {
   std::atomic<int> passengers_{0};
   ReadDriver read_driver_{this};
   std::atomic<bool> stop_{false};
+  // A progress thread whose sockets are all dead waits here for Stop()
+  // (ParkUntilStopped).
+  std::mutex park_mu_;
+  std::condition_variable park_cv_;
 };
 
 }  // namespace zc::tcp
