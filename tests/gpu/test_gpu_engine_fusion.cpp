@@ -48,6 +48,7 @@
 #include "gpu/ipc_exchange.h"
 #include "gpu/pinned_pool.h"
 #include "gpu/pointer_cache.h"
+#include "fake_device_rig.h"
 #include "gpu_fake_driver.h"
 #include "gpu_reduce_reference.h"
 #include "harness/multiproc.h"
@@ -101,32 +102,15 @@ gpu::DeviceReducer FakeKernels() {
   return r;
 }
 
-struct Rig {
-  gpu::DriverTable table;
+// The fake driver's cuMemcpyAsync behind FailingMemcpyAsync (pack failures),
+// and fake kernels for the GPU reductions.
+struct Rig : gpu::testing::FakeDeviceRig {
   gpu::DeviceReducer reducer = FakeKernels();
-  std::unique_ptr<gpu::PointerCache> cache;
-  std::unique_ptr<gpu::PinnedPool> pool;
-
-  Rig() {
-    FakeDriver::Get().Reset();
-    table = *FakeCuda::Get().table();
-    g_real_memcpy_async = table.MemcpyAsync;
-    table.MemcpyAsync = &FailingMemcpyAsync;
-    cache = std::make_unique<gpu::PointerCache>(&table);
-    pool = std::make_unique<gpu::PinnedPool>(&table);
-  }
-  void Install(zc_comm* comm, const char* ipc_mode) {
-    gpu::DevicePathOptions o;
-    o.enabled = true;
-    o.ipc_mode = ipc_mode;
-    o.ipc_reachable = comm->size > 1 && comm->local_size == comm->size;
-    o.drv = &table;
-    o.cache = cache.get();
-    o.pool = pool.get();
-    o.reducer = &reducer;
-    o.timeout_s = comm->config.timeout_s;
-    comm->gpu = std::make_unique<gpu::DevicePath>(o);
-  }
+  Rig() : FakeDeviceRig([](gpu::DriverTable& t) {
+      g_real_memcpy_async = t.MemcpyAsync;
+      t.MemcpyAsync = &FailingMemcpyAsync;
+    }) {}
+  void Install(zc_comm* comm, const char* ipc_mode) { FakeDeviceRig::Install(comm, {ipc_mode, &reducer}); }
 };
 
 Env BaseEnv(const char* transport, const char* threshold = nullptr) {

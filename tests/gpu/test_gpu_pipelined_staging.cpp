@@ -36,6 +36,7 @@
 #include "gpu/device_path.h"
 #include "gpu/pinned_pool.h"
 #include "gpu/pointer_cache.h"
+#include "fake_device_rig.h"
 #include "gpu_fake_driver.h"
 #include "gpu_reduce_reference.h"
 #include "harness/multiproc.h"
@@ -52,28 +53,9 @@ constexpr size_t kPartBytes = 64;  // ZC_GPU_CHUNK_BYTES of these tests
 constexpr size_t kGuard = 16;      // bytes after each buffer that must stay untouched
 constexpr gpu::CuResult kIllegalAddress = 700;  // CUDA_ERROR_ILLEGAL_ADDRESS
 
-struct Rig {
-  gpu::DriverTable table;
-  std::unique_ptr<gpu::PointerCache> cache;
-  std::unique_ptr<gpu::PinnedPool> pool;
-
-  Rig() {
-    FakeDriver::Get().Reset();
-    table = *FakeCuda::Get().table();
-    cache = std::make_unique<gpu::PointerCache>(&table);
-    pool = std::make_unique<gpu::PinnedPool>(&table);
-  }
-  void Install(zc_comm* comm) {
-    gpu::DevicePathOptions o;
-    o.enabled = true;
-    o.ipc_mode = "0";
-    o.chunk_bytes = comm->config.gpu_chunk_bytes;
-    o.drv = &table;
-    o.cache = cache.get();
-    o.pool = pool.get();
-    o.timeout_s = comm->config.timeout_s;
-    comm->gpu = std::make_unique<gpu::DevicePath>(o);
-  }
+// Staged (no CUDA IPC) in parts of the communicator's ZC_GPU_CHUNK_BYTES.
+struct Rig : gpu::testing::FakeDeviceRig {
+  void Install(zc_comm* comm) { FakeDeviceRig::Install(comm, {"0", nullptr, true}); }
 };
 
 Env BaseEnv(const char* transport, const char* timeout = "60") {

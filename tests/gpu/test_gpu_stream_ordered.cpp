@@ -36,6 +36,7 @@
 #include "gpu/device_path.h"
 #include "gpu/pinned_pool.h"
 #include "gpu/pointer_cache.h"
+#include "fake_device_rig.h"
 #include "gpu_fake_driver.h"
 #include "harness/multiproc.h"
 
@@ -47,29 +48,15 @@ using gpu::CuStream;
 using gpu::testing::FakeCuda;
 using gpu::testing::FakeDriver;
 
-struct Rig {
-  gpu::DriverTable table;
-  std::unique_ptr<gpu::PointerCache> cache;
-  std::unique_ptr<gpu::PinnedPool> pool;
-
-  explicit Rig(bool wait_value) {
-    FakeDriver::Get().Reset();
-    FakeCuda::Get().DisableWaitValue(!wait_value);
-    table = *FakeCuda::Get().table();
-    cache = std::make_unique<gpu::PointerCache>(&table);
-    pool = std::make_unique<gpu::PinnedPool>(&table);
-  }
-  void Install(zc_comm* comm) {
-    gpu::DevicePathOptions o;
-    o.enabled = true;
-    o.ipc_mode = "0";
-    o.ipc_reachable = false;
-    o.drv = &table;
-    o.cache = cache.get();
-    o.pool = pool.get();
-    o.timeout_s = comm->config.timeout_s;
-    comm->gpu = std::make_unique<gpu::DevicePath>(o);
-  }
+// Staged (no CUDA IPC); wait_value false: a driver without
+// cuStreamWaitValue32 (the fallback through host functions).
+struct Rig : gpu::testing::FakeDeviceRig {
+  explicit Rig(bool wait_value)
+      : FakeDeviceRig([wait_value](gpu::DriverTable& t) {
+          FakeCuda::Get().DisableWaitValue(!wait_value);
+          t = *FakeCuda::Get().table();
+        }) {}
+  void Install(zc_comm* comm) { FakeDeviceRig::Install(comm, {}); }
 };
 
 // A kernel that holds its stream until Open() (bounded: 60 s).
