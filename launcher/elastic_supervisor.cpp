@@ -47,6 +47,10 @@ Status RunDiscovery(const std::string& script, std::map<std::string, int>* out) 
   return Status::Ok();
 }
 
+// The name a host is counted under: this machine is "localhost" whatever the
+// script or -H call it.
+std::string HostKey(const std::string& host) { return IsLocalHost(host) ? "localhost" : host; }
+
 }  // namespace
 
 ElasticSupervisor::Exit ElasticSupervisor::Describe(const RankProcess& p) {
@@ -93,6 +97,19 @@ void ElasticSupervisor::BeginTermination(int sig, int exit_code) {
 void ElasticSupervisor::OnExit(RankProcess& p) {
   Exit e = Describe(p);
   if (withdrawn_.count(p.pid) || terminating_) return;
+  if (removed_.count(p.pid)) {
+    // Stopped by zcrun: not a failure, whatever its status.
+    const int alive = Alive();
+    if (alive < opts_.min_np) {
+      Say(Format("%s (its host left) %s; %d process%s left, fewer than --min-np %d: ending the job", Name(p).c_str(),
+                 e.what.c_str(), alive, alive == 1 ? "" : "es", opts_.min_np));
+      BeginTermination(SIGTERM, 1);
+      return;
+    }
+    Say(Format("%s (its host left) %s; %d process%s go on", Name(p).c_str(), e.what.c_str(), alive,
+               alive == 1 ? "" : "es"));
+    return;
+  }
   if (e.clean) {
     finishing_ = true;  // the job is ending: replace nobody
     return;
@@ -147,8 +164,56 @@ void ElasticSupervisor::Discover() {
     std::string list;
     for (auto& [h, n] : found) list += Format("%s%s:%d", list.empty() ? "" : ",", h.c_str(), n);
     ZC_INFO(kLauncher, "discovered hosts: %s", list.c_str());
+    if (discovered_) StopProcessesOnRemovedSlots(found);
   }
   slots_ = std::move(found);
+  discovered_ = true;
+}
+
+void ElasticSupervisor::StopProcessesOnRemovedSlots(const std::map<std::string, int>& found) {
+  if (terminating_) return;
+  // Per host, its live processes in the order they started; those beyond
+  // the slots the script lists now go, the newest first (all when the host
+  // is gone). Only hosts the script listed before: its output is the truth
+  // about them, not about the hosts of -H.
+  std::map<std::string, std::vector<RankProcess*>> on_host;
+  for (RankProcess& p : procs_)
+    if (!p.reaped && !removed_.count(p.pid) && !withdrawn_.count(p.pid)) on_host[HostKey(p.host)].push_back(&p);
+  std::vector<std::pair<RankProcess*, std::string>> stop;
+  for (auto& [host, list] : on_host) {
+    auto before = slots_.find(host);
+    if (before == slots_.end()) continue;
+    auto now = found.find(host);
+    const size_t keep = now == found.end() ? 0 : static_cast<size_t>(now->second);
+    const std::string why = now == found.end() ? "left the host discovery script's output"
+                                               : Format("has %zu slot%s now", keep, keep == 1 ? "" : "s");
+    for (size_t i = list.size(); i > keep; --i) stop.push_back({list[i - 1], why});
+  }
+  if (stop.empty()) return;
+  const int left = Alive() - static_cast<int>(stop.size());
+  if (left < opts_.min_np) {
+    Say(Format("host %s %s: %d process%s would be left, fewer than --min-np %d: ending the job",
+               stop[0].first->host.c_str(), stop[0].second.c_str(), left, left == 1 ? "" : "es", opts_.min_np));
+    BeginTermination(SIGTERM, 1);
+    return;
+  }
+  const Clock::time_point kill_at = Clock::now() + Seconds(opts_.kill_grace_s);
+  for (auto& [p, why] : stop) {
+    Say(Format("host %s %s: stopping %s (SIGTERM, SIGKILL after %g s)", p->host.c_str(), why.c_str(),
+               Name(*p).c_str(), opts_.kill_grace_s));
+    removed_[p->pid] = kill_at;
+    if (killpg(p->pid, SIGTERM) != 0) kill(p->pid, SIGTERM);
+  }
+}
+
+void ElasticSupervisor::KillRemovedAfterGrace() {
+  const Clock::time_point now = Clock::now();
+  for (RankProcess& p : procs_) {
+    auto it = removed_.find(p.pid);
+    if (p.reaped || it == removed_.end() || now < it->second) continue;
+    if (killpg(p.pid, SIGKILL) != 0) kill(p.pid, SIGKILL);
+    it->second = Clock::time_point::max();  // once
+  }
 }
 
 void ElasticSupervisor::StartJoiners() {
@@ -159,7 +224,7 @@ void ElasticSupervisor::StartJoiners() {
     if (Alive() >= opts_.max_np) return;
     std::map<std::string, int> used;
     for (const RankProcess& p : procs_)
-      if (!p.reaped) ++used[IsLocalHost(p.host) ? "localhost" : p.host];
+      if (!p.reaped) ++used[HostKey(p.host)];
     std::string host;
     for (auto& [h, n] : slots_) {
       if (used[h] < n) {
@@ -285,6 +350,7 @@ int ElasticSupervisor::Run() {
       break;
     }
     Discover();
+    KillRemovedAfterGrace();
     StartJoiners();
     StopWaitingJoiners();
     ForwardOutput(100);

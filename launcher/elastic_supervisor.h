@@ -8,7 +8,10 @@
 // still waiting once the ranks have finished are stopped), when fewer than
 // --min-np live (the cause is printed, exit status non-zero), at --timeout
 // or on a signal to zcrun. Exit status 0 when every rank that remained
-// exited 0.
+// exited 0. As Horovod's elastic driver does, processes on a host that
+// leaves the discovery script's output (or beyond the slots it lists now)
+// are stopped (SIGTERM, SIGKILL after the grace); that is no failure, but
+// fewer than --min-np left ends the job with that cause.
 #pragma once
 
 #include <functional>
@@ -64,12 +67,18 @@ class ElasticSupervisor {
   void Discover();
   void StartJoiners();
   void StopWaitingJoiners();
+  void StopProcessesOnRemovedSlots(const std::map<std::string, int>& found);
+  void KillRemovedAfterGrace();
   void BeginTermination(int sig, int exit_code);
   int Alive() const;
   bool AllDone() const;
 
   std::vector<RankProcess> procs_;
   std::set<pid_t> withdrawn_;  // joiners nobody admitted, stopped by zcrun
+  // Processes stopped because their host left the discovery script's
+  // output, and when each gets SIGKILL if still running.
+  std::map<pid_t, Clock::time_point> removed_;
+  bool discovered_ = false;  // slots_ holds an output of the script
   int signal_fd_;
   ElasticOptions opts_;
   SpawnJoinerFn spawn_;

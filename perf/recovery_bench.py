@@ -15,14 +15,22 @@ Time measured: from the moment the victim kills itself (time.monotonic()
 just before os.kill(SIGKILL); the clock is the same for every process of
 the machine) to the end of the first training step that completes after it
 on every survivor (shrink) / on rank 0 of the new job (restart). For
-shrink, the phases too: the reset done (rollback, shrink, engine
-restarted), the sync done (rank 0's state broadcast), and a training
-step's time before the loss for scale. Model: an
-MLP of 3 x (1024 x 1024) float32 (12 MiB of parameters, 24 MiB of state
-with SGD momentum), batch 32, DistributedOptimizer; commit / checkpoint
-every 5 steps; the victim dies before step 12.
+shrink, the phases too, each from the kill: detected (the survivors'
+HorovodInternalError, when run() calls state.restore()), restored (the
+rollback to the last commit done), reset (shrink and engine restart done),
+synced (rank 0's state broadcast), step (the first step completed after);
+and a training step's time before the loss for scale. Models (--models),
+MLPs trained with DistributedOptimizer and SGD, commit / checkpoint every 5
+steps, the victim dies before step 12:
+
+  small   3 x (256 x 256), batch 32, momentum 0.9: 0.2 M parameters
+  medium  3 x (1024 x 1024), batch 32, momentum 0.9: 12 MiB of parameters,
+          a 24 MiB checkpoint
+  large   8 x (3584 x 3584), batch 8, no momentum: 103 M parameters, a
+          411 MB checkpoint
 
     recovery_bench.py --json out.json [--rounds 3] [--transports shm,tcp]
+                      [--models small,medium,large]
 
 Prints, per transport, min / median / max of each over the rounds and the
 ratio of the medians (restart / shrink). Loopback only (ZC_SOCKET_IFNAME=lo).
@@ -47,13 +55,25 @@ STEPS = 16
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def build_model():
+# name: (layers, width, batch, SGD momentum)
+MODELS = {"small": (3, 256, 32, 0.9), "medium": (3, 1024, 32, 0.9), "large": (8, 3584, 8, 0.0)}
+
+
+def describe_model(name):
+    layers, width, batch, momentum = MODELS[name]
+    params = layers * (width * width + width)
+    return ("mlp %d x %d x %d float32, %.1f M parameters, batch %d, momentum %g"
+            % (layers, width, width, params / 1e6, batch, momentum))
+
+
+def build_model(name):
     import torch
+    layers, width, _, _ = MODELS[name]
     torch.manual_seed(0)
-    layers = []
-    for _ in range(3):
-        layers += [torch.nn.Linear(1024, 1024), torch.nn.ReLU()]
-    return torch.nn.Sequential(*layers)
+    mods = []
+    for _ in range(layers):
+        mods += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+    return torch.nn.Sequential(*mods)
 
 
 def train_step(model, optimizer, batch):
@@ -62,19 +82,20 @@ def train_step(model, optimizer, batch):
     optimizer.step()
 
 
-def make_training(hvd):
+def make_training(hvd, name):
     import torch
-    model = build_model()
+    _, width, batch_size, momentum = MODELS[name]
+    model = build_model(name)
     optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1e-3,
-                                                         momentum=0.9),
+                                                         momentum=momentum),
                                          named_parameters=model.named_parameters())
-    batch = torch.randn(32, 1024, generator=torch.Generator().manual_seed(hvd.rank()))
+    batch = torch.randn(batch_size, width, generator=torch.Generator().manual_seed(hvd.rank()))
     return model, optimizer, batch
 
 
 # ---- shrink: hvd.elastic.run ------------------------------------------------
 
-def shrink_rank(rank, uid_q, res_q, kill_time):
+def shrink_rank(rank, uid_q, res_q, kill_time, model_name):
     import zcomm
     import zcomm.torch as hvd
     try:
@@ -85,11 +106,19 @@ def shrink_rank(rank, uid_q, res_q, kill_time):
         else:
             uid = uid_q.get(timeout=120)
         hvd.init_rank(uid, RANKS, rank)
-        model, optimizer, batch = make_training(hvd)
+        model, optimizer, batch = make_training(hvd, model_name)
         state = hvd.elastic.TorchState(model, optimizer, step=0)
-        # When each phase of the recovery ended: reset (restore, shrink,
+        # When each phase of the recovery ended: detect (run() caught the
+        # HorovodInternalError and restores), restore, reset (shrink,
         # engine restarted), sync (train entered again), step.
         marks = {}
+        restore = state.restore
+
+        def timed_restore():
+            marks.setdefault("detect", time.monotonic())
+            restore()
+            marks.setdefault("restore", time.monotonic())
+        state.restore = timed_restore
         state.register_reset_callbacks([lambda: marks.setdefault("reset", time.monotonic())])
         steps = []
 
@@ -119,11 +148,11 @@ def shrink_rank(rank, uid_q, res_q, kill_time):
         res_q.put((rank, "error", repr(e), 0))
 
 
-def shrink_round(timeout):
+def shrink_round(timeout, model_name):
     ctx = mp.get_context("spawn")
     uid_q, res_q = ctx.Queue(), ctx.Queue()
     kill_time = ctx.Value("d", 0.0)
-    procs = [ctx.Process(target=shrink_rank, args=(r, uid_q, res_q, kill_time))
+    procs = [ctx.Process(target=shrink_rank, args=(r, uid_q, res_q, kill_time, model_name))
              for r in range(RANKS)]
     for p in procs:
         p.start()
@@ -148,7 +177,7 @@ def shrink_round(timeout):
                            % (got, kill_time.value != 0.0))
     # Each phase ends when the last survivor ends it.
     phases = {k: max(v[1][k] for v in got.values()) - kill_time.value
-              for k in ("reset", "sync", "step")}
+              for k in ("detect", "restore", "reset", "sync", "step")}
     phases["step_before"] = statistics.median(v[1]["step_before"] for v in got.values())
     return phases
 
@@ -159,7 +188,7 @@ def restart_worker(args):
     import torch
     import zcomm.torch as hvd
     hvd.init()
-    model, optimizer, batch = make_training(hvd)
+    model, optimizer, batch = make_training(hvd, args.model)
     ckpt = os.path.join(args.dir, "checkpoint.pt")
     if args.worker == "resume":
         start = 0
@@ -190,10 +219,11 @@ def restart_worker(args):
     hvd.shutdown()
 
 
-def restart_round(zcrun, timeout):
+def restart_round(zcrun, timeout, model_name):
     with tempfile.TemporaryDirectory(prefix="zc_recovery_") as d:
         base = [zcrun, "--timeout", str(int(timeout)), "-np"]
-        me = [sys.executable, os.path.abspath(__file__), "--dir", d, "--worker"]
+        me = [sys.executable, os.path.abspath(__file__), "--dir", d, "--model", model_name,
+              "--worker"]
         first = subprocess.run(base + [str(RANKS)] + me + ["train"], capture_output=True,
                                text=True, timeout=timeout + 30)
         if first.returncode == 0 or not os.path.exists(os.path.join(d, "killed")):
@@ -215,11 +245,39 @@ def mmm(xs):
     return [min(xs), statistics.median(xs), max(xs)]
 
 
+def measure(zcrun, args, model, transport):
+    """Alternating rounds of shrink and restart; the row of the results."""
+    shrink, restart, phases = [], [], []
+    for rnd in range(args.rounds):  # alternating, so that load drifts hit both
+        phases.append(shrink_round(args.timeout, model))
+        shrink.append(phases[-1]["step"])
+        restart.append(restart_round(zcrun, args.timeout, model))
+        ph = {k: v * 1e3 for k, v in phases[-1].items()}
+        print("recovery %s %s round %d: shrink %.1f ms (detected at %.1f ms, restored %.1f, "
+              "shrunk and engine restarted %.1f, synced %.1f; a step before the loss %.1f ms), "
+              "restart %.1f ms"
+              % (model, transport, rnd, shrink[-1] * 1e3, ph["detect"], ph["restore"], ph["reset"],
+                 ph["sync"], ph["step_before"], restart[-1] * 1e3), flush=True)
+    row = dict(shrink_ms=[x * 1e3 for x in shrink], restart_ms=[x * 1e3 for x in restart],
+               phases_ms=[{k: v * 1e3 for k, v in ph.items()} for ph in phases])
+    row["ratio"] = statistics.median(restart) / statistics.median(shrink)
+    s, r = mmm(row["shrink_ms"]), mmm(row["restart_ms"])
+    for what, t in (("shrink", s), ("restart", r)):
+        print("recovery %s %s %d ranks %s ms: min %.1f median %.1f max %.1f"
+              % ((model, transport, RANKS, what) + tuple(t)))
+    print("recovery %s %s restart / shrink (medians): %.1f" % (model, transport, row["ratio"]),
+          flush=True)
+    return row
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--transports", default="shm,tcp")
+    ap.add_argument("--models", default="medium",
+                    help="comma-separated: " + ", ".join(MODELS) + " (see the module's text)")
+    ap.add_argument("--model", default="medium", help=argparse.SUPPRESS)
     ap.add_argument("--timeout", type=float, default=180, help="seconds per job")
     ap.add_argument("--zcrun", default=None, help="zcrun (default: $ZCRUN or "
                     "../build/launcher/zcrun)")
@@ -238,30 +296,22 @@ def main():
     zcrun = args.zcrun or os.environ.get("ZCRUN") or os.path.join(HERE, "..", "build", "launcher",
                                                                    "zcrun")
     os.environ.setdefault("ZC_TIMEOUT", "60")
+    models = args.models.split(",")
+    for m in models:
+        if m not in MODELS:
+            ap.error("unknown model %r (one of %s)" % (m, ", ".join(MODELS)))
     results = dict(ranks=RANKS, rounds=args.rounds, kill_step=KILL_STEP,
-                   commit_every=COMMIT_EVERY, model="mlp 3x1024x1024 float32, batch 32",
-                   loadavg_start=os.getloadavg(), transports={}, complete=False)
-    for transport in args.transports.split(","):
-        os.environ["ZC_TRANSPORT"] = transport
-        shrink, restart, phases = [], [], []
-        for rnd in range(args.rounds):  # alternating, so that load drifts hit both
-            phases.append(shrink_round(args.timeout))
-            shrink.append(phases[-1]["step"])
-            restart.append(restart_round(zcrun, args.timeout))
-            print("recovery %s round %d: shrink %.1f ms (reset done at %.1f ms, sync at %.1f ms; "
-                  "a step before the loss %.1f ms), restart %.1f ms"
-                  % (transport, rnd, shrink[-1] * 1e3, phases[-1]["reset"] * 1e3,
-                     phases[-1]["sync"] * 1e3, phases[-1]["step_before"] * 1e3,
-                     restart[-1] * 1e3), flush=True)
-        row = dict(shrink_ms=[x * 1e3 for x in shrink], restart_ms=[x * 1e3 for x in restart],
-                   phases_ms=[{k: v * 1e3 for k, v in ph.items()} for ph in phases])
-        row["ratio"] = statistics.median(restart) / statistics.median(shrink)
-        results["transports"][transport] = row
-        s, r = mmm(row["shrink_ms"]), mmm(row["restart_ms"])
-        for what, t in (("shrink", s), ("restart", r)):
-            print("recovery %s %d ranks %s ms: min %.1f median %.1f max %.1f"
-                  % ((transport, RANKS, what) + tuple(t)))
-        print("recovery %s restart / shrink (medians): %.1f" % (transport, row["ratio"]), flush=True)
+                   commit_every=COMMIT_EVERY, loadavg_start=os.getloadavg(), models={},
+                   complete=False)
+    for model in models:
+        entry = results["models"][model] = dict(model=describe_model(model), transports={})
+        # The first model's figures stay where run_suite and the plot read them.
+        if model == models[0]:
+            results["model"] = entry["model"]
+            results["transports"] = entry["transports"]
+        for transport in args.transports.split(","):
+            os.environ["ZC_TRANSPORT"] = transport
+            entry["transports"][transport] = measure(zcrun, args, model, transport)
     results["complete"] = True
     results["loadavg_end"] = os.getloadavg()
     if args.json:

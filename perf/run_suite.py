@@ -54,7 +54,8 @@ In one run:
              training: time to the survivors' next completed step with
              hvd.elastic.run (shrink, no restart) against restarting the
              job (zcrun again) and reloading its last checkpoint from disk;
-             shm and tcp, in alternating rounds.
+             shm and tcp, in alternating rounds; models small (smoke),
+             small and medium (quick), and large, 103 M parameters (full).
 Prints tables with ratios (zcomm time / peer time per size: below 1 means
 zcomm is faster), writes results.json, summary.md, logs/ and PNG plots into
 the output directory (default perf/results/, git-ignored) and copies the
@@ -113,6 +114,7 @@ MODES = {
         tcpsock_min="256K", tcpsock_max="4M", tcpsock_rounds=3,
         tcpsock_iters=200,
         recovery_rounds=3,
+        recovery_models="small,medium",
         timeout=240),
     # smoke: tiny sizes, one repetition: seconds per section; checks that
     # every program runs and the suite's verdict (tests/perf), not numbers.
@@ -135,6 +137,7 @@ MODES = {
         tcpsock_min="256K", tcpsock_max="512K", tcpsock_rounds=1,
         tcpsock_iters=5,
         recovery_rounds=1,
+        recovery_models="small",
         timeout=120),
     "full": dict(
         memcpy_size="256M", memcpy_iters=10,
@@ -164,6 +167,7 @@ MODES = {
         # runs of the 100M-parameter model need 10+ minutes on a loaded VM
         hvd_ranks=(2, 4), torch_timeout=1500, reps=3,
         recovery_rounds=5,
+        recovery_models="small,medium,large",
         timeout=1500),
 }
 
@@ -1079,7 +1083,8 @@ class Suite:
         tmo = int(self.mode["torch_timeout"] * 2 * self.a.timeout_scale)
         self.run(job, ["/usr/bin/python3", os.path.join(PERF_DIR, "recovery_bench.py"),
                        "--json", jp, "--rounds", str(self.mode["recovery_rounds"]),
-                       "--transports", "shm,tcp"], env=self.python_env(),
+                       "--transports", "shm,tcp", "--models", self.mode["recovery_models"]],
+                 env=self.python_env(),
                  parser=lambda _: parse_recovery(jp), timeout=tmo)
         if job.error and job.error.startswith("exit code 77"):
             job.error = ("torch is not importable by /usr/bin/python3 "
@@ -1241,9 +1246,11 @@ def parse_recovery(jp):
     doc = load_json(jp)
     if not doc or not doc.get("complete"):
         return []
-    return [dict(what="recovery", transport=t, ranks=doc["ranks"],
+    models = doc.get("models") or {"": dict(transports=doc["transports"])}
+    return [dict(what="recovery", model=name, transport=t, ranks=doc["ranks"],
                  shrink_ms=v["shrink_ms"], restart_ms=v["restart_ms"],
-                 ratio=v["ratio"]) for t, v in sorted(doc["transports"].items())]
+                 ratio=v["ratio"], phases_ms=v.get("phases_ms", []))
+            for name, m in models.items() for t, v in sorted(m["transports"].items())]
 
 
 def parse_hvd(path):
@@ -1572,7 +1579,8 @@ def plots(suite, out_dir):
                    label=label)
         ax.axhline(1000, color="gray", linestyle=":", label="goal: 1 s")
         ax.set_xticks(range(len(rec)))
-        ax.set_xticklabels(["%s, %d ranks" % (r["transport"], r["ranks"]) for r in rec])
+        ax.set_xticklabels(["%s%s, %d ranks" % (r.get("model") and r["model"] + "\n" or "", r["transport"],
+                                                  r["ranks"]) for r in rec])
         ax.set_yscale("log")
         ax.set_ylabel("SIGKILL to next completed step (ms)")
         ax.set_title("recovery after a lost rank (median, min-max) — %s" % tag, fontsize=9)
@@ -2004,17 +2012,21 @@ def recovery_report(suite):
     if not jobs:
         return [], []
     notes = ["%s: n/a: %s" % (j.label, j.error) for j in jobs if j.error]
-    heads = ["transport", "ranks", "shrink ms min / median / max",
+    heads = ["model", "transport", "ranks", "shrink ms min / median / max",
              "restart + reload ms min / median / max", "restart / shrink",
-             "goal shrink <= 1000 ms", "goal ratio >= 10"]
+             "goal shrink <= 1000 ms", "goal ratio >= 10",
+             "median ms from the kill: detected / restored / shrunk + engine / synced"]
     rows = []
     for j in jobs:
         for r in j.rows:
             sh = mmm(r["shrink_ms"])
-            rows.append([r["transport"], str(r["ranks"]), fmt_mmm(sh),
+            ph = r.get("phases_ms") or []
+            at = " / ".join("%.0f" % mmm([p.get(k) for p in ph])[1]
+                            for k in ("detect", "restore", "reset", "sync")) if ph else "n/a"
+            rows.append([r.get("model") or "medium", r["transport"], str(r["ranks"]), fmt_mmm(sh),
                          fmt_mmm(mmm(r["restart_ms"])), "%.1f" % r["ratio"],
                          "met" if sh[1] <= 1000 else "NOT met",
-                         "met" if r["ratio"] >= 10 else "NOT met"])
+                         "met" if r["ratio"] >= 10 else "NOT met", at])
     t, m = md_table("recovery after a rank's SIGKILL: time to the survivors' "
                     "next completed training step, hvd.elastic.run (shrink) "
                     "vs the whole job restarted with zcrun and its last "

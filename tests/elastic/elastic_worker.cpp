@@ -4,7 +4,9 @@
 // iterations are done.
 //   ELASTIC_DIE=R:I      rank R of the starting job dies (SIGKILL) in iteration I
 //   ELASTIC_TRIGGER=F    rank 0 creates file F in iteration 3 (a discovery
-//                        script's cue to list more slots)
+//                        script's cue to list more, or fewer, slots)
+//   ELASTIC_UNTIL_SIZE=N after ELASTIC_STEPS, go on with verified iterations
+//                        (10 ms apart) until the job has shrunk to N ranks
 // Prints "tag T pid P" first (the job's segment tag: the test checks that
 // nothing is left) and "done: rank R of S" at the end.
 #include <signal.h>
@@ -80,6 +82,7 @@ zc_comm* GrowAndSync(zc_comm* comm, int* it) {
 
 int main() {
   const int steps = EnvInt("ELASTIC_STEPS", 30), target = EnvInt("ELASTIC_TARGET", 0);
+  const int until_size = EnvInt("ELASTIC_UNTIL_SIZE", 0);
   int die_rank = -1, die_it = -1;
   if (const char* d = getenv("ELASTIC_DIE")) sscanf(d, "%d:%d", &die_rank, &die_it);
   const char* trigger = getenv("ELASTIC_TRIGGER");
@@ -100,10 +103,13 @@ int main() {
   }
   const int start_rank = joining ? -1 : zc_rank(comm);
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (it < steps || zc_size(comm) < target) {
+  for (;;) {
+    // Iterations go on past steps while the job is to shrink (a host to go).
+    const bool stepping = it < steps || (until_size > 0 && zc_size(comm) > until_size);
+    if (!stepping && zc_size(comm) >= target) break;
     if (start_rank == die_rank && it == die_it) raise(SIGKILL);
     if (trigger && zc_rank(comm) == 0 && it == 3) fclose(fopen(trigger, "w"));
-    zc_status s = it < steps ? Step(comm, it) : ZC_OK;
+    zc_status s = stepping ? Step(comm, it) : ZC_OK;
     if (s != ZC_OK) {
       if (s != ZC_ERR_PEER_LOST && s != ZC_ERR_ABORTED) CHECK_OK(s, comm);
       zc_comm* shrunk = nullptr;
@@ -120,13 +126,15 @@ int main() {
       comm = GrowAndSync(comm, &it);
       continue;
     }
-    if (it < steps) {
-      ++it;
-      continue;
-    }
     if (std::chrono::steady_clock::now() > give_up) {
-      fprintf(stderr, "rank %d: the job never reached %d ranks\n", zc_rank(comm), target);
+      fprintf(stderr, "rank %d: the job never reached %d ranks (%d now)\n", zc_rank(comm),
+              until_size > 0 ? until_size : target, zc_size(comm));
       return 4;
+    }
+    if (stepping) {
+      ++it;
+      if (it > steps) std::this_thread::sleep_for(std::chrono::milliseconds(10));  // zcrun to act
+      continue;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));  // joiners to come
   }

@@ -31,6 +31,9 @@ namespace {
 
 using zc::test::Describe;
 using zc::test::RunRanks;
+// A rank that sees a wrong result ends the whole test at once (its message
+// names the value), not after the others wait out ZC_TIMEOUT.
+constexpr auto kStopAll = zc::test::OnRankFailure::kStopAll;
 
 constexpr int kMaxRanks = 8;
 
@@ -207,7 +210,7 @@ void RunLoop(const LoopCase& c, unsigned seed) {
                 fds_after);
     fprintf(stderr, "rank %d: done after %d shrink(s)\n", rank, shrinks);
     return 0;
-  }, {{"ZC_TRANSPORT", c.transport}, {"ZC_TIMEOUT", "60"}, {"ZC_SOCKET_IFNAME", "lo"}}, 100);
+  }, {{"ZC_TRANSPORT", c.transport}, {"ZC_TIMEOUT", "60"}, {"ZC_SOCKET_IFNAME", "lo"}}, 100, kStopAll);
   std::vector<bool> victim(static_cast<size_t>(c.ranks), false);
   for (const Victim& v : c.victims) victim[v.rank] = true;
   for (int r : c.die_in_shrink) victim[r] = true;
@@ -304,7 +307,7 @@ TEST_P(Elastic, RootOfBroadcastDies) {
     for (size_t i = 0; i < kCount; i += 997) CHILD_CHECK(buf[i] == static_cast<int32_t>(7 * i), "after shrink");
     CHILD_OK(zc_finalize(comm));
     return 0;
-  }, {{"ZC_TRANSPORT", GetParam()}, {"ZC_TIMEOUT", "60"}, {"ZC_SOCKET_IFNAME", "lo"}}, 100);
+  }, {{"ZC_TRANSPORT", GetParam()}, {"ZC_TIMEOUT", "60"}, {"ZC_SOCKET_IFNAME", "lo"}}, 100, kStopAll);
   EXPECT_EQ(res[0].signal, SIGKILL) << Describe(res);
   for (int r = 1; r < 4; ++r) EXPECT_EQ(res[r].exit_code, 0) << Describe(res);
   munmap(sh, sizeof(Shared));
@@ -352,7 +355,7 @@ TEST_P(Elastic, AgreeWhileARankDies) {
     CHILD_OK(zc_comm_agree(next, &flag));
     CHILD_OK(zc_finalize(next));
     return 0;
-  }, {{"ZC_TRANSPORT", GetParam()}, {"ZC_TIMEOUT", "60"}, {"ZC_SOCKET_IFNAME", "lo"}}, 100);
+  }, {{"ZC_TRANSPORT", GetParam()}, {"ZC_TIMEOUT", "60"}, {"ZC_SOCKET_IFNAME", "lo"}}, 100, kStopAll);
   EXPECT_EQ(res[3].signal, SIGKILL) << Describe(res);
   for (int r = 0; r < 3; ++r) ASSERT_EQ(res[r].exit_code, 0) << Describe(res);
   for (int r = 1; r < 3; ++r) {
@@ -429,7 +432,7 @@ TEST_P(Elastic, RevokeWhileOtherThreadsWait) {
     }
     CHILD_OK(zc_finalize(next));
     return 0;
-  }, {{"ZC_TRANSPORT", GetParam()}, {"ZC_TIMEOUT", "60"}, {"ZC_SOCKET_IFNAME", "lo"}}, 100);
+  }, {{"ZC_TRANSPORT", GetParam()}, {"ZC_TIMEOUT", "60"}, {"ZC_SOCKET_IFNAME", "lo"}}, 100, kStopAll);
   for (int r = 0; r < kRanks; ++r) ASSERT_EQ(res[r].exit_code, 0) << Describe(res);
   munmap(sh, sizeof(Shared));
 }
@@ -479,7 +482,7 @@ TEST_P(Elastic, EngineOnShrunkCommunicator) {
     CHILD_OK(zc_engine_destroy(e));
     CHILD_OK(zc_finalize(next));
     return 0;
-  }, {{"ZC_TRANSPORT", GetParam()}, {"ZC_TIMEOUT", "60"}, {"ZC_SOCKET_IFNAME", "lo"}}, 100);
+  }, {{"ZC_TRANSPORT", GetParam()}, {"ZC_TIMEOUT", "60"}, {"ZC_SOCKET_IFNAME", "lo"}}, 100, kStopAll);
   EXPECT_EQ(res[3].signal, SIGKILL) << Describe(res);
   for (int r = 0; r < 3; ++r) EXPECT_EQ(res[r].exit_code, 0) << Describe(res);
   munmap(sh, sizeof(Shared));
@@ -515,7 +518,7 @@ TEST_P(Elastic, DISABLED_RecoveryTime) {
       }
       CHILD_OK(zc_finalize(comm));
       return 0;
-    }, {{"ZC_TRANSPORT", GetParam()}, {"ZC_TIMEOUT", "60"}, {"ZC_SOCKET_IFNAME", "lo"}}, 100);
+    }, {{"ZC_TRANSPORT", GetParam()}, {"ZC_TIMEOUT", "60"}, {"ZC_SOCKET_IFNAME", "lo"}}, 100, kStopAll);
     for (int r = 0; r < 3; ++r) ASSERT_EQ(res[r].exit_code, 0) << Describe(res);
     int64_t last = 0;
     for (int r = 0; r < 3; ++r) last = std::max(last, sh->recovered_ns[r].load());

@@ -33,6 +33,9 @@ namespace {
 
 using zc::test::Describe;
 using zc::test::RunRanks;
+// A rank that sees a wrong result ends the whole test at once (its message
+// names the value), not after the others wait out ZC_TIMEOUT.
+constexpr auto kStopAll = zc::test::OnRankFailure::kStopAll;
 using zc::test::SharedCounter;
 
 struct Shared {
@@ -215,7 +218,7 @@ void GrowBy(const char* transport, int initial, int newcomers) {
     CHILD_CHECK(s == ZC_OK, "proc %d: finalize: %s: %s", proc, zc_status_string(s), zc_last_error(nullptr));
     CHILD_CHECK(CountFds() == fds_before, "proc %d: %d fds before, %d after", proc, fds_before, CountFds());
     return 0;
-  }, EnvFor(transport, initial), 100);
+  }, EnvFor(transport, initial), 100, kStopAll);
   EXPECT_TRUE(zc::test::AllOk(res)) << Describe(res);
   ExpectNoSegments(sh);
   munmap(sh, sizeof(Shared));
@@ -288,7 +291,7 @@ TEST_P(Grow, KillShrinkThenReplacementJoins) {
     CHILD_CHECK(s == ZC_OK, "proc %d: finalize: %s: %s", proc, zc_status_string(s), zc_last_error(nullptr));
     CHILD_CHECK(CountFds() == fds_before, "proc %d: %d fds before, %d after", proc, fds_before, CountFds());
     return 0;
-  }, EnvFor(GetParam(), initial), 100);
+  }, EnvFor(GetParam(), initial), 100, kStopAll);
   for (int p = 0; p <= initial; ++p) {
     if (p == victim) {
       EXPECT_EQ(res[p].signal, SIGKILL) << Describe(res);
@@ -374,7 +377,7 @@ void DieDuringGrow(const char* transport, bool newcomer_dies, unsigned seed) {
     CHILD_OK(zc_finalize(comm));
     CHILD_CHECK(CountFds() == fds_before, "proc %d: %d fds before, %d after", proc, fds_before, CountFds());
     return 0;
-  }, EnvFor(transport, initial), 100);
+  }, EnvFor(transport, initial), 100, kStopAll);
   // Which of the two outcomes this run had (both are correct).
   printf("%d of the %d other participants saw the grow itself fail\n", grow_failed.value(), initial);
   for (int p = 0; p <= initial; ++p) {

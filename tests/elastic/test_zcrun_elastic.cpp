@@ -2,10 +2,13 @@
 // a killed rank is replaced and the job finishes (exit 0); fewer than
 // --min-np left ends the job with the cause and a non-zero status, at once;
 // a discovery script that lists more slots makes ranks join up to --max-np;
-// joiners that no grow admits are stopped once the ranks have finished.
+// joiners that no grow admits are stopped once the ranks have finished;
+// the ranks on a host that leaves the discovery script's output are stopped
+// and the others shrink and finish (or, below --min-np, the job ends).
 // After each job no worker process and no shared-memory segment is left.
 #include <dirent.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -135,5 +138,64 @@ TEST(ZcrunElastic, DiscoveredSlotsAddRanksUpToMaxNp) {
   unlink(script.c_str());
   rmdir(dir);
 }
+
+// A discovery script that lists localhost:2 and host "gone" (a rank started
+// through --rsh "env ZC_FAKE_HOST={host}", on this machine really), and
+// only localhost:2 once rank 0 has made the cue file.
+class HostLeaves : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    ASSERT_NE(mkdtemp(dir_), nullptr);
+    trigger_ = std::string(dir_) + "/gone";
+    script_ = std::string(dir_) + "/discover.sh";
+    FILE* f = fopen(script_.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    fprintf(f, "#!/bin/sh\necho localhost:2\n[ -e '%s' ] || echo gone:1\n", trigger_.c_str());
+    fclose(f);
+    chmod(script_.c_str(), 0755);
+  }
+  void TearDown() override {
+    unlink(trigger_.c_str());
+    unlink(script_.c_str());
+    rmdir(dir_);
+  }
+  Result RunJob(const std::string& min_np) {
+    Runner job({"--timeout", "100", "-np", "3", "-H", "localhost:2,gone:1", "--rsh", "env ZC_FAKE_HOST={host}",
+                "--min-np", min_np, "--max-np", "3", "--host-discovery-script", script_, Worker()},
+               Env({"ZC_TRANSPORT=" + std::string(GetParam()), "ELASTIC_TRIGGER=" + trigger_, "ELASTIC_STEPS=20",
+                    "ELASTIC_UNTIL_SIZE=2"}));
+    EXPECT_TRUE(job.Start());
+    return job.Finish(110);
+  }
+  char dir_[32] = "/tmp/zcrun-elastic-XXXXXX";
+  std::string trigger_, script_;
+};
+
+TEST_P(HostLeaves, ItsRanksAreStoppedAndTheOthersFinish) {
+  Result r = RunJob("2");
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_NE(r.err.find("host gone left the host discovery script's output: stopping rank 2 (pid"), std::string::npos)
+      << Describe(r);
+  EXPECT_NE(r.err.find("(its host left) was killed by signal SIGTERM (15); 2 processes go on"), std::string::npos)
+      << Describe(r);
+  EXPECT_EQ(Count(r.err, "shrank to 2 ranks"), 2) << Describe(r);
+  EXPECT_EQ(Count(r.err, "to join the job"), 0) << Describe(r);  // no slot is free
+  EXPECT_EQ(Count(r.out, " of 2\n"), 2) << Describe(r);
+  ExpectNothingLeft(r);
+}
+
+TEST_P(HostLeaves, BelowMinNpTheJobEndsWithTheCause) {
+  Result r = RunJob("3");
+  EXPECT_FALSE(r.timed_out) << Describe(r);
+  EXPECT_EQ(r.exit_code, 1) << Describe(r);
+  EXPECT_NE(r.err.find("host gone left the host discovery script's output: 2 processes would be left, fewer than "
+                       "--min-np 3: ending the job"),
+            std::string::npos)
+      << Describe(r);
+  EXPECT_EQ(Count(r.out, "done:"), 0) << Describe(r);
+  ExpectNothingLeft(r);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, HostLeaves, ::testing::Values("shm", "tcp"));
 
 }  // namespace

@@ -19,7 +19,8 @@ inline int64_t Contribution(int orig, int it, size_t i) {
 // One iteration on comm, whose rank r is original rank members[r]: an
 // allreduce of an odd size, a broadcast of bcast_count elements from a
 // moving root, an allgather;
-// every result checked exactly. *bad names a wrong value.
+// every result checked exactly. *bad names a wrong value: where, what it
+// is and what it should be.
 inline zc_status VerifiedStep(zc_comm* comm, const std::vector<int>& members, int it, size_t bcast_count,
                               std::string* bad) {
   const int rank = zc_rank(comm), size = zc_size(comm), orig = members[rank];
@@ -42,20 +43,27 @@ inline zc_status VerifiedStep(zc_comm* comm, const std::vector<int>& members, in
   for (size_t i = 0; i < b.size(); ++i) b[i] = rank == root ? members[root] * 100 + it + static_cast<int>(i) : -1;
   s = zc_broadcast(comm, b.data(), b.size(), ZC_INT32, root);
   if (s != ZC_OK) return s;
-  for (size_t i = 0; i < b.size(); ++i)
-    if (b[i] != members[root] * 100 + it + static_cast<int>(i)) {
-      *bad = "broadcast it " + std::to_string(it) + " wrong";
+  for (size_t i = 0; i < b.size(); ++i) {
+    const int32_t want = members[root] * 100 + it + static_cast<int>(i);
+    if (b[i] != want) {
+      *bad = "broadcast it " + std::to_string(it) + " from root " + std::to_string(root) + " [" + std::to_string(i) +
+             "] = " + std::to_string(b[i]) + ", want " + std::to_string(want);
       return ZC_ERR_INTERNAL;
     }
+  }
   int32_t mine[3] = {orig * 10, orig * 10 + 1, it};
   std::vector<int32_t> all(3 * static_cast<size_t>(size), -1);
   s = zc_allgather(comm, mine, all.data(), 3, ZC_INT32);
   if (s != ZC_OK) return s;
-  for (int r = 0; r < size; ++r)
-    if (all[3 * r] != members[r] * 10 || all[3 * r + 1] != members[r] * 10 + 1 || all[3 * r + 2] != it) {
-      *bad = "allgather it " + std::to_string(it) + " wrong";
-      return ZC_ERR_INTERNAL;
-    }
+  for (int r = 0; r < size; ++r) {
+    const int32_t want[3] = {members[r] * 10, members[r] * 10 + 1, it};
+    for (int k = 0; k < 3; ++k)
+      if (all[3 * r + k] != want[k]) {
+        *bad = "allgather it " + std::to_string(it) + " [" + std::to_string(3 * r + k) +
+               "] = " + std::to_string(all[3 * r + k]) + ", want " + std::to_string(want[k]);
+        return ZC_ERR_INTERNAL;
+      }
+  }
   return ZC_OK;
 }
 

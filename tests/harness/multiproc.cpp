@@ -65,10 +65,25 @@ pid_t StartStoreProcess(const std::string& key, std::string* addr) {
   return pid;
 }
 
+// Whether a rank's wait status is a failure (not a victim's SIGKILL).
+bool Failed(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status) != 0;
+  return WIFSIGNALED(status) && WTERMSIG(status) != SIGKILL;
+}
+
+// The last non-empty line of a rank's output: what it said as it failed.
+std::string LastLine(const std::string& output) {
+  size_t end = output.find_last_not_of('\n');
+  if (end == std::string::npos) return "";
+  size_t begin = output.rfind('\n', end);
+  begin = begin == std::string::npos ? 0 : begin + 1;
+  return output.substr(begin, end + 1 - begin);
+}
+
 }  // namespace
 
 std::vector<RankResult> RunRanks(int n, const std::function<int(int rank)>& body, const Env& env,
-                                 double timeout_s) {
+                                 double timeout_s, OnRankFailure on_failure) {
   std::vector<RankResult> results(n);
   char keybuf[33];
   snprintf(keybuf, sizeof(keybuf), "%08x%08x%08x%08x", static_cast<unsigned>(getpid()),
@@ -113,8 +128,26 @@ std::vector<RankResult> RunRanks(int n, const std::function<int(int rank)>& body
     out_fds[r] = pipefd[0];
     results[r].rank = r;
   }
+  // Appends what rank r's pipe holds now to its output.
+  auto ReadAvailable = [&](int r) {
+    if (out_fds[r] < 0) return;
+    char buf[4096];
+    for (;;) {
+      pollfd p{out_fds[r], POLLIN, 0};
+      if (poll(&p, 1, 0) <= 0) break;
+      ssize_t k = read(out_fds[r], buf, sizeof(buf));
+      if (k <= 0) {
+        close(out_fds[r]);
+        out_fds[r] = -1;
+        break;
+      }
+      results[r].output.append(buf, static_cast<size_t>(k));
+    }
+  };
   int alive = n;
   std::vector<bool> done(n, false);
+  int first_failed = -1;  // under kStopAll: the rank whose failure stops the others
+  bool stopped = false;
   while (alive > 0) {
     std::vector<pollfd> fds;
     for (int r = 0; r < n; ++r)
@@ -123,21 +156,7 @@ std::vector<RankResult> RunRanks(int n, const std::function<int(int rank)>& body
     // observable conditions, never a guessed delay.
     if (!fds.empty()) poll(fds.data(), fds.size(), 20);
     else usleep(20000);
-    for (int r = 0; r < n; ++r) {
-      if (out_fds[r] < 0) continue;
-      char buf[4096];
-      for (;;) {
-        pollfd p{out_fds[r], POLLIN, 0};
-        if (poll(&p, 1, 0) <= 0) break;
-        ssize_t k = read(out_fds[r], buf, sizeof(buf));
-        if (k <= 0) {
-          close(out_fds[r]);
-          out_fds[r] = -1;
-          break;
-        }
-        results[r].output.append(buf, static_cast<size_t>(k));
-      }
-    }
+    for (int r = 0; r < n; ++r) ReadAvailable(r);
     double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     for (int r = 0; r < n; ++r) {
@@ -150,9 +169,21 @@ std::vector<RankResult> RunRanks(int n, const std::function<int(int rank)>& body
         results[r].seconds = elapsed;
         if (WIFEXITED(status)) results[r].exit_code = WEXITSTATUS(status), results[r].signal = 0;
         else if (WIFSIGNALED(status)) results[r].signal = WTERMSIG(status);
+        if (on_failure == OnRankFailure::kStopAll && first_failed < 0 && Failed(status)) first_failed = r;
       } else if (elapsed > timeout_s) {
         kill(pids[r], SIGKILL);
         results[r].output += "\n[harness] killed after timeout\n";
+      }
+    }
+    if (first_failed >= 0 && !stopped) {
+      stopped = true;
+      ReadAvailable(first_failed);  // its last words, written just before it exited
+      const std::string why = Format("[harness] stopped: rank %d failed first: %s", first_failed,
+                                     LastLine(results[first_failed].output).c_str());
+      for (int r = 0; r < n; ++r) {
+        if (done[r]) continue;
+        kill(pids[r], SIGKILL);
+        results[r].output += "\n" + why + "\n";
       }
     }
   }

@@ -40,8 +40,17 @@ struct RankResult {
 
 using Env = std::vector<std::pair<std::string, std::string>>;
 
+// What RunRanks does when a rank fails: exits non-zero, or dies of a signal
+// other than SIGKILL (the signal tests kill their victims with). kWait lets
+// the others run on (a test of how they notice); kStopAll kills the others
+// at once (their output names the rank that failed and its last line), so a
+// wrong result ends the test in milliseconds, not at a timeout of ranks that
+// wait for it.
+enum class OnRankFailure { kWait, kStopAll };
+
 std::vector<RankResult> RunRanks(int n, const std::function<int(int rank)>& body,
-                                 const Env& env = {}, double timeout_s = 120);
+                                 const Env& env = {}, double timeout_s = 120,
+                                 OnRankFailure on_failure = OnRankFailure::kWait);
 
 // Formats results for a failure message.
 std::string Describe(const std::vector<RankResult>& results);
