@@ -46,15 +46,7 @@ def main():
             while state.batch < base.BATCHES:
                 if victim and (state.epoch, state.batch) == base.KILL_AT:
                     os.kill(os.getpid(), signal.SIGKILL)
-                w, b = base.gradients(hvd.rank(), state.epoch, state.batch)
-                optimizer.zero_grad()
-                loss = (model.weight * w).sum() + (model.bias * b).sum()
-                try:
-                    loss.backward()
-                    optimizer.step()
-                except hvd.HorovodInternalError as e:
-                    errors.append(str(e))
-                    raise
+                base.train_batch(hvd, model, optimizer, state, errors)
                 state.batch += 1
                 if state.batch % base.COMMIT_EVERY == 0:
                     state.commit()

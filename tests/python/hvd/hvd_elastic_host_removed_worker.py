@@ -44,15 +44,7 @@ def main():
         schedule.append((state.epoch, state.batch, hvd.size()))
         while state.epoch < base.EPOCHS:
             while state.batch < base.BATCHES:
-                w, b = base.gradients(hvd.rank(), state.epoch, state.batch)
-                optimizer.zero_grad()
-                loss = (model.weight * w).sum() + (model.bias * b).sum()
-                try:
-                    loss.backward()
-                    optimizer.step()
-                except hvd.HorovodInternalError as e:
-                    errors.append(str(e))
-                    raise
+                base.train_batch(hvd, model, optimizer, state, errors)
                 state.batch += 1
                 if state.batch % base.COMMIT_EVERY == 0:
                     state.commit()

@@ -41,6 +41,21 @@ def gradients(rank, epoch, batch):
     return weight, bias
 
 
+def train_batch(hvd, model, optimizer, state, errors):
+    """One step of the elastic loop at (state.epoch, state.batch) on this
+    rank; a HorovodInternalError is kept in `errors` (the test checks that it
+    names the lost rank) and raised on, for hvd.elastic.run to recover."""
+    w, b = gradients(hvd.rank(), state.epoch, state.batch)
+    optimizer.zero_grad()
+    loss = (model.weight * w).sum() + (model.bias * b).sum()
+    try:
+        loss.backward()
+        optimizer.step()
+    except hvd.HorovodInternalError as e:
+        errors.append(str(e))
+        raise
+
+
 def make_model(seed):
     import torch
     torch.manual_seed(seed)
@@ -78,15 +93,7 @@ def worker(rank, uid_q, res_q):
                 while state.batch < BATCHES:
                     if rank == VICTIM and (state.epoch, state.batch) == KILL_AT:
                         os.kill(os.getpid(), signal.SIGKILL)
-                    w, b = gradients(hvd.rank(), state.epoch, state.batch)
-                    optimizer.zero_grad()
-                    loss = (model.weight * w).sum() + (model.bias * b).sum()
-                    try:
-                        loss.backward()
-                        optimizer.step()
-                    except hvd.HorovodInternalError as e:
-                        errors.append(str(e))
-                        raise
+                    train_batch(hvd, model, optimizer, state, errors)
                     state.batch += 1
                     if state.batch % COMMIT_EVERY == 0:
                         state.commit()
