@@ -25,12 +25,17 @@
 #include <vector>
 
 #include "harness/multiproc.h"
+#include "job_leftovers.h"
 #include "verified_step.h"
 
 namespace {
 
 using zc::test::Describe;
 using zc::test::RunRanks;
+using zc::test::CountFds;
+using zc::test::ExpectNoSegments;
+using zc::test::NoteJobTag;
+using zc::test::Seed;
 // A rank that sees a wrong result ends the whole test at once (its message
 // names the value), not after the others wait out ZC_TIMEOUT.
 constexpr auto kStopAll = zc::test::OnRankFailure::kStopAll;
@@ -59,32 +64,8 @@ Shared* MapShared() {
   return new (p) Shared{};
 }
 
-int CountFds() {
-  int n = 0;
-  DIR* d = opendir("/proc/self/fd");
-  if (!d) return -1;
-  while (dirent* e = readdir(d))
-    if (e->d_name[0] != '.') ++n;
-  closedir(d);
-  return n - 1;  // the directory's own fd
-}
 
-// The job's shared-memory segments still in /dev/shm.
-std::vector<std::string> SegmentsOf(const char* tag) {
-  std::vector<std::string> out;
-  std::string prefix = std::string("zc-") + tag + "-";
-  DIR* d = opendir("/dev/shm");
-  if (!d) return out;
-  while (dirent* e = readdir(d))
-    if (strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) out.push_back(e->d_name);
-  closedir(d);
-  return out;
-}
 
-void NoteJobTag(Shared* sh) {
-  const char* key = getenv("ZC_JOB_KEY");
-  if (key) snprintf(sh->job_tag, sizeof(sh->job_tag), "%.16s", key);
-}
 
 // Dies (SIGKILL) after delay_us from another thread: at a random point of
 // whatever the rank is doing then.
@@ -163,7 +144,7 @@ void RunLoop(const LoopCase& c, unsigned seed) {
     const int fds_before = CountFds();
     zc_comm* comm;
     CHILD_CHECK(zc_init(&comm) == ZC_OK, "init: %s", zc_last_error(nullptr));
-    if (rank == 0) NoteJobTag(sh);
+    if (rank == 0) NoteJobTag(sh->job_tag);
     std::mt19937 rng(seed * 131 + static_cast<unsigned>(rank));
     std::vector<int> members;
     for (int r = 0; r < c.ranks; ++r) members.push_back(r);
@@ -222,18 +203,10 @@ void RunLoop(const LoopCase& c, unsigned seed) {
       EXPECT_EQ(res[r].exit_code, 0) << "seed " << seed << "\n" << Describe(res);
     }
   }
-  std::vector<std::string> left = SegmentsOf(sh->job_tag);
-  EXPECT_TRUE(sh->job_tag[0] && left.empty()) << left.size() << " segments left, first "
-                                             << (left.empty() ? "" : left[0]);
+  ExpectNoSegments(sh->job_tag);
   munmap(sh, sizeof(Shared));
 }
 
-unsigned Seed() {
-  const char* s = getenv("ZC_TEST_SEED");
-  unsigned seed = s ? static_cast<unsigned>(strtoul(s, nullptr, 10)) : static_cast<unsigned>(NowNs() % 100000);
-  printf("seed %u (ZC_TEST_SEED reruns it)\n", seed);
-  return seed;
-}
 
 class Elastic : public ::testing::TestWithParam<const char*> {};
 

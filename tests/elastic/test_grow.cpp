@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "harness/multiproc.h"
+#include "job_leftovers.h"
 #include "verified_step.h"
 #include "harness/shared_counter.h"
 
@@ -33,6 +34,10 @@ namespace {
 
 using zc::test::Describe;
 using zc::test::RunRanks;
+using zc::test::CountFds;
+using zc::test::ExpectNoSegments;
+using zc::test::NoteJobTag;
+using zc::test::Seed;
 // A rank that sees a wrong result ends the whole test at once (its message
 // names the value), not after the others wait out ZC_TIMEOUT.
 constexpr auto kStopAll = zc::test::OnRankFailure::kStopAll;
@@ -48,39 +53,9 @@ Shared* MapShared() {
   return new (p) Shared{};
 }
 
-int CountFds() {
-  int n = 0;
-  DIR* d = opendir("/proc/self/fd");
-  if (!d) return -1;
-  while (dirent* e = readdir(d))
-    if (e->d_name[0] != '.') ++n;
-  closedir(d);
-  return n - 1;
-}
 
-std::vector<std::string> SegmentsOf(const char* tag) {
-  std::vector<std::string> out;
-  std::string prefix = std::string("zc-") + tag + "-";
-  DIR* d = opendir("/dev/shm");
-  if (!d) return out;
-  while (dirent* e = readdir(d))
-    if (strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) out.push_back(e->d_name);
-  closedir(d);
-  return out;
-}
 
-void NoteJobTag(Shared* sh) {
-  const char* key = getenv("ZC_JOB_KEY");
-  if (key) snprintf(sh->job_tag, sizeof(sh->job_tag), "%.16s", key);
-}
 
-unsigned Seed() {
-  const char* s = getenv("ZC_TEST_SEED");
-  unsigned seed = s ? static_cast<unsigned>(strtoul(s, nullptr, 10))
-                    : static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count() % 100000);
-  printf("seed %u (ZC_TEST_SEED reruns it)\n", seed);
-  return seed;
-}
 
 // A forked process that is to join: the environment zcrun --elastic gives
 // a replacement (the store and key, ZC_JOIN=1, no rank).
@@ -149,11 +124,6 @@ const zc::test::Env& EnvFor(const char* transport, int initial) {
   return env;
 }
 
-void ExpectNoSegments(Shared* sh) {
-  std::vector<std::string> left = SegmentsOf(sh->job_tag);
-  EXPECT_TRUE(sh->job_tag[0] && left.empty()) << left.size() << " segments left, first "
-                                             << (left.empty() ? "" : left[0]);
-}
 
 class Grow : public ::testing::TestWithParam<const char*> {};
 
@@ -179,7 +149,7 @@ void GrowBy(const char* transport, int initial, int newcomers) {
     } else {
       CHILD_CHECK(zc_is_joiner(&joining) == ZC_OK && joining == 0, "proc %d: a joiner?", proc);
       CHILD_CHECK(zc_init(&comm) == ZC_OK, "init: %s", zc_last_error(nullptr));
-      if (proc == 0) NoteJobTag(sh);
+      if (proc == 0) NoteJobTag(sh->job_tag);
       std::vector<int> ids;
       for (int r = 0; r < initial; ++r) ids.push_back(r);
       std::string why = Steps(comm, ids, 0, 7);
@@ -220,7 +190,7 @@ void GrowBy(const char* transport, int initial, int newcomers) {
     return 0;
   }, EnvFor(transport, initial), 100, kStopAll);
   EXPECT_TRUE(zc::test::AllOk(res)) << Describe(res);
-  ExpectNoSegments(sh);
+  ExpectNoSegments(sh->job_tag);
   munmap(sh, sizeof(Shared));
 }
 
@@ -247,7 +217,7 @@ TEST_P(Grow, KillShrinkThenReplacementJoins) {
     } else {
       zc_comm* comm = nullptr;
       CHILD_CHECK(zc_init(&comm) == ZC_OK, "init: %s", zc_last_error(nullptr));
-      if (proc == 0) NoteJobTag(sh);
+      if (proc == 0) NoteJobTag(sh->job_tag);
       std::vector<int> ids;
       for (int r = 0; r < initial; ++r) ids.push_back(r);
       int it = 0;
@@ -300,7 +270,7 @@ TEST_P(Grow, KillShrinkThenReplacementJoins) {
       EXPECT_EQ(res[p].exit_code, 0) << Describe(res);
     }
   }
-  ExpectNoSegments(sh);
+  ExpectNoSegments(sh->job_tag);
   munmap(sh, sizeof(Shared));
 }
 
@@ -345,7 +315,7 @@ void DieDuringGrow(const char* transport, bool newcomer_dies, unsigned seed) {
     }
     zc_comm* comm = nullptr;
     CHILD_CHECK(zc_init(&comm) == ZC_OK, "init: %s", zc_last_error(nullptr));
-    if (proc == 0) NoteJobTag(sh);
+    if (proc == 0) NoteJobTag(sh->job_tag);
     std::vector<int> ids = {0, 1, 2};
     std::string why = Steps(comm, ids, 0, 3);
     CHILD_CHECK(why.empty(), "proc %d: %s", proc, why.c_str());
@@ -388,7 +358,7 @@ void DieDuringGrow(const char* transport, bool newcomer_dies, unsigned seed) {
       EXPECT_EQ(res[p].exit_code, 0) << Describe(res);
     }
   }
-  ExpectNoSegments(sh);
+  ExpectNoSegments(sh->job_tag);
   munmap(sh, sizeof(Shared));
 }
 
