@@ -25,6 +25,7 @@
 #include "common/flight_recorder.h"
 #include "common/log.h"
 #include "common/sha256.h"
+#include "p2p/mem_region.h"
 #include "p2p/segment.h"
 #include "zc_build_config.h"
 
@@ -108,6 +109,10 @@ Status MakeComm(const std::shared_ptr<zc::World>& world, std::vector<int> member
   }
   ZC_RETURN_IF_ERROR(zc::Collectives::Create(comm->group.get(), &comm->coll).with_context("collectives"));
   comm->trace = MakeRecorder(*world, *comm, ctx);
+  std::vector<const char*> peer_transports(comm->size);
+  for (int r = 0; r < comm->size; ++r)
+    peer_transports[r] = zc::TransportName(comm->group->transport_to(r));
+  comm->trace->SetPeerTransports(std::move(peer_transports));
   comm->coll->set_recorder(comm->trace.get());
   zc::gpu::DevicePathOptions gpu;
   if (parent_gpu) {

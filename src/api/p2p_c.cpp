@@ -32,8 +32,7 @@ uint64_t Record(zc_comm* comm, const char* op, size_t bytes, int peer, int tag, 
   info.op = op;
   info.count = bytes;
   info.peer = peer;
-  info.tag = tag;
-  info.transport = peer >= 0 && peer < comm->size ? zc::TransportName(comm->group->transport_to(peer)) : nullptr;
+  info.tag = tag;  // no transport: the recorder reports the peer's (SetPeerTransports)
   return comm->trace->Begin(info, state);
 }
 

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -40,24 +41,27 @@ enum Word : int {
 static_assert(sizeof(Entry::label) == 6 * sizeof(uint64_t), "label words");
 
 // A version names its record and the write it is in: id * 8 + phase, the
-// phase odd while a writer is inside (1: Begin, 3: End, 5: SetAlgo).
+// phase odd while a writer is inside (1: Begin, 3: the label, 5: SetAlgo).
 constexpr uint64_t kPhases = 8;
 constexpr uint64_t VersionOf(uint64_t id, uint64_t phase) { return id * kPhases + phase; }
 constexpr uint64_t IdOf(uint64_t version) { return version / kPhases; }
 
-// kPacked: dtype + 1 (8 bits) | redop + 1 (8) | state (4) | flags (4) |
-// status (8) | tag (32).
-constexpr uint64_t kHasLabel = 1, kBeganStarted = 2, kKey = 4;
-constexpr int kStateShift = 16, kFlagShift = 20, kStatusShift = 24, kTagShift = 32;
+// kPacked: dtype + 1 (5 bits) | redop + 1 (4) | state (3) | flags (8) |
+// status (8) | tag (32). The flags say which optional words a record
+// holds: a word whose flag is off was not written (it may hold an older
+// record's value), so the hot path stores only what a call has.
+constexpr uint64_t kHasLabel = 1, kBeganStarted = 2, kKey = 4, kHasSeq = 8, kHasAlgo = 16, kHasTransport = 32;
+constexpr int kRedopShift = 5, kStateShift = 9, kFlagShift = 12, kStatusShift = 20, kTagShift = 32;
+constexpr uint64_t kStateMask = 0x7, kFlagMask = 0xff;
 
 uint64_t Pack(const OpInfo& i, State s, uint64_t flags) {
-  return (static_cast<uint64_t>(i.dtype + 1) & 0xff) | (static_cast<uint64_t>(i.redop + 1) & 0xff) << 8 |
+  return (static_cast<uint64_t>(i.dtype + 1) & 0x1f) | (static_cast<uint64_t>(i.redop + 1) & 0xf) << kRedopShift |
          static_cast<uint64_t>(s) << kStateShift | flags << kFlagShift |
          static_cast<uint64_t>(static_cast<uint32_t>(i.tag)) << kTagShift;
 }
 
 uint64_t WithState(uint64_t packed, State s, zc_status st) {
-  constexpr uint64_t kKeep = ~(0xfull << kStateShift | 0xffull << kStatusShift);
+  constexpr uint64_t kKeep = ~(kStateMask << kStateShift | 0xffull << kStatusShift);
   return (packed & kKeep) | static_cast<uint64_t>(s) << kStateShift |
          (static_cast<uint64_t>(st) & 0xff) << kStatusShift;
 }
@@ -66,6 +70,10 @@ uint64_t PtrWord(const char* p) { return static_cast<uint64_t>(reinterpret_cast<
 const char* WordPtr(uint64_t w) { return reinterpret_cast<const char*>(static_cast<uintptr_t>(w)); }
 
 thread_local char t_label[sizeof(Entry::label)] = {};
+// Whether any thread has ever set a label: until one has, a record does not
+// read t_label (a thread-local of a shared library costs a call to
+// __tls_get_addr, as much as the rest of the record).
+std::atomic<bool> g_labels_used{false};
 
 const char* DtypeText(int d) {
   static const char* const names[] = {"int8",   "uint8",    "int32",   "uint32",  "int64",
@@ -213,11 +221,15 @@ const char* StateName(State s) {
 }
 
 void SetThreadLabel(const char* label) {
+  if (label && *label && !g_labels_used.load(std::memory_order_relaxed))
+    g_labels_used.store(true, std::memory_order_relaxed);
   memset(t_label, 0, sizeof(t_label));
   if (label) strncpy(t_label, label, sizeof(t_label) - 1);
 }
 
 const char* ThreadLabel() { return t_label; }
+
+
 
 // Whether the time stamp counter ticks at one rate on every core, whatever
 // the power state (CPUID 0x80000007 EDX bit 8): then a record's times are
@@ -284,6 +296,16 @@ FlightRecorder::FlightRecorder(size_t capacity, Identity id, std::string dump_di
   if (capacity_ && !dump_dir_.empty()) RegisterForSignal(this);
 }
 
+void FlightRecorder::SetPeerTransports(std::vector<const char*> names) {
+  std::lock_guard<std::mutex> lock(failure_mu_);
+  peer_transports_ = std::move(names);
+}
+
+std::vector<const char*> FlightRecorder::PeerTransports() const {
+  std::lock_guard<std::mutex> lock(failure_mu_);
+  return peer_transports_;
+}
+
 FlightRecorder::~FlightRecorder() {
   if (capacity_ && !dump_dir_.empty()) UnregisterForSignal(this);
 }
@@ -292,56 +314,98 @@ FlightRecorder::Slot* FlightRecorder::SlotOf(uint64_t id) const {
   return &slots_[(id - 1) & slot_mask_];
 }
 
+// Stores only the words the call has (see kPacked's flags): every store is
+// a share of the record's cost, which is measured against an 8-byte call.
+// With the time stamp counter the record is made without calling anything
+// (no registers saved): the clock's path and the label are out of line.
 uint64_t FlightRecorder::Begin(const OpInfo& info, State s) {
   if (!capacity_) return 0;
+#if defined(__x86_64__)
+  if (__builtin_expect(tsc_, 1)) return Write(info, s, __rdtsc());
+#endif
+  return BeginWithClock(info, s);
+}
+
+uint64_t FlightRecorder::BeginWithClock(const OpInfo& info, State s) {
+  return Write(info, s, static_cast<uint64_t>(NowNs()));
+}
+
+inline __attribute__((always_inline)) uint64_t FlightRecorder::Write(const OpInfo& info, State s, uint64_t now) {
   const uint64_t id = next_.fetch_add(1, std::memory_order_relaxed) + 1;
-  const uint64_t now = Ticks();
-  const bool labelled = t_label[0] != 0;
   Slot* slot = SlotOf(id);
   const uint64_t odd = VersionOf(id, 1);
   slot->Open(odd);
-  slot->Set(kSeq, info.has_key ? info.key : info.seq);
+  const bool has_seq = info.has_key || info.seq != 0;
+  const uint64_t flags = (s == State::kStarted ? kBeganStarted : 0) | (info.has_key ? kKey : 0) |
+                         (has_seq ? kHasSeq : 0) | (info.algo ? kHasAlgo : 0) | (info.transport ? kHasTransport : 0);
+  if (has_seq) slot->Set(kSeq, info.has_key ? info.key : info.seq);
   slot->Set(kOp, PtrWord(info.op));
-  slot->Set(kAlgo, PtrWord(info.algo));
-  slot->Set(kTransport, PtrWord(info.transport));
-  slot->Set(kPacked, Pack(info, s, (labelled ? kHasLabel : 0) | (s == State::kStarted ? kBeganStarted : 0) |
-                                           (info.has_key ? kKey : 0)));
+  if (info.algo) slot->Set(kAlgo, PtrWord(info.algo));
+  if (info.transport) slot->Set(kTransport, PtrWord(info.transport));
+  slot->Set(kPacked, Pack(info, s, flags));
   slot->Set(kCount, info.count);
   slot->Set(kRootPeer,
             static_cast<uint32_t>(info.root) | static_cast<uint64_t>(static_cast<uint32_t>(info.peer)) << 32);
   slot->Set(kBegin, now);
-  slot->Set(kDone, 0);
-  if (labelled) {
-    uint64_t label[6];
-    memcpy(label, t_label, sizeof(label));
-    for (int i = 0; i < 6; ++i) slot->Set(kLabel + i, label[i]);
-  }
+  slot->Close(odd);
+  if (g_labels_used.load(std::memory_order_relaxed)) return AddThreadLabel(id);
+  return id;
+}
+
+// The thread's label into record id, as a second write of its slot. Out of
+// line (a tail call), so that Begin without labels saves no registers: a
+// thread-local of a shared library is read through a call.
+uint64_t FlightRecorder::AddThreadLabel(uint64_t id) {
+  if (t_label[0] == 0) return id;
+  uint64_t label[6];
+  memcpy(label, t_label, sizeof(label));
+  Slot* slot = SlotOf(id);
+  const uint64_t odd = VersionOf(id, 3);
+  const uint64_t packed = slot->Get(kPacked);
+  slot->Open(odd);
+  for (int i = 0; i < 6; ++i) slot->Set(kLabel + i, label[i]);
+  slot->Set(kPacked, packed | kHasLabel << kFlagShift);
   slot->Close(odd);
   return id;
 }
 
 void FlightRecorder::SetAlgo(uint64_t id, const char* algo) {
-  if (!id) return;
+  if (!id || !algo) return;
   Slot* slot = SlotOf(id);
   if (IdOf(slot->version.load(std::memory_order_relaxed)) != id) return;  // overwritten by newer records
   const uint64_t odd = VersionOf(id, 5);
+  const uint64_t packed = slot->Get(kPacked);
   slot->Open(odd);
   slot->Set(kAlgo, PtrWord(algo));
+  slot->Set(kPacked, packed | kHasAlgo << kFlagShift);
   slot->Close(odd);
 }
 
+// Two stores and no version change: the end time, then the state with
+// release. A reader takes kDone only from a record whose state it read as
+// ended (acquire), so it never pairs an end state with an older end time.
 void FlightRecorder::End(uint64_t id, const Status& st) {
   if (!id) return;
-  if (__builtin_expect(!st.ok(), 0)) Fail(id, st);
+  if (__builtin_expect(!st.ok(), 0)) return EndFailed(id, st);
+  Stamp(id, State::kCompleted, ZC_OK);
+}
+
+void FlightRecorder::EndFailed(uint64_t id, const Status& st) {
+  Fail(id, st);
+  Stamp(id, State::kFailed, st.code());
+}
+
+void FlightRecorder::Stamp(uint64_t id, State state, zc_status code) {
   Slot* slot = SlotOf(id);
   if (IdOf(slot->version.load(std::memory_order_relaxed)) != id) return;  // overwritten by newer records
-  const uint64_t now = Ticks();
-  const uint64_t odd = VersionOf(id, 3);
+#if defined(__x86_64__)
+  const uint64_t now = __builtin_expect(tsc_, 1) ? __rdtsc() : static_cast<uint64_t>(NowNs());
+#else
+  const uint64_t now = static_cast<uint64_t>(NowNs());
+#endif
   const uint64_t packed = slot->Get(kPacked);
-  slot->Open(odd);
-  slot->Set(kPacked, WithState(packed, st.ok() ? State::kCompleted : State::kFailed, st.code()));
   slot->Set(kDone, now);
-  slot->Close(odd);
+  slot->w[kPacked].store(WithState(packed, state, code), std::memory_order_release);
 }
 
 // The first failure's message, kept for the dump (failures only: a lock is fine).
@@ -357,14 +421,21 @@ std::vector<Entry> FlightRecorder::Snapshot(size_t* torn) const {
   std::vector<Entry> out;
   size_t torn_count = 0;
   const TickScale scale = Scale();
+  const std::vector<const char*> peer_transports = PeerTransports();
+  auto peer_transport = [&](int peer) {
+    return peer >= 0 && static_cast<size_t>(peer) < peer_transports.size() ? peer_transports[peer] : nullptr;
+  };
   const uint64_t newest = next_.load(std::memory_order_acquire);
   const uint64_t oldest = newest > capacity_ ? newest - capacity_ + 1 : 1;
   for (size_t i = 0; capacity_ && i <= slot_mask_; ++i) {
     const Slot& s = slots_[i];
     const uint64_t v1 = s.version.load(std::memory_order_acquire);
     if (v1 == 0) continue;  // never written
+    // The state first (acquire: End stores kDone before it), then the rest.
     uint64_t w[kWords];
-    for (int k = 0; k < kWords; ++k) w[k] = s.Get(k);
+    w[kPacked] = s.w[kPacked].load(std::memory_order_acquire);
+    for (int k = 0; k < kWords; ++k)
+      if (k != kPacked) w[k] = s.Get(k);
     std::atomic_thread_fence(std::memory_order_acquire);
     const uint64_t v2 = s.version.load(std::memory_order_relaxed);
     if ((v1 & 1) || v1 != v2) {
@@ -372,28 +443,29 @@ std::vector<Entry> FlightRecorder::Snapshot(size_t* torn) const {
       continue;
     }
     const uint64_t packed = w[kPacked];
-    const uint64_t flags = (packed >> kFlagShift) & 0xf;
+    const uint64_t flags = (packed >> kFlagShift) & kFlagMask;
     Entry e;
     e.id = IdOf(v1);
     if (e.id < oldest) continue;  // older than the last capacity_ records
     e.info.has_key = flags & kKey;
-    (e.info.has_key ? e.info.key : e.info.seq) = w[kSeq];
+    if (flags & kHasSeq) (e.info.has_key ? e.info.key : e.info.seq) = w[kSeq];
     e.info.op = WordPtr(w[kOp]);
-    e.info.algo = WordPtr(w[kAlgo]);
-    e.info.transport = WordPtr(w[kTransport]);
-    e.info.dtype = static_cast<int>(packed & 0xff) - 1;
-    e.info.redop = static_cast<int>((packed >> 8) & 0xff) - 1;
-    e.state = static_cast<State>((packed >> kStateShift) & 0xf);
+    e.info.algo = (flags & kHasAlgo) ? WordPtr(w[kAlgo]) : nullptr;
+    e.info.dtype = static_cast<int>(packed & 0x1f) - 1;
+    e.info.redop = static_cast<int>((packed >> kRedopShift) & 0xf) - 1;
+    e.state = static_cast<State>((packed >> kStateShift) & kStateMask);
     e.status = static_cast<zc_status>(static_cast<int8_t>((packed >> kStatusShift) & 0xff));
     e.info.tag = static_cast<int32_t>(packed >> kTagShift);
     e.info.count = w[kCount];
     e.bytes = e.info.count * DtypeBytes(e.info.dtype);
     e.info.root = static_cast<int32_t>(w[kRootPeer] & 0xffffffffu);
     e.info.peer = static_cast<int32_t>(w[kRootPeer] >> 32);
+    e.info.transport = (flags & kHasTransport) ? WordPtr(w[kTransport]) : peer_transport(e.info.peer);
     // A record made started began running when it was made; a posted one
     // ran when its request was waited for or progressed: its end.
+    const bool ended = e.state == State::kCompleted || e.state == State::kFailed;
     e.t_posted_ns = scale.ToNs(w[kBegin]);
-    e.t_done_ns = scale.ToNs(w[kDone]);
+    e.t_done_ns = ended ? scale.ToNs(w[kDone]) : 0;
     e.t_started_ns = (flags & kBeganStarted) ? e.t_posted_ns : e.t_done_ns;
     if (flags & kHasLabel) {
       memcpy(e.label, &w[kLabel], sizeof(e.label));
@@ -459,7 +531,9 @@ std::string FlightRecorder::ToJson(const char* reason) const {
 Status FlightRecorder::DumpTo(const std::string& path, const char* reason) const {
   if (path.empty()) return Error(ZC_ERR_INVALID_ARG, "flight recorder dump: empty path");
   const std::string text = ToJson(reason);
-  const std::string tmp = path + ".tmp";
+  // One temporary file per writing thread: a failure's dump and a
+  // signal's may run at once, and each must rename a whole file.
+  const std::string tmp = path + ".tmp." + std::to_string(static_cast<long>(syscall(SYS_gettid)));
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return SystemError(errno, "flight recorder dump: cannot create %s", tmp.c_str());
   size_t done = 0;

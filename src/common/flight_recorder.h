@@ -3,8 +3,9 @@
 //
 // A ring of fixed-size records, two cache lines each. The calling thread
 // writes its own record: one atomic increment reserves the next slot, then
-// plain stores (relaxed atomics: a mov each) fill it; the end of the call
-// rewrites three words of the same slot. Nothing on the hot path takes a
+// plain stores (relaxed atomics: a mov each) fill the words the call has
+// (a null algorithm, transport or label is not stored); the end of the
+// call writes two words of the same slot. Nothing on the hot path takes a
 // lock, allocates, formats or converts: a record holds the caller's static
 // name pointers, the packed small fields, the label only when the thread
 // has one, and raw time-stamp-counter ticks; bytes, nanoseconds and names
@@ -48,7 +49,7 @@ const char* StateName(State s);
 struct OpInfo {
   const char* op = "";            // "allreduce", "send", "irecv", ...
   const char* algo = nullptr;     // "ring", "shm", ... (collectives)
-  const char* transport = nullptr;  // "shm", "tcp", "mixed", ...
+  const char* transport = nullptr;  // "shm", "tcp", "mixed", ...; null with a peer: the peer's (SetPeerTransports)
   int dtype = -1;                 // zc_dtype, -1: none (send/recv of bytes)
   int redop = -1;                 // zc_op, -1: none
   uint64_t count = 0;             // elements of dtype, or bytes when there is no dtype
@@ -110,6 +111,10 @@ class FlightRecorder {
   void End(uint64_t id, const Status& st);
   // Sets the algorithm once the callee has chosen it.
   void SetAlgo(uint64_t id, const char* algo);
+  // The transport to each peer (static names, indexed by rank): what a
+  // reader reports for a record made with a peer and no transport, so
+  // that a send or receive does not look its transport up on every call.
+  void SetPeerTransports(std::vector<const char*> names);
 
   // The records still in the ring, oldest first (torn ones skipped).
   std::vector<Entry> Snapshot(size_t* torn = nullptr) const;
@@ -132,6 +137,13 @@ class FlightRecorder {
   struct Slot;
   Slot* SlotOf(uint64_t id) const;
   void Fail(uint64_t id, const Status& st);
+  void EndFailed(uint64_t id, const Status& st);
+  uint64_t AddThreadLabel(uint64_t id);
+  uint64_t Write(const OpInfo& info, State s, uint64_t now);
+  __attribute__((noinline)) uint64_t BeginWithClock(const OpInfo& info, State s);
+  // The end time and the ended state of record id (when still in its slot).
+  void Stamp(uint64_t id, State state, zc_status code);
+  std::vector<const char*> PeerTransports() const;
   // Record times are ticks: the time stamp counter where it is invariant
   // (one instruction, no system call), else CLOCK_MONOTONIC nanoseconds;
   // converted when read.
@@ -156,7 +168,8 @@ class FlightRecorder {
   // fields that the hot path only reads.
   alignas(64) std::atomic<uint64_t> next_{0};
   std::atomic<bool> failure_dumped_{false};
-  mutable std::mutex failure_mu_;  // failure path only
+  mutable std::mutex failure_mu_;  // failure path, peer_transports_ (never the hot path)
+  std::vector<const char*> peer_transports_;
   uint64_t failure_id_ = 0;
   zc_status failure_code_ = ZC_OK;
   std::string failure_message_;

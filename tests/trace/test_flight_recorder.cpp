@@ -148,6 +148,53 @@ TEST(FlightRecorder, UnlabelledRecordKeepsNoLabelOfTheSlotsLastRecord) {
   EXPECT_EQ(snap[1].id, 3u);
 }
 
+// A record stores only the words its call has: the slot's previous record
+// must not show through the ones it leaves out.
+TEST(FlightRecorder, LeftOutWordsKeepNothingOfTheSlotsLastRecord) {
+  FlightRecorder r(2, TestIdentity(), "");
+  r.Begin(Allreduce(41, 1));
+  r.Begin(Allreduce(42, 1));
+  OpInfo s;
+  s.op = "send";
+  s.peer = 3;
+  s.tag = 5;
+  s.count = 8;
+  r.Begin(s);  // in record 1's slot: no seq, algorithm or transport
+  auto snap = r.Snapshot();
+  ASSERT_EQ(snap.size(), 2u);
+  EXPECT_EQ(snap[1].id, 3u);
+  EXPECT_STREQ(snap[1].info.op, "send");
+  EXPECT_EQ(snap[1].info.seq, 0u);
+  EXPECT_EQ(snap[1].info.algo, nullptr);
+  EXPECT_EQ(snap[1].info.transport, nullptr);  // no peer table
+  EXPECT_EQ(snap[1].info.dtype, -1);
+  EXPECT_EQ(snap[1].info.redop, -1);
+  EXPECT_EQ(snap[1].t_done_ns, 0);
+}
+
+TEST(FlightRecorder, ARecordWithAPeerAndNoTransportReportsThePeers) {
+  FlightRecorder r(8, TestIdentity(), "");
+  r.SetPeerTransports({"shm", "tcp", "shm"});
+  OpInfo s;
+  s.op = "recv";
+  s.count = 8;
+  for (int peer : {1, 0, -1, ZC_ANY_SOURCE, 3}) {
+    s.peer = peer;
+    r.Begin(s);
+  }
+  s.peer = 1;
+  s.transport = "verbs";  // given: kept
+  r.Begin(s);
+  auto snap = r.Snapshot();
+  ASSERT_EQ(snap.size(), 6u);
+  EXPECT_STREQ(snap[0].info.transport, "tcp");
+  EXPECT_STREQ(snap[1].info.transport, "shm");
+  EXPECT_EQ(snap[2].info.transport, nullptr);
+  EXPECT_EQ(snap[3].info.transport, nullptr);
+  EXPECT_EQ(snap[4].info.transport, nullptr);  // not a rank of the table
+  EXPECT_STREQ(snap[5].info.transport, "verbs");
+}
+
 TEST(FlightRecorder, KeepsNegativeTagsAndRanks) {
   FlightRecorder r(4, TestIdentity(), "");
   OpInfo s;
@@ -172,6 +219,8 @@ OpInfo Patterned(uint64_t i) {
   o.dtype = static_cast<int>(i % 13);
   o.tag = static_cast<int>(i % 1000);
   o.root = static_cast<int>(i % 7);
+  if (i % 2) o.algo = nullptr;  // optional words: stored only when present
+  if (i % 4 == 1) o.transport = nullptr;
   return o;
 }
 
@@ -184,6 +233,10 @@ void ExpectConsistent(const std::vector<Entry>& snap) {
     ASSERT_STREQ(e.label, labelled ? "label" : "");
     ASSERT_EQ(e.info.tag, static_cast<int>(e.id % 1000));
     ASSERT_EQ(e.info.root, static_cast<int>(e.id % 7));
+    if (e.id % 2) ASSERT_EQ(e.info.algo, nullptr);
+    else ASSERT_STREQ(e.info.algo, "ring");
+    if (e.id % 4 == 1) ASSERT_EQ(e.info.transport, nullptr);
+    else ASSERT_STREQ(e.info.transport, "shm");
     if (e.state == State::kCompleted) {
       ASSERT_GE(e.t_done_ns, e.t_started_ns);
     }
@@ -262,6 +315,37 @@ TEST(FlightRecorder, DumpsToAFileAndNamesBadPaths) {
   EXPECT_NE(bad.message().find("no/such/folder/x.json.tmp"), std::string::npos) << bad.message();
   unlink(path.c_str());
   rmdir(dir.c_str());
+}
+
+// A failure's dump and a signal's can run at once on two threads: each
+// must leave a whole file (one temporary file per thread, then a rename).
+TEST(FlightRecorder, ConcurrentDumpsToOnePathEachLeaveAWholeFile) {
+  char tmpl[] = "/tmp/zc_fr_test_XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  FlightRecorder r(64, TestIdentity(), dir);
+  for (uint64_t i = 1; i <= 64; ++i) r.End(r.Begin(Allreduce(i, i)), Status::Ok());
+  const std::string path = dir + "/" + r.FileName();
+  std::atomic<int> failures{0};
+  std::vector<std::thread> dumpers;
+  for (int t = 0; t < 3; ++t)
+    dumpers.emplace_back([&] {
+      for (int k = 0; k < 40; ++k)
+        if (!r.DumpTo(path, "signal").ok()) ++failures;
+    });
+  for (auto& t : dumpers) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  EXPECT_EQ(text.rfind("{\"format\":\"zcomm-flight-recorder\"", 0), 0u);
+  EXPECT_EQ(text.find("\"format\"", 2), std::string::npos) << "two dumps in one file";
+  const size_t last = text.find_last_not_of(" \n");
+  ASSERT_NE(last, std::string::npos);
+  EXPECT_EQ(text[last], '}') << "a cut dump";
+  unlink(path.c_str());
+  EXPECT_EQ(rmdir(dir.c_str()), 0) << "a temporary file was left in " << dir;
 }
 
 }  // namespace
