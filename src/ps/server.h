@@ -104,6 +104,9 @@ class Server {
     uint64_t round = 0;     // rounds completed (synchronous)
     std::vector<uint8_t> arrived;
     std::vector<const void*> srcs;
+    // Per worker: where its pull of the round takes the piece (from its
+    // push's header; tcp), or none.
+    std::vector<PullTarget> targets;
     int narrived = 0;
     bool init_pending = false;
     std::atomic<bool> busy{false};  // a data thread or the assisting worker steps it
@@ -133,7 +136,8 @@ class Server {
   bool Scan(const std::vector<Chunk*>& list, ScanState* s, size_t max_skip);
   Status Step(Chunk* c, bool* progress, int* culprit);
   // Writes the reply into worker wi's slot (its credit is there: checked
-  // by the caller). by_ref: the header only.
+  // by the caller). by_ref: the header only; the worker named a pull
+  // target: the payload into it, the header into the slot (kReplyInto).
   Status Reply(Chunk* c, int wi, const void* data, uint64_t round, int* culprit, bool direct = false);
   void Fail(const Status& st, int culprit);
   // st names culprit: drops it when it is a tolerated worker that is lost
