@@ -186,7 +186,14 @@ int KilledMidPushBody(int rank, bool separate) {
   CHILD_OK(zc_ps_declare(ps, 0, count, ZC_FLOAT32, nullptr));
   CHILD_OK(zc_ps_push(ps, 0, g.data()));
   CHILD_OK(zc_ps_pull(ps, 0, v.data()));
-  if (rank == 1) {
+  // Rank 1 dies once every other worker's round-1 pull has returned (it
+  // is a server too when co-located: round 1 must not fail).
+  int token = rank;
+  if (rank != 1) {
+    CHILD_OK(zc_send(comm, &token, sizeof(token), 1, 77));
+  } else {
+    for (int w = 0; w < (separate ? 2 : 3); ++w)
+      if (w != 1) CHILD_OK(zc_recv(comm, &token, sizeof(token), w, 77));
     zc_request* req = nullptr;
     CHILD_OK(zc_ps_ipush(ps, 0, g.data(), &req));
     raise(SIGKILL);
