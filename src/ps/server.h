@@ -9,7 +9,8 @@
 // answered at once, while later pieces are still arriving: a worker that
 // maps this server's memory (this rank, a shared-memory peer) gets a
 // header only and copies the value from the results region itself
-// (kReplyRef), any other gets the value written into its reply slot. The
+// (kReplyRef), a worker over tcp whose push named its pull's tensor gets
+// the value written there (kReplyInto), any other into its reply slot. The
 // piece's results are overwritten by the next round only once every
 // worker has handed its reply slot back. In asynchronous mode each push is
 // applied on arrival and each pull request answered at once with the

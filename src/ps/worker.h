@@ -7,7 +7,9 @@
 // the reply slot (synchronous mode: the server answers each piece as soon
 // as every worker's piece is in; asynchronous: after a one-word request)
 // and copies it out, from the reply slot or, for kReplyRef, straight from
-// the server's results region.
+// the server's results region; over tcp a push names where its round's
+// queued pull takes each piece, and the server writes the reply there
+// (kReplyInto: nothing to copy).
 //
 // Pushes and pulls are operations run by an engine (Pass), piece by piece:
 // every push whose key has no earlier push pending moves at once, and so
