@@ -371,10 +371,19 @@ PullTarget Worker::TargetFor(const Op* op, const ChunkPlace& c) const {
   return PullTarget{r->id(), r->size(), r->offset_of(k->pull_dst + c.offset * k->es)};
 }
 
-void Worker::Unexpose(Op* op) {
+void Worker::Unexpose(Op* op, const Status& why) {
   if (!op->hold.get() || op->next == op->k->chunks.size()) return;
   op->hold.reset();
-  sh_->dev()->regions().Deregister(op->dst, bytes_of(op->k));
+  if (sh_->dev()->regions().Deregister(op->dst, bytes_of(op->k)) == 0) return;
+  for (auto& other : active_) {
+    if (other.get() == op || other->push || !other->hold.get() || !other->doomed.ok() ||
+        other->next == other->k->chunks.size())
+      continue;
+    other->doomed = Status(why.code(), Format("pull of key %llu stopped: the failed pull of key %llu dropped the "
+                                              "registration of its memory (%s)",
+                                              static_cast<unsigned long long>(other->k->key),
+                                              static_cast<unsigned long long>(op->k->key), why.message().c_str()));
+  }
 }
 
 bool Worker::SettleRefs(Op* op, bool* progress) {
@@ -512,6 +521,10 @@ bool Worker::Pass() {
   const bool async = sh_->options.async;
   for (auto& op : active_) {
     op->what = nullptr;
+    if (!op->doomed.ok()) {
+      finished.push_back({op.get(), op->doomed});
+      continue;
+    }
     Key* k = op->k;
     uint64_t& head = op->push || async ? k->head_push : k->head_pull;
     if (!op->push && k->head_pull != pass_) {
@@ -578,7 +591,7 @@ bool Worker::Pass() {
                             c.elems * mine->k->es);
       }
       mine->refs.clear();
-      if (!st.ok()) Unexpose(mine.get());
+      if (!st.ok()) Unexpose(mine.get(), st);
       mine->hold.reset();
       if (mine->done) mine->done(st);
       in_flight_.fetch_sub(1, std::memory_order_acq_rel);

@@ -128,8 +128,11 @@ class Worker {
     std::vector<size_t> refs;
     Clock::time_point refs_since{};
     // Pull: the tensor exposed to the servers while replies may be written
-    // into it (kReplyInto), or empty.
+    // into it (kReplyInto), or empty; and why it must fail without taking
+    // another piece (another pull's failure dropped the registration its
+    // replies land in).
     RegionHold hold;
+    Status doomed;
     DoneFn done;
     Deadline dl;
     int wait_server = -1;        // what it waits for (stall messages)
@@ -143,9 +146,12 @@ class Worker {
   // Where the pull of op's round (a push) takes piece c, when a pull is
   // queued that a server can write into: its region and offset.
   PullTarget TargetFor(const Op* op, const ChunkPlace& c) const;
-  // A pull that ends before every reply is in: its tensor is no longer
-  // exposed, so that a late reply is dropped instead of written into it.
-  void Unexpose(Op* op);
+  // A pull that ends (why) before every reply is in: its tensor is no
+  // longer exposed, so that a late reply is dropped instead of written
+  // into it. The registrations dropped may hold other pulls' tensors
+  // (neighbours in one allocation): those pulls fail too, since their
+  // replies would be dropped as well.
+  void Unexpose(Op* op, const Status& why);
   // A push whose pieces are all written: drops the references the server
   // has consumed; after kReclaimUs of waiting takes the others back (a
   // copy into their slots), so that a push never waits for another

@@ -228,11 +228,14 @@ TEST(PullInto, WorkerKilledMidPush) {
   }
 }
 
-// Rank 0 pushes and pulls (both queued at once) while rank 1 holds its push back, so rank 0's
-// pull times out (ZC_TIMEOUT 1 s there); rank 0 then fills its tensor with
-// a sentinel and lets rank 1 push. The server (rank 2) replies to both,
-// rank 0 first; once rank 1's pull is done and the PS freed everywhere, rank
-// 0's tensor still holds the sentinel.
+// Rank 0 pushes and pulls two keys whose tensors are neighbours in one
+// allocation (all queued at once) while rank 1 holds its pushes back, so
+// rank 0's pulls fail (ZC_TIMEOUT 1 s there: the first times out, the other
+// times out too or stops because the first dropped their common
+// registration); rank 0 then fills its tensors with a sentinel and lets
+// rank 1 push. The server (rank 2) replies to both workers, rank 0 first;
+// once rank 1's pulls are done and the PS freed everywhere, rank 0's
+// tensors still hold the sentinel.
 int TimedOutBody(int rank) {
   if (rank == 0) setenv("ZC_TIMEOUT", "1", 1);
   zc_comm* comm = nullptr;
@@ -246,40 +249,46 @@ int TimedOutBody(int rank) {
     CHILD_OK(zc_finalize(comm));
     return 0;
   }
-  const size_t count = 600011;
-  std::vector<float> g(count, static_cast<float>(rank + 1)), v(count, 0.0f);
+  const size_t count = 600011, second = 1031;  // key 7, key 8 right after it
+  std::vector<float> g(count + second, static_cast<float>(rank + 1)), v(count + second, 0.0f);
   CHILD_OK(zc_ps_declare(ps, 7, count, ZC_FLOAT32, nullptr));
+  CHILD_OK(zc_ps_declare(ps, 8, second, ZC_FLOAT32, nullptr));
   int token = 0;
-  // The tensor is registered already (a large send's rendezvous exposes it)
-  // and stays so after the pull: only the pull's own deregistration can
-  // keep the late reply out.
-  if (rank == 0) CHILD_OK(zc_send(comm, v.data(), count * sizeof(float), 1, 4));
-  if (rank == 1) CHILD_OK(zc_recv(comm, v.data(), count * sizeof(float), 0, 4));
+  // The tensors are registered already (a large send's rendezvous exposes
+  // them) and stay so after the pulls: only the pulls' own deregistration
+  // can keep the late replies out.
+  if (rank == 0) CHILD_OK(zc_send(comm, v.data(), v.size() * sizeof(float), 1, 4));
+  if (rank == 1) CHILD_OK(zc_recv(comm, v.data(), v.size() * sizeof(float), 0, 4));
   if (rank == 0) {
-    // Both queued: the push names the pull's tensor as its reply's target.
-    zc_request *push = nullptr, *pull = nullptr;
-    CHILD_OK(zc_ps_ipush(ps, 7, g.data(), &push));
-    CHILD_OK(zc_ps_ipull(ps, 7, v.data(), &pull));
-    CHILD_OK(zc_wait(push));
-    zc_status st = zc_wait(pull);
-    CHILD_CHECK(st == ZC_ERR_TIMEOUT, "pull: expected a timeout, got %s: %s", zc_status_string(st),
-                zc_last_error(comm));
+    // All queued: each push names its pull's tensor as its reply's target.
+    zc_request *push[2], *pull[2];
+    CHILD_OK(zc_ps_ipush(ps, 7, g.data(), &push[0]));
+    CHILD_OK(zc_ps_ipush(ps, 8, g.data() + count, &push[1]));
+    CHILD_OK(zc_ps_ipull(ps, 7, v.data(), &pull[0]));
+    CHILD_OK(zc_ps_ipull(ps, 8, v.data() + count, &pull[1]));
+    for (int i = 0; i < 2; ++i) {
+      CHILD_OK(zc_wait(push[i]));
+      zc_status st = zc_wait(pull[i]);
+      CHILD_CHECK(st == ZC_ERR_TIMEOUT, "pull of key %d: expected a timeout, got %s: %s", 7 + i,
+                  zc_status_string(st), zc_last_error(comm));
+    }
     for (float& x : v) x = -7.0f;
     CHILD_OK(zc_send(comm, &token, sizeof(token), 1, 5));
     CHILD_OK(zc_recv(comm, &token, sizeof(token), 1, 6));
   } else {
     CHILD_OK(zc_recv(comm, &token, sizeof(token), 0, 5));
     CHILD_OK(zc_ps_push(ps, 7, g.data()));
+    CHILD_OK(zc_ps_push(ps, 8, g.data() + count));
     CHILD_OK(zc_ps_pull(ps, 7, v.data()));
-    for (size_t i = 0; i < count; ++i) CHILD_CHECK(v[i] == 3.0f, "rank 1 element %zu: got %g, want 3", i, v[i]);
+    CHILD_OK(zc_ps_pull(ps, 8, v.data() + count));
+    for (size_t i = 0; i < v.size(); ++i) CHILD_CHECK(v[i] == 3.0f, "rank 1 element %zu: got %g, want 3", i, v[i]);
     CHILD_OK(zc_send(comm, &token, sizeof(token), 0, 6));
   }
   zc_status freed = zc_ps_free(ps);
   printf("rank %d: zc_ps_free: %s\n", rank, zc_status_string(freed));
   CHILD_OK(zc_barrier(comm));
-  if (rank == 0) printf("rank 0: v[0] = %g after the barrier\n", v[0]);
   if (rank == 0)
-    for (size_t i = 0; i < count; ++i)
+    for (size_t i = 0; i < v.size(); ++i)
       CHILD_CHECK(v[i] == -7.0f, "rank 0 element %zu: %g written after the pull timed out", i, v[i]);
   CHILD_OK(zc_finalize(comm));
   return 0;
