@@ -87,6 +87,24 @@ Status ChunkSlotWriter::Put(uint32_t k, const MsgHeader& h, const void* payload,
   return Status::Ok();
 }
 
+Status ChunkSlotWriter::PutInto(uint32_t k, const MsgHeader& h, const void* payload, uint64_t bytes,
+                                const RemoteRegion& target, uint64_t target_off, const Deadline& dl) {
+  if (k >= layout_.n || direct_) return Error(ZC_ERR_INTERNAL, "chunk slot %u: no payload target here", k);
+  if (!HasCredit(k)) return Error(ZC_ERR_INTERNAL, "chunk slot %u written before its credit", k);
+  Channel& ch = dev_->channel(peer_, ChannelFor(k));
+  if (bytes) ZC_RETURN_IF_ERROR(ch.Write(payload, bytes, target, target_off, nullptr, dl));
+  const SrcPiece head[1] = {{&h, sizeof(h)}};
+  FlagWrite flag{&remote_, layout_.flag_offset(k), sent_[k] + 1};
+  ZC_RETURN_IF_ERROR(ch.WriteGather(head, 1, remote_, layout_.slot_offset(k), &flag, dl));
+  ++sent_[k];
+  return Status::Ok();
+}
+
+TransportKind ChunkSlotWriter::transport() const {
+  if (peer_ == dev_->rank()) return TransportKind::kNone;
+  return dev_->channel(peer_, 0).kind();
+}
+
 void ChunkSlotReader::Init(Device* dev, int peer, const ChunkSlotLayout& layout, MemRegion* local,
                            const RemoteRegion& remote) {
   dev_ = dev;

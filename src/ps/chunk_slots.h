@@ -72,7 +72,16 @@ class ChunkSlotWriter {
   // free (HasCredit: the caller waits). bytes <= capacity. Thread-safe for
   // different k.
   Status Put(uint32_t k, const MsgHeader& h, const void* payload, uint64_t bytes, const Deadline& dl);
+  // A message whose payload goes elsewhere in the reader's memory: the
+  // payload into [target_off, +bytes) of `target` (a region of the
+  // reader's, addressed over the channel: !mapped()), then the header into
+  // slot k and its flag, on the same connection (so the flag follows the
+  // payload). The slot must be free.
+  Status PutInto(uint32_t k, const MsgHeader& h, const void* payload, uint64_t bytes,
+                 const RemoteRegion& target, uint64_t target_off, const Deadline& dl);
   int peer() const { return peer_; }
+  // The transport that carries this writer's messages.
+  TransportKind transport() const;
   // True when the reader's memory is mapped here (this very process, or a
   // shared-memory peer): the reader can map ours as well.
   bool mapped() const { return direct_ != nullptr; }

@@ -17,6 +17,11 @@
 //   which the server reduces from in place; the worker's push completes
 //   once the server has handed the slot back, or once the worker took the
 //   piece back, Server::Reclaim)
+//   A kPush over tcp (synchronous mode) may name where the worker's pull
+//   of the same round takes the piece (PullTarget, in MsgHeader::pad[1..3]):
+//   the server then writes the reply's payload straight into the worker's
+//   tensor and the header alone into the reply slot (kReplyInto), so the
+//   worker copies nothing.
 //   server -> worker: kReplyDirect (a co-located worker whose pull was
 //   queued before the piece was reduced: the sum was reduced straight into
 //   its tensor; header only), kReply (the round's sum or the updated value), or
@@ -34,6 +39,7 @@
 
 #include "collectives/dtype.h"
 #include "p2p/control_tag.h"
+#include "ps/chunk_slots.h"
 
 namespace zc::ps {
 
@@ -46,7 +52,7 @@ constexpr uint64_t kByeTag = ControlTag(0, TagClass::kPs, 3);
 constexpr uint64_t kLeaveTag = ControlTag(0, TagClass::kPs, 4);  // LeaveBarrier
 
 enum MsgKind : uint64_t { kInit = 1, kPush = 2, kPull = 3, kReply = 4, kReplyRef = 5, kPushRef = 6,
-                        kReplyDirect = 7 };
+                        kReplyDirect = 7, kReplyInto = 8 };
 
 struct DeclareHead {
   uint64_t index;  // declaration number (every worker declares in the same order)
@@ -121,6 +127,23 @@ inline bool ParseAnswer(const std::string& msg, Answer* out) {
 // key's slot layout without the header).
 inline uint64_t ResultStride(uint64_t capacity) { return (capacity + 63) & ~uint64_t{63}; }
 inline uint64_t ResultOffset(uint32_t k, uint64_t capacity) { return uint64_t{k} * ResultStride(capacity); }
+
+// Where a worker's pull of a push's round takes one piece: a region of the
+// worker's (its tensor, held for the pull's lifetime; tcp addresses it by
+// id) and the piece's offset in it. Carried in a kPush header's pad[1..3];
+// id 0: none (the reply goes into the reply slot).
+struct PullTarget {
+  uint64_t region_id = 0;
+  uint64_t region_size = 0;
+  uint64_t offset = 0;
+  bool present() const { return region_id != 0; }
+};
+inline void SetPullTarget(const PullTarget& t, MsgHeader* h) {
+  h->pad[1] = t.region_id;
+  h->pad[2] = t.region_size;
+  h->pad[3] = t.offset;
+}
+inline PullTarget GetPullTarget(const MsgHeader& h) { return PullTarget{h.pad[1], h.pad[2], h.pad[3]}; }
 
 // Alert words (one per server in each worker's memory): a server that
 // fails writes (code << 32) | (group rank of the culprit + 1) so that every

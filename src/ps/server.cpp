@@ -325,6 +325,7 @@ Status Server::Declare(uint64_t index, const std::vector<std::string>& msgs, std
     c->bytes = mine[i].elems * es;
     c->arrived.assign(static_cast<size_t>(W_), 0);
     c->srcs.assign(static_cast<size_t>(W_), nullptr);
+    c->targets.assign(static_cast<size_t>(W_), PullTarget{});
     c->init_pending = key->init_from >= 0;
     char* r = static_cast<char*>(key->results->data()) + ResultOffset(c->slot, key->layout.capacity);
     if (need_value) c->value = r;
@@ -505,14 +506,25 @@ Status Server::Reply(Chunk* c, int wi, const void* data, uint64_t round, int* cu
   h.bytes = c->bytes;
   h.key = c->key->decl.key;
   uint64_t payload = c->bytes;
+  const PullTarget target = c->targets[wi];
+  c->targets[wi] = PullTarget{};
+  Status st;
   if (direct) {
     h.kind = kReplyDirect;
     payload = 0;
   } else if (pw.by_ref && !sh_->options.async) {
     h.kind = kReplyRef;
     payload = 0;
+  } else if (target.present() && !sh_->options.async && pw.reply.transport() == TransportKind::kTcp) {
+    h.kind = kReplyInto;
+    RemoteRegion into;
+    into.transport = TransportKind::kTcp;
+    into.owner = pw.reply.peer();
+    into.id = target.region_id;
+    into.size = target.region_size;
+    st = pw.reply.PutInto(c->slot, h, data, payload, into, target.offset, dl);
   }
-  Status st = pw.reply.Put(c->slot, h, data, payload, dl);
+  if (h.kind != kReplyInto) st = pw.reply.Put(c->slot, h, data, payload, dl);
   if (!st.ok()) {
     *culprit = r;
     return st.with_context(Format("reply to worker rank %d (key %llu)", r,
@@ -566,6 +578,7 @@ Status Server::Step(Chunk* c, bool* progress, int* culprit) {
       if (h->round != c->round + 1) return bad(wi, h, "push of another round");
       c->arrived[wi] = 1;
       c->srcs[wi] = ref ? reinterpret_cast<const void*>(static_cast<uintptr_t>(h->pad[0])) : p;
+      c->targets[wi] = ref ? PullTarget{} : GetPullTarget(*h);
       ++c->narrived;
       continue;
     }

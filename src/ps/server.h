@@ -9,7 +9,8 @@
 // answered at once, while later pieces are still arriving: a worker that
 // maps this server's memory (this rank, a shared-memory peer) gets a
 // header only and copies the value from the results region itself
-// (kReplyRef), any other gets the value written into its reply slot. The
+// (kReplyRef), a worker over tcp whose push named its pull's tensor gets
+// the value written there (kReplyInto), any other into its reply slot. The
 // piece's results are overwritten by the next round only once every
 // worker has handed its reply slot back. In asynchronous mode each push is
 // applied on arrival and each pull request answered at once with the
@@ -104,6 +105,9 @@ class Server {
     uint64_t round = 0;     // rounds completed (synchronous)
     std::vector<uint8_t> arrived;
     std::vector<const void*> srcs;
+    // Per worker: where its pull of the round takes the piece (from its
+    // push's header; tcp), or none.
+    std::vector<PullTarget> targets;
     int narrived = 0;
     bool init_pending = false;
     std::atomic<bool> busy{false};  // a data thread or the assisting worker steps it
@@ -133,7 +137,8 @@ class Server {
   bool Scan(const std::vector<Chunk*>& list, ScanState* s, size_t max_skip);
   Status Step(Chunk* c, bool* progress, int* culprit);
   // Writes the reply into worker wi's slot (its credit is there: checked
-  // by the caller). by_ref: the header only.
+  // by the caller). by_ref: the header only; the worker named a pull
+  // target: the payload into it, the header into the slot (kReplyInto).
   Status Reply(Chunk* c, int wi, const void* data, uint64_t round, int* culprit, bool direct = false);
   void Fail(const Status& st, int culprit);
   // st names culprit: drops it when it is a tolerated worker that is lost

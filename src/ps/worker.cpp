@@ -215,6 +215,8 @@ Status Worker::AwaitAnswers(Key* k, const Deadline& dl, Status* verdict) {
     int peer = sh_->group->device_rank(sh_->servers[s]);
     ps.push.Init(dev, peer, ps.layout, ps.push_credits, push_slots);
     ps.reply.Init(dev, peer, ps.layout, ps.reply_slots, reply_credits);
+    ps.pull_into = !sh_->options.async && ps.push.transport() == TransportKind::kTcp;
+    k->pull_into |= ps.pull_into;
     // The server's results, where kReplyRef answers point: this process's
     // memory, or a shared-memory peer's mapped here.
     if (results.size >= ps.layout.n * ResultStride(ps.layout.capacity))
@@ -306,6 +308,13 @@ void Worker::EnqueuePull(Key* k, void* buf, uint64_t round, DoneFn done) {
   // This rank's server may reduce the round straight into buf.
   if (colocated_ && !sh_->options.async) colocated_->OfferPull(k->key, round, static_cast<char*>(buf));
   auto op = std::make_unique<Op>(sh_->group->NewDeadline());
+  // Servers over tcp write their replies straight into buf (kReplyInto):
+  // it is exposed to them until the pull ends. Without it (the
+  // registration failed) the replies come through the reply slots.
+  if (k->pull_into && bytes_of(k) > 0) {
+    RegionHold hold;
+    if (sh_->group->Hold(buf, bytes_of(k), &hold).ok()) op->hold = std::move(hold);
+  }
   op->k = k;
   op->dst = static_cast<char*>(buf);
   op->round = round;
@@ -330,6 +339,7 @@ Status Worker::StepPush(Op* op, int* budget, bool* progress) {
     h.key = k->key;
     const char* src = op->src + c.offset * k->es;
     uint64_t payload = h.bytes;
+    if (ps.pull_into) SetPullTarget(TargetFor(op, c), &h);
     if (colocated_ && c.server == sh_->server_index && !sh_->options.async) {
       // This process's server reduces straight from the tensor: no copy.
       h.kind = kPushRef;
@@ -346,6 +356,34 @@ Status Worker::StepPush(Op* op, int* budget, bool* progress) {
     op->dl = sh_->group->NewDeadline();
   }
   return Status::Ok();
+}
+
+PullTarget Worker::TargetFor(const Op* op, const ChunkPlace& c) const {
+  const Key* k = op->k;
+  // The pull of this push's round, found at the head of the key's pulls
+  // in this pass (Pass), into memory the servers can write.
+  if (k->head_pull != pass_ || k->pull_round != op->round || !k->pull_region) return PullTarget{};
+  // A push from the memory its own pull writes: a reply must not land
+  // where later pieces are still being read from.
+  const size_t bytes = bytes_of(k);
+  if (op->src < k->pull_dst + bytes && k->pull_dst < op->src + bytes) return PullTarget{};
+  const MemRegion* r = k->pull_region;
+  return PullTarget{r->id(), r->size(), r->offset_of(k->pull_dst + c.offset * k->es)};
+}
+
+void Worker::Unexpose(Op* op, const Status& why) {
+  if (!op->hold.get() || op->next == op->k->chunks.size()) return;
+  op->hold.reset();
+  if (sh_->dev()->regions().Deregister(op->dst, bytes_of(op->k)) == 0) return;
+  for (auto& other : active_) {
+    if (other.get() == op || other->push || !other->hold.get() || !other->doomed.ok() ||
+        other->next == other->k->chunks.size())
+      continue;
+    other->doomed = Status(why.code(), Format("pull of key %llu stopped: the failed pull of key %llu dropped the "
+                                              "registration of its memory (%s)",
+                                              static_cast<unsigned long long>(other->k->key),
+                                              static_cast<unsigned long long>(op->k->key), why.message().c_str()));
+  }
 }
 
 bool Worker::SettleRefs(Op* op, bool* progress) {
@@ -412,7 +450,9 @@ Status Worker::StepPull(Op* op, bool* progress) {
     const uint64_t bytes = c.elems * k->es;
     const bool by_ref = h->kind == kReplyRef && ps.results;
     const bool direct = h->kind == kReplyDirect && colocated_ && c.server == sh_->server_index;
-    if ((h->kind != kReply && !by_ref && !direct) || h->round != op->round || h->bytes != bytes ||
+    // Written into the tensor already (the flag follows the payload).
+    const bool into = h->kind == kReplyInto && ps.pull_into && op->hold.get();
+    if ((h->kind != kReply && !by_ref && !direct && !into) || h->round != op->round || h->bytes != bytes ||
         h->key != k->key)
       return Error(ZC_ERR_INTERNAL, "key %llu: reply from server rank %d is for key %llu round %llu "
                    "(kind %llu, %llu bytes), expected round %llu (%llu bytes)",
@@ -421,7 +461,7 @@ Status Worker::StepPull(Op* op, bool* progress) {
                    static_cast<unsigned long long>(h->kind), static_cast<unsigned long long>(h->bytes),
                    static_cast<unsigned long long>(op->round), static_cast<unsigned long long>(bytes));
     const void* from = by_ref ? ps.results + ResultOffset(c.slot, ps.layout.capacity) : ps.reply.payload(c.slot);
-    if (!direct) CopyForReader(op->dst + c.offset * k->es, from, bytes, kPsStreamFrom);
+    if (!direct && !into) CopyForReader(op->dst + c.offset * k->es, from, bytes, kPsStreamFrom);
     Status st = ps.reply.Release(c.slot, op->dl);
     if (!st.ok()) return st.with_context(Format("reply credit to server rank %d", sh_->servers[c.server]));
     ++op->next;
@@ -481,9 +521,17 @@ bool Worker::Pass() {
   const bool async = sh_->options.async;
   for (auto& op : active_) {
     op->what = nullptr;
+    if (!op->doomed.ok()) {
+      finished.push_back({op.get(), op->doomed});
+      continue;
+    }
     Key* k = op->k;
     uint64_t& head = op->push || async ? k->head_push : k->head_pull;
-    if (!op->push && k->head_pull != pass_) k->pull_dst = op->dst;
+    if (!op->push && k->head_pull != pass_) {
+      k->pull_dst = op->dst;
+      k->pull_round = op->round;
+      k->pull_region = op->hold.get();
+    }
     if (head == pass_) continue;
     head = pass_;
     if (op->push && k->head_pull == pass_) {
@@ -543,6 +591,8 @@ bool Worker::Pass() {
                             c.elems * mine->k->es);
       }
       mine->refs.clear();
+      if (!st.ok()) Unexpose(mine.get(), st);
+      mine->hold.reset();
       if (mine->done) mine->done(st);
       in_flight_.fetch_sub(1, std::memory_order_acq_rel);
       break;

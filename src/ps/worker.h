@@ -7,7 +7,9 @@
 // the reply slot (synchronous mode: the server answers each piece as soon
 // as every worker's piece is in; asynchronous: after a one-word request)
 // and copies it out, from the reply slot or, for kReplyRef, straight from
-// the server's results region.
+// the server's results region; over tcp a push names where its round's
+// queued pull takes each piece, and the server writes the reply there
+// (kReplyInto: nothing to copy).
 //
 // Pushes and pulls are operations run by an engine (Pass), piece by piece:
 // every push whose key has no earlier push pending moves at once, and so
@@ -38,6 +40,7 @@
 #include <mutex>
 #include <vector>
 
+#include "p2p/region_hold.h"
 #include "ps/chunk_slots.h"
 #include "ps/protocol.h"
 #include "ps/shared.h"
@@ -86,6 +89,9 @@ class Worker {
     ChunkSlotReader reply;
     const char* results = nullptr;  // the server's results region mapped here (kReplyRef), or null
     bool send_init = false;  // this server takes the key's initial value from this worker
+    // Synchronous mode over tcp: pushes name where the pull of their round
+    // takes each piece, so that the reply lands in the tensor (kReplyInto).
+    bool pull_into = false;
   };
   struct Key {
     uint64_t key = 0, count = 0;
@@ -102,6 +108,9 @@ class Worker {
     // (asynchronous mode: first operation, in head_push).
     uint64_t head_push = 0, head_pull = 0;
     const char* pull_dst = nullptr;  // the first pull of this pass's key (push_after checks)
+    uint64_t pull_round = 0;         // its round
+    const MemRegion* pull_region = nullptr;  // its tensor exposed to the servers, or null
+    bool pull_into = false;          // some server takes pull targets (PerServer::pull_into)
     bool sends_init = false;         // some server takes the initial value from this worker
   };
 
@@ -118,6 +127,12 @@ class Worker {
     // it has not handed back yet, and since when the push waits for them.
     std::vector<size_t> refs;
     Clock::time_point refs_since{};
+    // Pull: the tensor exposed to the servers while replies may be written
+    // into it (kReplyInto), or empty; and why it must fail without taking
+    // another piece (another pull's failure dropped the registration its
+    // replies land in).
+    RegionHold hold;
+    Status doomed;
     DoneFn done;
     Deadline dl;
     int wait_server = -1;        // what it waits for (stall messages)
@@ -128,6 +143,15 @@ class Worker {
   // still write in this pass. OK with op->next == pieces when done.
   Status StepPush(Op* op, int* budget, bool* progress);
   Status StepPull(Op* op, bool* progress);
+  // Where the pull of op's round (a push) takes piece c, when a pull is
+  // queued that a server can write into: its region and offset.
+  PullTarget TargetFor(const Op* op, const ChunkPlace& c) const;
+  // A pull that ends (why) before every reply is in: its tensor is no
+  // longer exposed, so that a late reply is dropped instead of written
+  // into it. The registrations dropped may hold other pulls' tensors
+  // (neighbours in one allocation): those pulls fail too, since their
+  // replies would be dropped as well.
+  void Unexpose(Op* op, const Status& why);
   // A push whose pieces are all written: drops the references the server
   // has consumed; after kReclaimUs of waiting takes the others back (a
   // copy into their slots), so that a push never waits for another
