@@ -27,13 +27,7 @@ std::string Context(const zc_comm* comm, const char* op, bool send, int peer, in
 
 // The flight-recorder record of a send or receive (0: recorder off).
 uint64_t Record(zc_comm* comm, const char* op, size_t bytes, int peer, int tag, zc::trace::State state) {
-  if (!comm->trace || !comm->trace->enabled()) return 0;
-  zc::trace::OpInfo info;
-  info.op = op;
-  info.count = bytes;
-  info.peer = peer;
-  info.tag = tag;  // no transport: the recorder reports the peer's (SetPeerTransports)
-  return comm->trace->Begin(info, state);
+  return comm->trace ? comm->trace->BeginPeer(op, bytes, peer, tag, state) : 0;
 }
 
 // A failed call: its record ends with the failure (with its context), the

@@ -314,6 +314,16 @@ FlightRecorder::Slot* FlightRecorder::SlotOf(uint64_t id) const {
   return &slots_[(id - 1) & slot_mask_];
 }
 
+// A send's or receive's OpInfo (a value: Write folds its constant fields).
+inline OpInfo PeerInfo(const char* op, uint64_t bytes, int peer, int tag) {
+  OpInfo info;
+  info.op = op;
+  info.count = bytes;
+  info.peer = peer;
+  info.tag = tag;
+  return info;
+}
+
 // Stores only the words the call has (see kPacked's flags): every store is
 // a share of the record's cost, which is measured against an 8-byte call.
 // With the time stamp counter the record is made without calling anything
@@ -326,11 +336,19 @@ uint64_t FlightRecorder::Begin(const OpInfo& info, State s) {
   return BeginWithClock(info, s);
 }
 
-uint64_t FlightRecorder::BeginWithClock(const OpInfo& info, State s) {
+uint64_t FlightRecorder::BeginPeer(const char* op, uint64_t bytes, int peer, int tag, State s) {
+  if (!capacity_) return 0;
+#if defined(__x86_64__)
+  if (__builtin_expect(tsc_, 1)) return Write(PeerInfo(op, bytes, peer, tag), s, __rdtsc());
+#endif
+  return BeginWithClock(PeerInfo(op, bytes, peer, tag), s);
+}
+
+uint64_t FlightRecorder::BeginWithClock(OpInfo info, State s) {
   return Write(info, s, static_cast<uint64_t>(NowNs()));
 }
 
-inline __attribute__((always_inline)) uint64_t FlightRecorder::Write(const OpInfo& info, State s, uint64_t now) {
+inline __attribute__((always_inline)) uint64_t FlightRecorder::Write(OpInfo info, State s, uint64_t now) {
   const uint64_t id = next_.fetch_add(1, std::memory_order_relaxed) + 1;
   Slot* slot = SlotOf(id);
   const uint64_t odd = VersionOf(id, 1);

@@ -105,6 +105,9 @@ class FlightRecorder {
   // A new record in state `s` (kPosted or kStarted), labelled with the
   // thread's label. Returns its id (0 when the recorder is off).
   uint64_t Begin(const OpInfo& info, State s = State::kStarted);
+  // Begin for a send or receive of bytes with peer and tag (no dtype, no
+  // transport: see SetPeerTransports): the caller builds no OpInfo.
+  uint64_t BeginPeer(const char* op, uint64_t bytes, int peer, int tag, State s);
   // Completed (status ZC_OK) or failed. A failure keeps the first failure's
   // message for the dump. A posted record's start is its end (a request
   // runs when it is waited for or progressed).
@@ -139,8 +142,8 @@ class FlightRecorder {
   void Fail(uint64_t id, const Status& st);
   void EndFailed(uint64_t id, const Status& st);
   uint64_t AddThreadLabel(uint64_t id);
-  uint64_t Write(const OpInfo& info, State s, uint64_t now);
-  __attribute__((noinline)) uint64_t BeginWithClock(const OpInfo& info, State s);
+  uint64_t Write(OpInfo info, State s, uint64_t now);
+  __attribute__((noinline)) uint64_t BeginWithClock(OpInfo info, State s);
   // The end time and the ended state of record id (when still in its slot).
   void Stamp(uint64_t id, State state, zc_status code);
   std::vector<const char*> PeerTransports() const;
