@@ -41,7 +41,7 @@ enum Word : int {
 static_assert(sizeof(Entry::label) == 6 * sizeof(uint64_t), "label words");
 
 // A version names its record and the write it is in: id * 8 + phase, the
-// phase odd while a writer is inside (1: Begin, 3: the label, 5: SetAlgo).
+// phase odd while a writer is inside (1: Begin, 5: SetAlgo).
 constexpr uint64_t kPhases = 8;
 constexpr uint64_t VersionOf(uint64_t id, uint64_t phase) { return id * kPhases + phase; }
 constexpr uint64_t IdOf(uint64_t version) { return version / kPhases; }
@@ -331,31 +331,42 @@ inline OpInfo PeerInfo(const char* op, uint64_t bytes, int peer, int tag) {
 uint64_t FlightRecorder::Begin(const OpInfo& info, State s) {
   if (!capacity_) return 0;
 #if defined(__x86_64__)
-  if (__builtin_expect(tsc_, 1)) return Write(info, s, __rdtsc());
+  if (__builtin_expect(tsc_ && !g_labels_used.load(std::memory_order_relaxed), 1))
+    return Write(info, s, __rdtsc(), nullptr);
 #endif
-  return BeginWithClock(info, s);
+  return BeginOutOfLine(info, s);
 }
 
 uint64_t FlightRecorder::BeginPeer(const char* op, uint64_t bytes, int peer, int tag, State s) {
   if (!capacity_) return 0;
 #if defined(__x86_64__)
-  if (__builtin_expect(tsc_, 1)) return Write(PeerInfo(op, bytes, peer, tag), s, __rdtsc());
+  if (__builtin_expect(tsc_ && !g_labels_used.load(std::memory_order_relaxed), 1))
+    return Write(PeerInfo(op, bytes, peer, tag), s, __rdtsc(), nullptr);
 #endif
-  return BeginWithClock(PeerInfo(op, bytes, peer, tag), s);
+  return BeginOutOfLine(PeerInfo(op, bytes, peer, tag), s);
 }
 
-uint64_t FlightRecorder::BeginWithClock(OpInfo info, State s) {
-  return Write(info, s, static_cast<uint64_t>(NowNs()));
+// With the clock instead of the counter, or once some thread has a label
+// (the thread-local is read through a call, which makes a function save
+// registers: kept out of the common path).
+uint64_t FlightRecorder::BeginOutOfLine(OpInfo info, State s) {
+  const uint64_t now = Ticks();
+  const bool labelled = g_labels_used.load(std::memory_order_relaxed) && t_label[0] != 0;
+  return Write(info, s, now, labelled ? t_label : nullptr);
 }
 
-inline __attribute__((always_inline)) uint64_t FlightRecorder::Write(OpInfo info, State s, uint64_t now) {
+// label: the thread's label (written with the record, inside its seqlock)
+// or null.
+inline __attribute__((always_inline)) uint64_t FlightRecorder::Write(OpInfo info, State s, uint64_t now,
+                                                                     const char* label) {
   const uint64_t id = next_.fetch_add(1, std::memory_order_relaxed) + 1;
   Slot* slot = SlotOf(id);
   const uint64_t odd = VersionOf(id, 1);
   slot->Open(odd);
   const bool has_seq = info.has_key || info.seq != 0;
   const uint64_t flags = (s == State::kStarted ? kBeganStarted : 0) | (info.has_key ? kKey : 0) |
-                         (has_seq ? kHasSeq : 0) | (info.algo ? kHasAlgo : 0) | (info.transport ? kHasTransport : 0);
+                         (has_seq ? kHasSeq : 0) | (info.algo ? kHasAlgo : 0) |
+                         (info.transport ? kHasTransport : 0) | (label ? kHasLabel : 0);
   if (has_seq) slot->Set(kSeq, info.has_key ? info.key : info.seq);
   slot->Set(kOp, PtrWord(info.op));
   if (info.algo) slot->Set(kAlgo, PtrWord(info.algo));
@@ -365,24 +376,11 @@ inline __attribute__((always_inline)) uint64_t FlightRecorder::Write(OpInfo info
   slot->Set(kRootPeer,
             static_cast<uint32_t>(info.root) | static_cast<uint64_t>(static_cast<uint32_t>(info.peer)) << 32);
   slot->Set(kBegin, now);
-  slot->Close(odd);
-  if (g_labels_used.load(std::memory_order_relaxed)) return AddThreadLabel(id);
-  return id;
-}
-
-// The thread's label into record id, as a second write of its slot. Out of
-// line (a tail call), so that Begin without labels saves no registers: a
-// thread-local of a shared library is read through a call.
-uint64_t FlightRecorder::AddThreadLabel(uint64_t id) {
-  if (t_label[0] == 0) return id;
-  uint64_t label[6];
-  memcpy(label, t_label, sizeof(label));
-  Slot* slot = SlotOf(id);
-  const uint64_t odd = VersionOf(id, 3);
-  const uint64_t packed = slot->Get(kPacked);
-  slot->Open(odd);
-  for (int i = 0; i < 6; ++i) slot->Set(kLabel + i, label[i]);
-  slot->Set(kPacked, packed | kHasLabel << kFlagShift);
+  if (label) {
+    uint64_t words[6];
+    memcpy(words, label, sizeof(words));
+    for (int i = 0; i < 6; ++i) slot->Set(kLabel + i, words[i]);
+  }
   slot->Close(odd);
   return id;
 }

@@ -141,9 +141,8 @@ class FlightRecorder {
   Slot* SlotOf(uint64_t id) const;
   void Fail(uint64_t id, const Status& st);
   void EndFailed(uint64_t id, const Status& st);
-  uint64_t AddThreadLabel(uint64_t id);
-  uint64_t Write(OpInfo info, State s, uint64_t now);
-  __attribute__((noinline)) uint64_t BeginWithClock(OpInfo info, State s);
+  uint64_t Write(OpInfo info, State s, uint64_t now, const char* label);
+  __attribute__((noinline)) uint64_t BeginOutOfLine(OpInfo info, State s);
   // The end time and the ended state of record id (when still in its slot).
   void Stamp(uint64_t id, State state, zc_status code);
   std::vector<const char*> PeerTransports() const;
