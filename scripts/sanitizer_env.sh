@@ -7,7 +7,7 @@ sanitizer_common="-Dcuda=disabled -Dperf=false -Dbuildtype=debugoptimized -Db_nd
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:halt_on_error=1:suppressions=$here/scripts/asan.supp"
 export LSAN_OPTIONS="suppressions=$here/scripts/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$here/scripts/ubsan.supp"
-export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$here/scripts/tsan.supp"
 sanitizer_build() {
   case "$1" in
     asan) opts="-Db_sanitize=address,undefined -Db_lundef=false" ;;
