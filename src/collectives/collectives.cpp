@@ -149,18 +149,11 @@ Status Collectives::RunAs(coll::Signature sig, size_t elem_size, Fn&& fn) {
 }
 
 uint64_t Collectives::Record(const coll::Signature& sig) {
-  trace::OpInfo info;
-  info.op = coll::KindName(sig.kind);
-  info.algo = coll::AlgoName(sig.algo);
-  info.transport = transport_;
-  info.seq = sig.seq;
-  info.count = sig.count;
   const bool has_dtype = sig.kind != Kind::kBarrier;
-  info.dtype = has_dtype ? static_cast<int>(sig.dtype) : -1;
   const bool reduces = sig.kind == Kind::kAllreduce || sig.kind == Kind::kReduce || sig.kind == Kind::kReduceScatter;
-  info.redop = reduces ? static_cast<int>(sig.op) : -1;
-  info.root = sig.root;
-  return recorder_->Begin(info);
+  return recorder_->BeginCollective(coll::KindName(sig.kind), coll::AlgoName(sig.algo), transport_, sig.seq,
+                                    sig.count, has_dtype ? static_cast<int>(sig.dtype) : -1,
+                                    reduces ? static_cast<int>(sig.op) : -1, sig.root);
 }
 
 const char* Collectives::SummarizeTransports() const {

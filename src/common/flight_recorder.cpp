@@ -346,6 +346,25 @@ uint64_t FlightRecorder::BeginPeer(const char* op, uint64_t bytes, int peer, int
   return BeginOutOfLine(PeerInfo(op, bytes, peer, tag), s);
 }
 
+uint64_t FlightRecorder::BeginCollective(const char* op, const char* algo, const char* transport, uint64_t seq,
+                                         uint64_t count, int dtype, int redop, int root) {
+  if (!capacity_) return 0;
+  OpInfo info;  // local, not passed by reference on the common path: Write folds it
+  info.op = op;
+  info.algo = algo;
+  info.transport = transport;
+  info.seq = seq;
+  info.count = count;
+  info.dtype = dtype;
+  info.redop = redop;
+  info.root = root;
+#if defined(__x86_64__)
+  if (__builtin_expect(tsc_ && !g_labels_used.load(std::memory_order_relaxed), 1))
+    return Write(info, State::kStarted, __rdtsc(), nullptr);
+#endif
+  return BeginOutOfLine(info, State::kStarted);
+}
+
 // With the clock instead of the counter, or once some thread has a label
 // (the thread-local is read through a call, which makes a function save
 // registers: kept out of the common path).

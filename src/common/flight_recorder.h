@@ -108,6 +108,9 @@ class FlightRecorder {
   // Begin for a send or receive of bytes with peer and tag (no dtype, no
   // transport: see SetPeerTransports): the caller builds no OpInfo.
   uint64_t BeginPeer(const char* op, uint64_t bytes, int peer, int tag, State s);
+  // Begin for a collective (started), its fields as OpInfo's.
+  uint64_t BeginCollective(const char* op, const char* algo, const char* transport, uint64_t seq, uint64_t count,
+                           int dtype, int redop, int root);
   // Completed (status ZC_OK) or failed. A failure keeps the first failure's
   // message for the dump. A posted record's start is its end (a request
   // runs when it is waited for or progressed).

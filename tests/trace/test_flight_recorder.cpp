@@ -195,6 +195,43 @@ TEST(FlightRecorder, ARecordWithAPeerAndNoTransportReportsThePeers) {
   EXPECT_STREQ(snap[5].info.transport, "verbs");
 }
 
+// The send/recv and collective entry points record what Begin records
+// for the same call.
+TEST(FlightRecorder, BeginPeerAndBeginCollectiveRecordWhatBeginDoes) {
+  FlightRecorder a(8, TestIdentity(), ""), b(8, TestIdentity(), "");
+  OpInfo coll = Allreduce(9, 61);
+  coll.root = 2;
+  a.Begin(coll);
+  b.BeginCollective("allreduce", "ring", "shm", 9, 61, ZC_FLOAT32, ZC_SUM, 2);
+  OpInfo p2p;
+  p2p.op = "irecv";
+  p2p.count = 13;
+  p2p.peer = ZC_ANY_SOURCE;
+  p2p.tag = -3;
+  a.Begin(p2p, State::kPosted);
+  b.BeginPeer("irecv", 13, ZC_ANY_SOURCE, -3, State::kPosted);
+  auto x = a.Snapshot(), y = b.Snapshot();
+  ASSERT_EQ(x.size(), 2u);
+  ASSERT_EQ(y.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_STREQ(x[i].info.op, y[i].info.op);
+    EXPECT_EQ(x[i].info.algo == nullptr, y[i].info.algo == nullptr);
+    if (x[i].info.algo) EXPECT_STREQ(x[i].info.algo, y[i].info.algo);
+    EXPECT_EQ(x[i].info.seq, y[i].info.seq);
+    EXPECT_EQ(x[i].info.count, y[i].info.count);
+    EXPECT_EQ(x[i].bytes, y[i].bytes);
+    EXPECT_EQ(x[i].info.dtype, y[i].info.dtype);
+    EXPECT_EQ(x[i].info.redop, y[i].info.redop);
+    EXPECT_EQ(x[i].info.root, y[i].info.root);
+    EXPECT_EQ(x[i].info.peer, y[i].info.peer);
+    EXPECT_EQ(x[i].info.tag, y[i].info.tag);
+    EXPECT_EQ(x[i].state, y[i].state);
+  }
+  EXPECT_EQ(y[0].info.root, 2);
+  EXPECT_EQ(y[1].info.peer, ZC_ANY_SOURCE);
+  EXPECT_EQ(y[1].state, State::kPosted);
+}
+
 TEST(FlightRecorder, KeepsNegativeTagsAndRanks) {
   FlightRecorder r(4, TestIdentity(), "");
   OpInfo s;
