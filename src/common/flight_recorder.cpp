@@ -229,8 +229,6 @@ void SetThreadLabel(const char* label) {
 
 const char* ThreadLabel() { return t_label; }
 
-
-
 // Whether the time stamp counter ticks at one rate on every core, whatever
 // the power state (CPUID 0x80000007 EDX bit 8): then a record's times are
 // ticks (one instruction) converted to nanoseconds when read.
@@ -328,6 +326,9 @@ inline OpInfo PeerInfo(const char* op, uint64_t bytes, int peer, int tag) {
 // a share of the record's cost, which is measured against an 8-byte call.
 // With the time stamp counter the record is made without calling anything
 // (no registers saved): the clock's path and the label are out of line.
+// Each entry point repeats that choice rather than sharing a helper that
+// takes the OpInfo: one OpInfo used by both branches is built on the
+// stack, where each branch building its own folds into the stores.
 uint64_t FlightRecorder::Begin(const OpInfo& info, State s) {
   if (!capacity_) return 0;
 #if defined(__x86_64__)
@@ -433,11 +434,7 @@ void FlightRecorder::EndFailed(uint64_t id, const Status& st) {
 void FlightRecorder::Stamp(uint64_t id, State state, zc_status code) {
   Slot* slot = SlotOf(id);
   if (IdOf(slot->version.load(std::memory_order_relaxed)) != id) return;  // overwritten by newer records
-#if defined(__x86_64__)
-  const uint64_t now = __builtin_expect(tsc_, 1) ? __rdtsc() : static_cast<uint64_t>(NowNs());
-#else
-  const uint64_t now = static_cast<uint64_t>(NowNs());
-#endif
+  const uint64_t now = Ticks();
   const uint64_t packed = slot->Get(kPacked);
   slot->Set(kDone, now);
   slot->w[kPacked].store(WithState(packed, state, code), std::memory_order_release);

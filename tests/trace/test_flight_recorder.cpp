@@ -216,7 +216,9 @@ TEST(FlightRecorder, BeginPeerAndBeginCollectiveRecordWhatBeginDoes) {
   for (size_t i = 0; i < 2; ++i) {
     EXPECT_STREQ(x[i].info.op, y[i].info.op);
     EXPECT_EQ(x[i].info.algo == nullptr, y[i].info.algo == nullptr);
-    if (x[i].info.algo) EXPECT_STREQ(x[i].info.algo, y[i].info.algo);
+    if (x[i].info.algo) {
+      EXPECT_STREQ(x[i].info.algo, y[i].info.algo);
+    }
     EXPECT_EQ(x[i].info.seq, y[i].info.seq);
     EXPECT_EQ(x[i].info.count, y[i].info.count);
     EXPECT_EQ(x[i].bytes, y[i].bytes);
@@ -270,10 +272,16 @@ void ExpectConsistent(const std::vector<Entry>& snap) {
     ASSERT_STREQ(e.label, labelled ? "label" : "");
     ASSERT_EQ(e.info.tag, static_cast<int>(e.id % 1000));
     ASSERT_EQ(e.info.root, static_cast<int>(e.id % 7));
-    if (e.id % 2) ASSERT_EQ(e.info.algo, nullptr);
-    else ASSERT_STREQ(e.info.algo, "ring");
-    if (e.id % 4 == 1) ASSERT_EQ(e.info.transport, nullptr);
-    else ASSERT_STREQ(e.info.transport, "shm");
+    if (e.id % 2) {
+      ASSERT_EQ(e.info.algo, nullptr);
+    } else {
+      ASSERT_STREQ(e.info.algo, "ring");
+    }
+    if (e.id % 4 == 1) {
+      ASSERT_EQ(e.info.transport, nullptr);
+    } else {
+      ASSERT_STREQ(e.info.transport, "shm");
+    }
     if (e.state == State::kCompleted) {
       ASSERT_GE(e.t_done_ns, e.t_started_ns);
     }
