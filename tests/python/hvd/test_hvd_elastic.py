@@ -17,6 +17,7 @@ the engine reduces; the rest (SGD with momentum) is the same torch code on
 the same values in the same order, here and in the reference.
 
 Usage: test_hvd_elastic.py shm|tcp"""
+import binascii
 import multiprocessing as mp
 import os
 import queue
@@ -131,6 +132,16 @@ def reference(schedule):
             model.weight.grad, model.bias.grad = total_w.clone(), total_b.clone()
             optimizer.step()
     return [p.detach().numpy().tobytes() for p in model.parameters()]
+
+
+def check_reference_params(results, schedule, fail):
+    """For the zcrun-started workers' reports (parameters as hex strings):
+    appends to fail unless every rank ends with the same parameters, bitwise
+    those of reference(schedule)."""
+    if len({tuple(r["params"]) for r in results}) != 1:
+        fail.append("the ranks' parameters differ")
+    elif [binascii.unhexlify(x) for x in results[0]["params"]] != reference(schedule):
+        fail.append("parameters differ from the reference run of schedule %s" % (schedule,))
 
 
 def main():

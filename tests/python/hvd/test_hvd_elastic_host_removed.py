@@ -10,7 +10,6 @@ equal to the reference of the schedule (4 ranks, 3 from that commit)
 computed here (exact: integer gradients, see test_hvd_elastic.py).
 
 Usage: test_hvd_elastic_host_removed.py shm|tcp"""
-import binascii
 import json
 import os
 import re
@@ -58,10 +57,7 @@ def main():
         if not r["errors"]:
             fail.append("rank %d saw no HorovodInternalError" % r["rank"])
     if not fail:
-        if len({tuple(r["params"]) for r in results}) != 1:
-            fail.append("the ranks' parameters differ")
-        elif [binascii.unhexlify(x) for x in results[0]["params"]] != base.reference(want):
-            fail.append("parameters differ from the reference run of schedule %s" % want)
+        base.check_reference_params(results, want, fail)
     if fail:
         print(out[-20000:])
         raise SystemExit("FAIL (%s): %s" % (transport, "\n".join(fail)))
