@@ -20,24 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <zcomm/zcomm.h>
 
-static double now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
-}
-
-static int cmp_double(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double* v, int n) {
-  qsort(v, (size_t)n, sizeof(double), cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+#include "common/bench_util.h"
 
 #define CHECK(call)                                                                  \
   do {                                                                               \
@@ -52,7 +37,7 @@ static double median(double* v, int n) {
 static double block(zc_comm* comm, int p2p, int calls, int rank) {
   float buf[2] = {1.0f, (float)rank};
   CHECK(zc_barrier(comm));
-  double t0 = now_ns();
+  double t0 = bu_now_us();
   for (int i = 0; i < calls; ++i) {
     if (!p2p) {
       CHECK(zc_allreduce(comm, buf, buf, 2, ZC_FLOAT32, ZC_MAX));
@@ -64,7 +49,7 @@ static double block(zc_comm* comm, int p2p, int calls, int rank) {
       CHECK(zc_send(comm, buf, 8, 0, 7));
     }
   }
-  double per = (now_ns() - t0) / calls;
+  double per = (bu_now_us() - t0) * 1e3 / calls;
   return p2p ? per / 2 : per;
 }
 
@@ -107,12 +92,13 @@ int main(int argc, char** argv) {
     ratio[r] = t_on[r] / t_off[r];
   }
   if (rank == 0) {
-    double m_on = median(t_on, rounds), m_off = median(t_off, rounds);
-    double m = median(ratio, rounds);
+    double lo, m_on, m_off, m, hi;
+    bu_min_med_max(t_on, rounds, &lo, &m_on, &hi);
+    bu_min_med_max(t_off, rounds, &lo, &m_off, &hi);
+    bu_min_med_max(ratio, rounds, &lo, &m, &hi);
     printf("%s 8 B, %d ranks, %d pairs of %d calls: recorder on %.1f ns, off %.1f ns (medians); "
            "on/off per pair min %.3f median %.3f max %.3f\n",
-           p2p ? "send/recv one-way" : "allreduce", size, rounds, calls, m_on, m_off, ratio[0], m,
-           ratio[rounds - 1]);
+           p2p ? "send/recv one-way" : "allreduce", size, rounds, calls, m_on, m_off, lo, m, hi);
   }
   free(ratio);
   free(t_on);
