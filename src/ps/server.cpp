@@ -1,5 +1,6 @@
 #include "ps/server.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -7,6 +8,7 @@
 #include "collectives/dtype.h"
 #include "collectives/reduce_kernels.h"
 #include "common/log.h"
+#include "common/stream_copy.h"
 #include "p2p/device.h"
 #include "ps/sgd.h"
 
@@ -310,9 +312,11 @@ Status Server::Declare(uint64_t index, const std::vector<std::string>& msgs, std
   key->local = -1;
   for (int wi = 0; wi < W_; ++wi)
     if (sh_->workers[wi] == g->rank()) key->local = wi;
-  key->direct_ok = st.ok() && key->local >= 0 && !need_value;
+  key->offer_ok = st.ok() && key->local >= 0 && !need_value;
+  key->direct_ok = key->offer_ok;
   for (int wi = 0; st.ok() && wi < W_; ++wi)
-    if (wi != key->local && key->w[wi].by_ref) key->direct_ok = false;
+    if (wi != key->local && key->w[wi].by_ref) key->mapped_readers = true;
+  if (key->mapped_readers) key->direct_ok = false;
   const uint64_t results_bytes = key->layout.n * ResultStride(key->layout.capacity);
   if (st.ok()) st = g->Allocate(results_bytes, &key->results);
   if (st.ok()) memset(key->results->data(), 0, results_bytes);  // no init: zeros
@@ -413,7 +417,7 @@ void Server::OfferPull(uint64_t key, uint64_t round, char* dst) {
     auto it = key_by_id_.find(key);
     if (it != key_by_id_.end()) k = it->second;
   }
-  if (!k || !k->direct_ok) return;
+  if (!k || !k->offer_ok) return;
   k->offer_round.store(0, std::memory_order_release);
   k->offer_dst.store(dst, std::memory_order_release);
   k->offer_round.store(round, std::memory_order_release);
@@ -494,6 +498,34 @@ void Server::DataLoop(int tid) {
     if (progress) bo.Reset();
     else bo.Pause();
   }
+}
+
+// A synchronous round's sum of n inputs into one or two outputs. Streamed
+// (outputs that other processes read next), from kPsStreamFrom bytes on, it
+// goes block by block through a buffer in the L1 cache and out with
+// non-temporal stores: memory sees every input read once and every output
+// written once, where a reduction's plain stores read each output line
+// first, and a second output copied afterwards reads the first back. (An
+// output may be one of the inputs: a block is read before it is written.)
+void Server::SumInto(zc_dtype dtype, char* const* outs, int nouts, const void* const* srcs, int n, size_t elems,
+                     bool stream) {
+  const size_t es = DtypeSize(dtype);
+  if (!stream || elems * es < kPsStreamFrom) {
+    ReduceN(dtype, ZC_SUM, outs[0], srcs, n, elems);
+    for (int o = 1; o < nouts; ++o) memcpy(outs[o], outs[0], elems * es);
+    return;
+  }
+  constexpr size_t kBlockBytes = 16 * 1024;
+  alignas(64) char block[kBlockBytes];
+  const size_t per = kBlockBytes / es;
+  std::vector<const void*> at(srcs, srcs + n);
+  for (size_t off = 0; off < elems; off += per) {
+    const size_t m = std::min(per, elems - off);
+    for (int i = 0; i < n; ++i) at[i] = static_cast<const char*>(srcs[i]) + off * es;
+    ReduceN(dtype, ZC_SUM, block, at.data(), n, m);
+    for (int o = 0; o < nouts; ++o) StreamCopy(outs[o] + off * es, block, m * es);
+  }
+  StreamFence();  // before the flags that announce the sum
 }
 
 Status Server::Reply(Chunk* c, int wi, const void* data, uint64_t round, int* culprit, bool direct) {
@@ -606,18 +638,22 @@ Status Server::Step(Chunk* c, bool* progress, int* culprit) {
     if (!k.w[wi].reply.HasCredit(c->slot)) return Status::Ok();
   *progress = true;
   // One pass over all inputs: into the co-located worker's tensor when its
-  // pull of this round is queued and nobody reads the results region.
+  // pull of this round is queued, and into the results region as well when
+  // other workers read it there.
   char* direct = nullptr;
-  if (k.direct_ok) {
+  if (k.offer_ok) {
     const uint64_t r1 = k.offer_round.load(std::memory_order_acquire);
     char* d = k.offer_dst.load(std::memory_order_acquire);
     const uint64_t r2 = k.offer_round.load(std::memory_order_acquire);
     if (r1 == c->round + 1 && r2 == r1 && d) direct = d + c->offset * k.es;
   }
   const void* out = c->accum;
-  if (direct) {
-    ReduceN(dtype, ZC_SUM, direct, c->srcs.data(), W_, c->elems);
+  if (direct && k.direct_ok) {
+    SumInto(dtype, &direct, 1, c->srcs.data(), W_, c->elems, /*stream=*/false);
     out = direct;
+  } else if (direct) {
+    char* both[2] = {c->accum, direct};
+    SumInto(dtype, both, 2, c->srcs.data(), W_, c->elems, k.mapped_readers);
   } else if (sh_->options.sgd_lr > 0) {
     thread_local std::vector<char> scratch;
     if (scratch.size() < c->bytes) scratch.resize(c->bytes);
@@ -625,7 +661,7 @@ Status Server::Step(Chunk* c, bool* progress, int* culprit) {
     SgdUpdate(dtype, c->value, scratch.data(), c->elems, sh_->options.sgd_lr / W_);
     out = c->value;
   } else {
-    ReduceN(dtype, ZC_SUM, c->accum, c->srcs.data(), W_, c->elems);
+    SumInto(dtype, &c->accum, 1, c->srcs.data(), W_, c->elems, k.mapped_readers);
   }
   for (int wi = 0; wi < W_; ++wi) {
     ZC_RETURN_IF_ERROR(credit(wi, k.w[wi].push.Release(c->slot, dl)));

@@ -90,7 +90,14 @@ class Server {
     // OfferPull: the co-located worker's pull (a sequence: round 0 while
     // dst changes), and whether the key may be reduced into it.
     int local = -1;  // the co-located worker's index
+    // offer_ok: the co-located worker's pull may take the round's sum
+    // straight into its tensor; direct_ok: and only there (no other worker
+    // reads the results region), else the sum goes to both.
+    bool offer_ok = false;
     bool direct_ok = false;
+    // Workers of other processes read the round's sums in the results
+    // region (kReplyRef): sums are written out around the caches.
+    bool mapped_readers = false;
     std::atomic<uint64_t> offer_round{0};
     std::atomic<char*> offer_dst{nullptr};
   };
@@ -140,6 +147,9 @@ class Server {
   // by the caller). by_ref: the header only; the worker named a pull
   // target: the payload into it, the header into the slot (kReplyInto).
   Status Reply(Chunk* c, int wi, const void* data, uint64_t round, int* culprit, bool direct = false);
+  // The round's sum into outs[0..nouts) (stream: around the caches).
+  static void SumInto(zc_dtype dtype, char* const* outs, int nouts, const void* const* srcs, int n, size_t elems,
+                      bool stream);
   void Fail(const Status& st, int culprit);
   // st names culprit: drops it when it is a tolerated worker that is lost
   // (or whose slots broke), else fails the server.

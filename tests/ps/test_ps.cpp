@@ -518,14 +518,82 @@ int BigBody(int rank, const PipeCase& p) {
   return 0;
 }
 
-TEST_P(Pipeline, DefaultPiecesLargeKeys) {
-  const PipeCase& p = GetParam();
+// A large-key body on 2 and 3 ranks with the default pieces.
+void RunLargeKeys(const PipeCase& p, int (*body)(int, const PipeCase&)) {
   if (p.ranks > 3) GTEST_SKIP() << "large keys: 2 and 3 ranks";
   Env env = {{"ZC_TRANSPORT", p.transport}, {"ZC_TIMEOUT", "60"}};
   if (strcmp(p.transport, "tcp") == 0) env.push_back({"ZC_SOCKET_IFNAME", "lo"});
-  auto res = RunRanks(p.ranks, [&](int rank) { return BigBody(rank, p); }, env, 240);
+  auto res = RunRanks(p.ranks, [&](int rank) { return body(rank, p); }, env, 240);
   EXPECT_TRUE(AllOk(res)) << Describe(res);
 }
+
+TEST_P(Pipeline, DefaultPiecesLargeKeys) { RunLargeKeys(GetParam(), BigBody); }
+
+// Pieces large enough that servers sum them through a cache-sized block
+// and write the sum out with non-temporal stores (from 64 KiB; the default
+// 512 KiB pieces on shared memory), into the results region and, for a
+// co-located worker whose pull is queued, into its tensor as well: every
+// dtype, counts that end mid-block, rank- and round-dependent data, out of
+// place, then in place (pushed from and pulled into the same buffer), and
+// the bytes after each buffer untouched.
+int StreamedBody(int rank, const PipeCase& p) {
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  zc_ps* ps = nullptr;
+  zc_ps_role role = RoleOf(rank, p.ranks, p.separate);
+  CHILD_OK(zc_ps_create(comm, role, nullptr, &ps));
+  if (role == ZC_PS_SERVER) return ServeAndFree(comm, ps);
+  const int W = zc_ps_num_workers(ps);
+  const int w = WorkerIndex(rank, p.ranks, p.separate);
+  const size_t kGuard = 64;
+  std::vector<size_t> counts;
+  for (size_t k = 0; k < std::size(kDtypes); ++k) {
+    // About 1.2 MiB: two full pieces and a third that ends mid-block.
+    counts.push_back((1228800 + 37 * k) / DtypeSize(kDtypes[k]) + 1);
+    CHILD_OK(zc_ps_declare(ps, k, counts[k], kDtypes[k], nullptr));
+  }
+  std::vector<std::vector<char>> in(counts.size()), out(counts.size());
+  for (int r = 1; r <= 4; ++r) {
+    const bool in_place = r >= 3;
+    std::vector<zc_request*> pr(counts.size()), qr(counts.size());
+    for (size_t k = 0; k < counts.size(); ++k) {
+      const size_t bytes = counts[k] * DtypeSize(kDtypes[k]);
+      in[k].assign(bytes + kGuard, 0x33);
+      out[k].assign(bytes + kGuard, 0x5a);
+      char* src = in_place ? out[k].data() : in[k].data();
+      for (size_t i = 0; i < counts[k]; ++i) SetValue(kDtypes[k], src, i, Grad(w, r, i, k));
+      // The pull right behind its push: queued before the piece is summed.
+      CHILD_OK(zc_ps_ipush(ps, k, src, &pr[k]));
+      CHILD_OK(zc_ps_ipull(ps, k, out[k].data(), &qr[k]));
+    }
+    for (size_t k = 0; k < counts.size(); ++k) {
+      CHILD_OK(zc_wait(pr[k]));
+      CHILD_OK(zc_wait(qr[k]));
+      const zc_dtype d = kDtypes[k];
+      for (size_t i = 0; i < counts[k]; ++i) {
+        int64_t want = 0;
+        for (int v = 0; v < W; ++v) {
+          if (d == ZC_BOOL) want |= BoolOf(Grad(v, r, i, k)) != 0;
+          else want += Grad(v, r, i, k);
+        }
+        CHILD_CHECK(SameValue(d, out[k].data(), i, want), "rank %d round %d (%s) %s count %zu element %zu: got %g, "
+                    "want %lld", rank, r, in_place ? "in place" : "out of place", DtypeName(d), counts[k], i,
+                    IsFloatType(d) ? GetF(d, out[k].data(), i) : (double)(int64_t)GetI(d, out[k].data(), i),
+                    (long long)want);
+      }
+      const size_t bytes = counts[k] * DtypeSize(d);
+      for (size_t i = bytes; i < bytes + kGuard; ++i)
+        CHILD_CHECK(out[k][i] == 0x5a, "rank %d round %d %s: byte %zu after the buffer was written", rank, r,
+                    DtypeName(d), i - bytes);
+    }
+  }
+  CHILD_OK(zc_ps_free(ps));
+  CHILD_OK(zc_finalize(comm));
+  printf("rank %d: %zu keys x 4 rounds checked\n", rank, counts.size());
+  return 0;
+}
+
+TEST_P(Pipeline, StreamedSumsEveryDtype) { RunLargeKeys(GetParam(), StreamedBody); }
 
 std::vector<PipeCase> PipeCases(const char* t) {
   std::vector<PipeCase> v;
