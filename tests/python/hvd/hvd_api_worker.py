@@ -227,7 +227,8 @@ def main():
     # (its cycle counted before the snapshot, its collectives after): that
     # one cycle may add up to 3 (the bit vector, then a request exchange of
     # two). Renegotiating every cycle would give 3 per cycle.
-    assert cycles > 0 and neg <= cycles + 3, (s0, s1)
+    assert cycles > 0 and neg <= cycles + 3, ("rank %d: %d negotiation collectives in %d cycles of the steady "
+                                              "steps" % (r, neg, cycles), s0, s1)
     assert s1["cache_hits"] - s0["cache_hits"] >= 3 * 120, (s0, s1)
 
     hvd.barrier()
