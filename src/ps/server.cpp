@@ -313,10 +313,8 @@ Status Server::Declare(uint64_t index, const std::vector<std::string>& msgs, std
   for (int wi = 0; wi < W_; ++wi)
     if (sh_->workers[wi] == g->rank()) key->local = wi;
   key->offer_ok = st.ok() && key->local >= 0 && !need_value;
-  key->direct_ok = key->offer_ok;
   for (int wi = 0; st.ok() && wi < W_; ++wi)
     if (wi != key->local && key->w[wi].by_ref) key->mapped_readers = true;
-  if (key->mapped_readers) key->direct_ok = false;
   const uint64_t results_bytes = key->layout.n * ResultStride(key->layout.capacity);
   if (st.ok()) st = g->Allocate(results_bytes, &key->results);
   if (st.ok()) memset(key->results->data(), 0, results_bytes);  // no init: zeros
@@ -648,7 +646,7 @@ Status Server::Step(Chunk* c, bool* progress, int* culprit) {
     if (r1 == c->round + 1 && r2 == r1 && d) direct = d + c->offset * k.es;
   }
   const void* out = c->accum;
-  if (direct && k.direct_ok) {
+  if (direct && !k.mapped_readers) {
     SumInto(dtype, &direct, 1, c->srcs.data(), W_, c->elems, /*stream=*/false);
     out = direct;
   } else if (direct) {

@@ -91,10 +91,9 @@ class Server {
     // dst changes), and whether the key may be reduced into it.
     int local = -1;  // the co-located worker's index
     // offer_ok: the co-located worker's pull may take the round's sum
-    // straight into its tensor; direct_ok: and only there (no other worker
-    // reads the results region), else the sum goes to both.
+    // straight into its tensor (only there when no worker of another
+    // process reads the results region, else into both).
     bool offer_ok = false;
-    bool direct_ok = false;
     // Workers of other processes read the round's sums in the results
     // region (kReplyRef): sums are written out around the caches.
     bool mapped_readers = false;
