@@ -137,7 +137,10 @@ std::string RunAnalyzer(const std::string& dir, int* exit_code) {
   std::vector<char*> envp;
   for (auto& s : env) envp.push_back(s.data());
   envp.push_back(nullptr);
-  std::string python = ZC_PYTHON;
+  // ZCRUN_PYTHON: another interpreter (one whose environment has the zcomm
+  // package, or a wrapper that a sanitizer run needs to load the module).
+  const char* chosen = getenv("ZCRUN_PYTHON");
+  std::string python = chosen && *chosen ? chosen : ZC_PYTHON;
   std::vector<std::string> args = {python, "-m", "zcomm.trace", dir};
   std::vector<char*> argv;
   for (auto& s : args) argv.push_back(s.data());

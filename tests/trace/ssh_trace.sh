@@ -25,7 +25,17 @@ slurm=$ZC_SRC/tests/slurm
 scenario=$ZC_BUILD/tests/trace/trace_scenario
 zcrun=$ZC_BUILD/launcher/zcrun
 cluster_need sshd ssh ssh-keygen tar
+# A sanitizer run preloads its runtime for the Python interpreters that
+# load the instrumented module (docs/testing.md). Here that is only the
+# analyzer zcrun starts: sshd, ssh and the --rsh wrappers run without it.
+preload=${LD_PRELOAD:-}
+unset LD_PRELOAD
 cluster_init 2
+if [ -n "$preload" ]; then
+  printf '#!/bin/sh\nLD_PRELOAD=%s exec /usr/bin/python3 "$@"\n' "$preload" >"$CLUSTER_DIR/analyzer_python"
+  chmod +x "$CLUSTER_DIR/analyzer_python"
+  export ZCRUN_PYTHON=$CLUSTER_DIR/analyzer_python
+fi
 cluster_start_sshd
 d=$CLUSTER_DIR
 printf 'n1 slots=2\nn2 slots=2\n' >"$d/hostfile"
@@ -33,14 +43,25 @@ remote_before=$(ls -d /tmp/zcrun-trace-*.remote 2>/dev/null || true)
 
 fail() { echo "FAIL: $*"; exit 1; }
 
+# A sanitizer run's options reach the ranks on the emulated hosts too (sshd
+# starts them with an environment of its own).
+forward=(-x ZC_SOCKET_IFNAME -x ZC_TIMEOUT)
+for v in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS TSAN_OPTIONS; do
+  [ -z "${!v:-}" ] || forward+=(-x "$v")
+done
+
 # run NAME RSH: the skip job; its output in $d/NAME.out.
 run() {
   echo "--- $1"
   local rc=0
   emu_exec ctl env -u ZC_TRACE_DIR ZC_SOCKET_IFNAME==eth0 ZC_TIMEOUT=4 TMPDIR="$d" \
-    timeout 120 "$zcrun" --rsh "$2" -x ZC_SOCKET_IFNAME -x ZC_TIMEOUT \
+    timeout 120 "$zcrun" --rsh "$2" "${forward[@]}" \
     --hostfile "$d/hostfile" "$scenario" skip >"$d/$1.out" 2>&1 || rc=$?
   cat "$d/$1.out"
+  # Under a sanitizer: a report by any rank or by zcrun fails the test, even
+  # where the rank was meant to fail anyway.
+  ! grep -qE "ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error: " "$d/$1.out" ||
+    fail "$1: a sanitizer reported"
   [ $rc != 0 ] || fail "$1: zcrun exited 0"
   [ $rc != 124 ] || fail "$1: zcrun did not end within 120 s"
   # zcrun's folders: the local one (in TMPDIR) and the remote one are gone.

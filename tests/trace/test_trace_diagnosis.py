@@ -98,6 +98,32 @@ def check_failure():
             expect("rank %d waits in recv from %d (tag 7, 8 bytes)" % (r, (r - 1) % NP) in v,
                    "rank %d's receive is in the cycle" % r, out)
     print(out)
+    if SCENARIO == "skip" and TRANSPORT == "tcp":
+        check_analyzer_choice()
+
+
+def check_analyzer_choice():
+    """ZCRUN_PYTHON picks the analyzer's interpreter; one that cannot run
+    leaves the dumps in place, named."""
+    folder = tempfile.mkdtemp(prefix="zc_trace_python_")
+    try:
+        wrapper, marker = os.path.join(folder, "python"), os.path.join(folder, "ran")
+        with open(wrapper, "w") as f:
+            f.write('#!/bin/sh\necho "$@" > %s\nexec %s "$@"\n' % (marker, sys.executable))
+        os.chmod(wrapper, 0o755)
+        code, out = run_job(env_extra={"ZCRUN_PYTHON": wrapper})
+        expect(code != 0 and (verdict_of(out) or "").startswith(EXPECTED["skip"]),
+               "a verdict through ZCRUN_PYTHON", out)
+        ran = open(marker).read() if os.path.exists(marker) else ""
+        expect(ran.startswith("-m zcomm.trace "), "ZCRUN_PYTHON ran the analyzer (%r)" % ran, out)
+        code, out = run_job(env_extra={"ZCRUN_PYTHON": os.path.join(folder, "missing")})
+        expect(code != 0 and verdict_of(out) is None, "no verdict without an interpreter", out)
+        kept = [l.split()[6] for l in out.splitlines() if l.startswith("zcrun: the flight-recorder dumps are in ")]
+        expect(len(kept) == 1 and any(n.startswith("zctrace-") for n in os.listdir(kept[0])),
+               "the dumps are kept and named", out)
+        shutil.rmtree(kept[0])
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def check_ok():
