@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "collectives/dtype.h"
@@ -25,7 +26,7 @@ inline bool IsSignedInt(zc_dtype d) {
 }
 
 // Raw element access.
-inline double GetF(zc_dtype d, const void* p, size_t i) {
+[[gnu::always_inline]] inline double GetF(zc_dtype d, const void* p, size_t i) {
   switch (d) {
     case ZC_FLOAT16: { uint16_t h; memcpy(&h, static_cast<const char*>(p) + 2 * i, 2); return HalfToFloat(h); }
     case ZC_BFLOAT16: { uint16_t h; memcpy(&h, static_cast<const char*>(p) + 2 * i, 2); return BFloat16ToFloat(h); }
@@ -34,7 +35,7 @@ inline double GetF(zc_dtype d, const void* p, size_t i) {
     default: return 0;
   }
 }
-inline void SetF(zc_dtype d, void* p, size_t i, double v) {
+[[gnu::always_inline]] inline void SetF(zc_dtype d, void* p, size_t i, double v) {
   char* c = static_cast<char*>(p);
   switch (d) {
     case ZC_FLOAT16: { uint16_t h = FloatToHalf(static_cast<float>(v)); memcpy(c + 2 * i, &h, 2); break; }
@@ -45,7 +46,7 @@ inline void SetF(zc_dtype d, void* p, size_t i, double v) {
   }
 }
 // Integers as 64-bit two's complement (sign- or zero-extended).
-inline uint64_t GetI(zc_dtype d, const void* p, size_t i) {
+[[gnu::always_inline]] inline uint64_t GetI(zc_dtype d, const void* p, size_t i) {
   const char* c = static_cast<const char*>(p);
   switch (d) {
     case ZC_INT8: return static_cast<uint64_t>(static_cast<int64_t>(reinterpret_cast<const int8_t*>(c)[i]));
@@ -58,13 +59,13 @@ inline uint64_t GetI(zc_dtype d, const void* p, size_t i) {
     default: return 0;
   }
 }
-inline void SetI(zc_dtype d, void* p, size_t i, uint64_t v) {
+[[gnu::always_inline]] inline void SetI(zc_dtype d, void* p, size_t i, uint64_t v) {
   char* c = static_cast<char*>(p);
   size_t es = DtypeSize(d);
   memcpy(c + es * i, &v, es);  // little endian: the low bytes
 }
 // Truncate to the type's width and extend back (what GetI of SetI gives).
-inline uint64_t Wrap(zc_dtype d, uint64_t v) {
+[[gnu::always_inline]] inline uint64_t Wrap(zc_dtype d, uint64_t v) {
   switch (d) {
     case ZC_INT8: return static_cast<uint64_t>(static_cast<int64_t>(static_cast<int8_t>(v)));
     case ZC_UINT8: case ZC_BOOL: return static_cast<uint8_t>(v);
@@ -77,7 +78,7 @@ inline uint64_t Wrap(zc_dtype d, uint64_t v) {
 }
 
 // Element i of rank r's input in call `it` (so repeated calls differ).
-inline uint64_t IntInput(zc_op op, int r, size_t i, int it) {
+[[gnu::always_inline]] inline uint64_t IntInput(zc_op op, int r, size_t i, int it) {
   uint64_t h = static_cast<uint64_t>(r) * 131 + i * 7 + static_cast<uint64_t>(it) * 13 + 3;
   // Bitwise ops: each rank clears (band) or sets (bor) a few bits that move
   // with rank, index and call, so results are neither all zeros nor all
@@ -86,7 +87,9 @@ inline uint64_t IntInput(zc_op op, int r, size_t i, int it) {
   if (op == ZC_BOR) return (1ull << (h % 8)) | (1ull << ((h / 8) % 61));
   if (op == ZC_BXOR) return h * 0x9e3779b97f4a7c15ull;
   if (op == ZC_PROD) {
-    int64_t v = static_cast<int64_t>(h % 3) + 1;
+    // Hashed: h % 3 of ranks 131 apart takes every residue on 3 ranks, and
+    // the product would be 6 in every call (a stale result would pass).
+    int64_t v = static_cast<int64_t>(((h * 0x9e3779b97f4a7c15ull) >> 32) % 3) + 1;
     return static_cast<uint64_t>(i % 5 == 0 ? -v : v);
   }
   return static_cast<uint64_t>(static_cast<int64_t>(h % 61) - 30);
@@ -95,7 +98,7 @@ inline uint64_t IntInput(zc_op op, int r, size_t i, int it) {
 // bor) and mostly true for the "and" ops (prod, min, band), so that results
 // are neither all 0 nor all 1 on 1-5 ranks; half and half for bxor. True is
 // not always 1: 2, 0x80, 0xff and 0x10 appear too (any nonzero byte is true).
-inline uint8_t BoolInput(zc_op op, int r, size_t i, int it) {
+[[gnu::always_inline]] inline uint8_t BoolInput(zc_op op, int r, size_t i, int it) {
   uint64_t h = (static_cast<uint64_t>(r) * 131 + i * 7 + static_cast<uint64_t>(it) * 13 + 3) *
                0x9e3779b97f4a7c15ull;
   h ^= h >> 29;
@@ -109,36 +112,81 @@ inline uint8_t BoolInput(zc_op op, int r, size_t i, int it) {
 }
 inline bool IsOrOp(zc_op op) { return op == ZC_SUM || op == ZC_MAX || op == ZC_BOR; }
 
-inline double FloatInput(zc_op op, int r, size_t i, int it) {
+// Floating inputs are +-(1 + k / 97) for k in [0, 97): the step k and the
+// sign of element i of rank r's input in call `it`.
+[[gnu::always_inline]] inline unsigned FloatInputStep(int r, size_t i, int it) {
   uint64_t h = static_cast<uint64_t>(r) * 31 + i * 17 + static_cast<uint64_t>(it) * 5;
-  double v = 1.0 + static_cast<double>(h % 97) / 97.0;  // [1, 2)
-  if (op != ZC_PROD && i % 3 == 1) v = -v;
-  return v;
+  return static_cast<unsigned>(h % 97);
+}
+[[gnu::always_inline]] inline bool FloatInputNegative(zc_op op, size_t i) {
+  return op != ZC_PROD && i % 3 == 1;
+}
+[[gnu::always_inline]] inline double FloatInput(zc_op op, int r, size_t i, int it) {
+  double v = 1.0 + static_cast<double>(FloatInputStep(r, i, it)) / 97.0;  // [1, 2)
+  return FloatInputNegative(op, i) ? -v : v;
 }
 
-inline void FillInput(zc_dtype d, zc_op op, void* p, size_t count, int r, int it) {
-  if (IsFloatType(d)) {
-    for (size_t i = 0; i < count; ++i) SetF(d, p, i, FloatInput(op, r, i, it));
-  } else if (d == ZC_BOOL) {
-    for (size_t i = 0; i < count; ++i) static_cast<uint8_t*>(p)[i] = BoolInput(op, r, i, it);
-  } else {
-    for (size_t i = 0; i < count; ++i) SetI(d, p, i, IntInput(op, r, i, it));
+// Calls body(std::integral_constant<zc_dtype, d>) with the dtype as a
+// compile-time constant: the element helpers above switch on the dtype, and
+// a loop over millions of elements should switch once, not per element.
+template <typename Body>
+inline auto WithDtype(zc_dtype d, Body&& body) {
+  switch (d) {
+#define ZC_TEST_DTYPE_CASE(D) \
+    case D: return body(std::integral_constant<zc_dtype, D>{});
+    ZC_TEST_DTYPE_CASE(ZC_INT8) ZC_TEST_DTYPE_CASE(ZC_UINT8) ZC_TEST_DTYPE_CASE(ZC_INT16)
+    ZC_TEST_DTYPE_CASE(ZC_UINT16) ZC_TEST_DTYPE_CASE(ZC_INT32) ZC_TEST_DTYPE_CASE(ZC_UINT32)
+    ZC_TEST_DTYPE_CASE(ZC_INT64) ZC_TEST_DTYPE_CASE(ZC_UINT64) ZC_TEST_DTYPE_CASE(ZC_FLOAT16)
+    ZC_TEST_DTYPE_CASE(ZC_BFLOAT16) ZC_TEST_DTYPE_CASE(ZC_FLOAT32) ZC_TEST_DTYPE_CASE(ZC_FLOAT64)
+#undef ZC_TEST_DTYPE_CASE
+    default: return body(std::integral_constant<zc_dtype, ZC_BOOL>{});
   }
 }
 
+[[gnu::always_inline]] inline void FillElement(zc_dtype d, zc_op op, void* p, size_t i, int r, int it) {
+  if (IsFloatType(d)) SetF(d, p, i, FloatInput(op, r, i, it));
+  else if (d == ZC_BOOL) static_cast<uint8_t*>(p)[i] = BoolInput(op, r, i, it);
+  else SetI(d, p, i, IntInput(op, r, i, it));
+}
+
+inline void FillInput(zc_dtype d, zc_op op, void* p, size_t count, int r, int it) {
+  WithDtype(d, [&](auto dt) {
+    for (size_t i = 0; i < count; ++i) FillElement(dt, op, p, i, r, it);
+  });
+}
+
+// 1 + k / 97 as each floating dtype holds it, for every k, computed once:
+// the checks need every rank's input per element, and converting each one
+// to half precision in software made them the tests' main cost. Rounding to
+// nearest is symmetric, so the sign is applied afterwards.
+inline const double* RoundedFloatSteps(zc_dtype d) {
+  struct Steps { double of[4][97]; };
+  static const Steps steps = [] {
+    Steps s{};
+    const zc_dtype types[4] = {ZC_FLOAT16, ZC_BFLOAT16, ZC_FLOAT32, ZC_FLOAT64};
+    for (int t = 0; t < 4; ++t)
+      for (unsigned k = 0; k < 97; ++k) {
+        char buf[8];
+        SetF(types[t], buf, 0, 1.0 + static_cast<double>(k) / 97.0);
+        s.of[t][k] = GetF(types[t], buf, 0);
+      }
+    return s;
+  }();
+  return steps.of[d == ZC_FLOAT16 ? 0 : d == ZC_BFLOAT16 ? 1 : d == ZC_FLOAT32 ? 2 : 3];
+}
+
 // Input value as the dtype holds it.
-inline double RoundedFloatInput(zc_dtype d, zc_op op, int r, size_t i, int it) {
-  char buf[8];
-  SetF(d, buf, 0, FloatInput(op, r, i, it));
-  return GetF(d, buf, 0);
+[[gnu::always_inline]] inline double RoundedFloatInput(zc_dtype d, zc_op op, int r, size_t i, int it) {
+  const double v = RoundedFloatSteps(d)[FloatInputStep(r, i, it)];
+  return FloatInputNegative(op, i) ? -v : v;
 }
 
 // Checks element i of `out` against the reduction over ranks[0..n) of the
 // inputs at index `src_index` (for reduce-scatter the input index differs
-// from the output index). Returns an empty string or a message.
-inline std::string CheckReduced(zc_dtype d, zc_op op, const void* out, size_t i, size_t src_index,
-                                int n, int it) {
-  char msg[256];
+// from the output index). True when it matches; otherwise false, with the
+// message in msg.
+[[gnu::always_inline]] inline bool ElementReduced(zc_dtype d, zc_op op, const void* out, size_t i,
+                                                  size_t src_index, int n, int it, char (&msg)[256]) {
   if (IsFloatType(d)) {
     double want = 0, mag = 0;
     for (int r = 0; r < n; ++r) {
@@ -161,9 +209,9 @@ inline std::string CheckReduced(zc_dtype d, zc_op op, const void* out, size_t i,
     if (!(std::fabs(got - want) <= tol)) {
       snprintf(msg, sizeof msg, "%s %s element %zu: got %.8g want %.8g (tol %.3g)", DtypeName(d),
                OpName(op), i, got, want, tol);
-      return msg;
+      return false;
     }
-    return "";
+    return true;
   }
   if (d == ZC_BOOL) {
     // Logical: or (sum, max, bor), xor (bxor), and (prod, min, band); the
@@ -179,9 +227,9 @@ inline std::string CheckReduced(zc_dtype d, zc_op op, const void* out, size_t i,
     if (got != (want ? 1u : 0u)) {
       snprintf(msg, sizeof msg, "bool %s element %zu: got byte %u want %u", OpName(op), i, got,
                want ? 1u : 0u);
-      return msg;
+      return false;
     }
-    return "";
+    return true;
   }
   uint64_t want = 0;
   for (int r = 0; r < n; ++r) {
@@ -199,9 +247,29 @@ inline std::string CheckReduced(zc_dtype d, zc_op op, const void* out, size_t i,
   if (got != want) {
     snprintf(msg, sizeof msg, "%s %s element %zu: got %lld want %lld", DtypeName(d), OpName(op), i,
              static_cast<long long>(got), static_cast<long long>(want));
-    return msg;
+    return false;
   }
-  return "";
+  return true;
+}
+
+// The message for element i, or an empty string.
+inline std::string CheckReduced(zc_dtype d, zc_op op, const void* out, size_t i, size_t src_index,
+                                int n, int it) {
+  char msg[256];
+  return ElementReduced(d, op, out, i, src_index, n, it, msg) ? std::string() : std::string(msg);
+}
+
+// Checks out[0..count) against the inputs at src_first.. (CheckReduced for
+// every element). Returns an empty string or the first mismatch's message.
+inline std::string CheckReducedRange(zc_dtype d, zc_op op, const void* out, size_t count,
+                                     size_t src_first, int n, int it) {
+  char msg[256];
+  const bool ok = WithDtype(d, [&](auto dt) {
+    for (size_t i = 0; i < count; ++i)
+      if (!ElementReduced(dt, op, out, i, src_first + i, n, it, msg)) return false;
+    return true;
+  });
+  return ok ? std::string() : std::string(msg);
 }
 
 inline std::vector<zc_op> OpsFor(zc_dtype d) {

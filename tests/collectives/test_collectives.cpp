@@ -51,8 +51,8 @@ int AllreduceMatrixBody(int rank, const std::vector<size_t>& counts, const std::
     if (expect_algo && n > 1)
       CHILD_CHECK(strcmp(zc_last_algorithm(comm), expect_algo) == 0, "algorithm %s, expected %s",
                   zc_last_algorithm(comm), expect_algo);
-    for (size_t i = 0; i < count; ++i) {
-      std::string err = CheckReduced(d, op, out, i, i, n, it);
+    {
+      std::string err = CheckReducedRange(d, op, out, count, 0, n, it);
       CHILD_CHECK(err.empty(), "rank %d count %zu %s: %s", rank, count, inplace ? "in place" : "out of place",
                   err.c_str());
     }
@@ -166,8 +166,8 @@ int ZeroCopyBody(int rank, Memory memory) {
     CHILD_OK(zc_allreduce(comm, sb, out, count, d, op));
     CHILD_CHECK(n < 2 || strcmp(zc_last_algorithm(comm), "shm") == 0, "algorithm %s",
                 zc_last_algorithm(comm));
-    for (size_t i = 0; i < count; ++i) {
-      std::string err = CheckReduced(d, op, out, i, i, n, it);
+    {
+      std::string err = CheckReducedRange(d, op, out, count, 0, n, it);
       CHILD_CHECK(err.empty(), "rank %d %s count %zu %s: %s", rank, DtypeName(d), count,
                   inplace ? "in place" : "out of place", err.c_str());
     }
@@ -274,8 +274,8 @@ int PoolBuffersBody(int rank, size_t big) {
         CHILD_OK(zc_allreduce(comm, s, out, count, d, op));
         CHILD_CHECK(n < 2 || strcmp(zc_last_algorithm(comm), "ring") == 0, "algorithm %s",
                     zc_last_algorithm(comm));
-        for (size_t i = 0; i < count; ++i) {
-          std::string err = CheckReduced(d, op, out, i, i, n, it);
+        {
+          std::string err = CheckReducedRange(d, op, out, count, 0, n, it);
           CHILD_CHECK(err.empty(), "rank %d count %zu %s: %s", rank, count,
                       inplace ? "in place" : "out of place", err.c_str());
         }
@@ -337,22 +337,21 @@ int BitwiseBody(int rank, const char* expect_algo) {
         if (expect_algo && n > 1)
           CHILD_CHECK(strcmp(zc_last_algorithm(comm), expect_algo) == 0, "algorithm %s",
                       zc_last_algorithm(comm));
-        for (size_t i = 0; i < count; ++i) {
-          std::string err = CheckReduced(d, op, sb, i, i, n, it);
+        {
+          std::string err = CheckReducedRange(d, op, sb, count, 0, n, it);
           CHILD_CHECK(err.empty(), "allreduce count %zu: %s", count, err.c_str());
         }
         int root = it % n;
         CHILD_OK(zc_reduce(comm, sa, rank == root ? sb : nullptr, count, d, op, root));
-        if (rank == root)
-          for (size_t i = 0; i < count; ++i) {
-            std::string err = CheckReduced(d, op, sb, i, i, n, it);
-            CHILD_CHECK(err.empty(), "reduce root %d count %zu: %s", root, count, err.c_str());
-          }
+        if (rank == root) {
+          std::string err = CheckReducedRange(d, op, sb, count, 0, n, it);
+          CHILD_CHECK(err.empty(), "reduce root %d count %zu: %s", root, count, err.c_str());
+        }
         if (count > 1024) continue;
         FillInput(d, op, sa, count * n, rank, it);
         CHILD_OK(zc_reduce_scatter(comm, sa, sb, count, d, op));
-        for (size_t i = 0; i < count; ++i) {
-          std::string err = CheckReduced(d, op, sb, i, rank * count + i, n, it);
+        {
+          std::string err = CheckReducedRange(d, op, sb, count, rank * count, n, it);
           CHILD_CHECK(err.empty(), "reduce_scatter count %zu: %s", count, err.c_str());
         }
       }
@@ -414,8 +413,8 @@ int NewDtypesBody(int rank, const char* expect_algo) {
   int it = 0;
   auto check = [&](zc_dtype d, zc_op op, const char* what, const void* out, size_t count, size_t first,
                    int iter) -> int {
-    for (size_t i = 0; i < count; ++i) {
-      std::string err = CheckReduced(d, op, out, i, first + i, n, iter);
+    {
+      std::string err = CheckReducedRange(d, op, out, count, first, n, iter);
       CHILD_CHECK(err.empty(), "rank %d %s count %zu: %s", rank, what, count, err.c_str());
     }
     return 0;
@@ -640,11 +639,10 @@ int OtherCollectivesBody(int rank) {
           FillInput(d, op, sa, count, rank, it);
           char* out = rank == root ? (inplace ? sa : sb) : nullptr;
           CHILD_OK(zc_reduce(comm, sa, out, count, d, op, root));
-          if (rank == root)
-            for (size_t i = 0; i < count; ++i) {
-              std::string err = CheckReduced(d, op, out, i, i, n, it);
-              CHILD_CHECK(err.empty(), "reduce root %d count %zu: %s", root, count, err.c_str());
-            }
+          if (rank == root) {
+            std::string err = CheckReducedRange(d, op, out, count, 0, n, it);
+            CHILD_CHECK(err.empty(), "reduce root %d count %zu: %s", root, count, err.c_str());
+          }
         }
       }
       // Allgather (out of place, then in place with my block inside recv).
@@ -663,8 +661,8 @@ int OtherCollectivesBody(int rank) {
       for (zc_op op : {ZC_SUM, ZC_MIN}) {
         FillInput(d, op, sa, count * n, rank, it);
         CHILD_OK(zc_reduce_scatter(comm, sa, sb, count, d, op));
-        for (size_t i = 0; i < count; ++i) {
-          std::string err = CheckReduced(d, op, sb, i, rank * count + i, n, it);
+        {
+          std::string err = CheckReducedRange(d, op, sb, count, rank * count, n, it);
           CHILD_CHECK(err.empty(), "reduce_scatter count %zu: %s", count, err.c_str());
         }
       }
@@ -688,8 +686,8 @@ int OtherCollectivesBody(int rank) {
     size_t count = 1001;
     FillInput(ZC_FLOAT32, ZC_SUM, sa, count * n, rank, 99);
     CHILD_OK(zc_reduce_scatter(comm, sa, sa, count, ZC_FLOAT32, ZC_SUM));
-    for (size_t i = 0; i < count; ++i) {
-      std::string err = CheckReduced(ZC_FLOAT32, ZC_SUM, sa, i, rank * count + i, n, 99);
+    {
+      std::string err = CheckReducedRange(ZC_FLOAT32, ZC_SUM, sa, count, rank * count, n, 99);
       CHILD_CHECK(err.empty(), "reduce_scatter in place: %s", err.c_str());
     }
   }
@@ -732,8 +730,8 @@ TEST(Plan, StartWaitManyTimes) {
         st = plan->Wait();
         CHILD_CHECK(st.ok(), "wait: %s", st.message().c_str());
         const float* r = it % 2 ? out.data() : in.data();
-        for (size_t i = 0; i < count; ++i) {
-          std::string err = CheckReduced(ZC_FLOAT32, ZC_SUM, r, i, i, 3, it);
+        {
+          std::string err = CheckReducedRange(ZC_FLOAT32, ZC_SUM, r, count, 0, 3, it);
           CHILD_CHECK(err.empty(), "plan iteration %d: %s", it, err.c_str());
         }
         // Plans and ordinary collectives interleave.
@@ -845,8 +843,8 @@ TEST(Nonblocking, IallreduceOverlapsNothingElse) {
       zc_request* req = nullptr;
       CHILD_OK(zc_iallreduce(comm, in.data(), out.data(), count, ZC_FLOAT64, ZC_AVG, &req));
       CHILD_OK(zc_wait(req));
-      for (size_t i = 0; i < count; ++i) {
-        std::string err = CheckReduced(ZC_FLOAT64, ZC_AVG, out.data(), i, i, 4, it);
+      {
+        std::string err = CheckReducedRange(ZC_FLOAT64, ZC_AVG, out.data(), count, 0, 4, it);
         CHILD_CHECK(err.empty(), "%s", err.c_str());
       }
     }

@@ -119,8 +119,8 @@ int AllreduceBody(int rank) {
           }
           std::memset(host.data(), 0, max_bytes);
           CU_OK(drv->MemcpyDtoH(host.data(), reinterpret_cast<gpu::CuDevicePtr>(out), count * es + 8));
-          for (size_t i = 0; i < count; ++i) {
-            std::string err = CheckReduced(d, op, host.data(), i, i, n, it);
+          {
+            std::string err = CheckReducedRange(d, op, host.data(), count, 0, n, it);
             CHILD_CHECK(err.empty(), "rank %d %s %s count %zu mode %d: %s", rank, DtypeName(d),
                         zc_status_string(ZC_OK), count, mode, err.c_str());
           }
@@ -150,8 +150,8 @@ int AllreduceBody(int rank) {
       CHILD_CHECK((strcmp(zc_last_algorithm(comm), "cuda_ipc") == 0) == ExpectIpc(count * 4),
                   "large: algorithm %s", zc_last_algorithm(comm));
       CU_OK(drv->MemcpyDtoH(hb.data(), reinterpret_cast<gpu::CuDevicePtr>(out), count * 4));
-      for (size_t i = 0; i < count; ++i) {
-        std::string err = CheckReduced(ZC_FLOAT32, ZC_AVG, hb.data(), i, i, n, it);
+      {
+        std::string err = CheckReducedRange(ZC_FLOAT32, ZC_AVG, hb.data(), count, 0, n, it);
         CHILD_CHECK(err.empty(), "large allreduce inplace %d: %s", inplace, err.c_str());
       }
     }
@@ -171,8 +171,8 @@ int AllreduceBody(int rank) {
       CHILD_OK(zc_allreduce(comm, sb, hbuf.data(), count, ZC_FLOAT32, ZC_SUM));
     }
     CHILD_CHECK(strcmp(zc_last_algorithm(comm), "cuda_ipc") != 0, "mixed buffers took CUDA IPC");
-    for (size_t i = 0; i < count; ++i) {
-      std::string err = CheckReduced(ZC_FLOAT32, ZC_SUM, hbuf.data(), i, i, n, it);
+    {
+      std::string err = CheckReducedRange(ZC_FLOAT32, ZC_SUM, hbuf.data(), count, 0, n, it);
       CHILD_CHECK(err.empty(), "mixed allreduce dir %d: %s", dir, err.c_str());
     }
   }
@@ -233,8 +233,8 @@ int OthersBody(int rank) {
           CHILD_OK(zc_reduce(comm, sa, out, count, d, op, root));
           if (rank == root) {
             CU_OK(D2H(h.data(), out, count * es));
-            for (size_t i = 0; i < count; ++i) {
-              std::string err = CheckReduced(d, op, h.data(), i, i, n, it);
+            {
+              std::string err = CheckReducedRange(d, op, h.data(), count, 0, n, it);
               CHILD_CHECK(err.empty(), "reduce root %d count %zu: %s", root, count, err.c_str());
             }
           }
@@ -261,8 +261,8 @@ int OthersBody(int rank) {
         CHILD_OK(zc_reduce_scatter(comm, sa, sb, count, d, op));
         if (path_ok("reduce_scatter", n * count * es)) return 1;
         CU_OK(D2H(h.data(), sb, count * es));
-        for (size_t i = 0; i < count; ++i) {
-          std::string err = CheckReduced(d, op, h.data(), i, rank * count + i, n, it);
+        {
+          std::string err = CheckReducedRange(d, op, h.data(), count, rank * count, n, it);
           CHILD_CHECK(err.empty(), "reduce_scatter count %zu: %s", count, err.c_str());
         }
       }
