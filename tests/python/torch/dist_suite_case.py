@@ -1,12 +1,12 @@
 """The test class dist_suite.py runs: torch 1.13's own
 DistributedTest._DistTestBase (torch/testing/_internal/distributed/
 distributed_test.py, installed by python3-torch), mixed into TestDistBackend
-exactly as torch's test/distributed/test_distributed_spawn.py does: every
-test spawns WORLD_SIZE processes, each initialises the default group and
-runs the test body.
+as torch's test/distributed/test_distributed_spawn.py does: every test
+starts WORLD_SIZE processes, each initialises the default group and runs
+the test body. The processes come from a fork server (below), not spawn.
 
 Imported by dist_suite.py after it has set the environment, and again by
-every spawned rank (multiprocessing's spawn unpickles the class from here),
+the fork server the ranks start from (they unpickle the class from here),
 so everything below depends on the environment only:
 
   BACKEND              the backend the suite is defined for (distributed_test
@@ -87,15 +87,43 @@ if PG_BACKEND:
         _c10d.monitored_barrier = zcomm.torch.monitored_barrier
         dist.monitored_barrier = zcomm.torch.monitored_barrier
 
+import torch.testing._internal.distributed.distributed_test as _dt  # noqa: E402
 from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
     DistributedTest,
     TestDistBackend,
 )
 
 
+# The ranks start from multiprocessing's fork server, which imports this
+# module (torch, the suite) once per run: spawning, as
+# test_distributed_spawn.py does, re-imports all of it in every rank of
+# every test, 3-7 s per test of a 2-core machine's time, more than most
+# tests take. A rank is still a fresh child of that single-threaded server,
+# not of the process running the tests, and it gets the environment the
+# test's setUp left (the suite sets TEMP_DIR and MASTER_ADDR there), as a
+# spawned rank would.
+_RANK_CONTEXT = torch.multiprocessing.get_context("forkserver")
+_RANK_CONTEXT.set_forkserver_preload([__name__])
+
+
+class _RankProcess(_RANK_CONTEXT.Process):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._environ = dict(os.environ)
+
+    def run(self):
+        os.environ.clear()
+        os.environ.update(self._environ)
+        # The one value the suite takes from the environment at import and
+        # setUp changes per test (initialize_temp_directories): a spawned
+        # rank imports the suite after that change.
+        _dt.INIT_METHOD = os.getenv("INIT_METHOD", "env://")
+        super().run()
+
+
 class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
-    # As test_distributed_spawn.py.
+    # As test_distributed_spawn.py, with ranks from the fork server.
     def setUp(self):
         super().setUp()
-        self._spawn_processes()
+        self._start_processes(_RankProcess)
         torch.backends.cudnn.flags(enabled=True, allow_tf32=False).__enter__()

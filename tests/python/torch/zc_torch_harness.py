@@ -1,6 +1,13 @@
-"""Runs a function on N ranks of a torch.distributed job (multiprocessing,
-spawn), each with the process group initialised, and returns every rank's
-result. Shared by the zcomm.torch tests."""
+"""Runs a function on N ranks of a torch.distributed job (multiprocessing),
+each with the process group initialised, and returns every rank's result.
+Shared by the zcomm.torch tests.
+
+The ranks are forked from multiprocessing's fork server, which imports
+torch and zcomm.torch once per test program: a spawned rank spends 3-7 s of
+a 2-core machine's time importing torch, more than most tests take. Each
+rank is still a fresh child of that single-threaded server, never of the
+test process, and starts with the environment the test process has when it
+calls run() (the server's own is the one it was started with)."""
 import datetime
 import faulthandler
 import multiprocessing as mp
@@ -47,7 +54,25 @@ def _init_method(kind, tmpdir):
     raise ValueError(kind)
 
 
-def _entry(fn, rank, world, backend, init_method, port, args, q, timeout):
+_PRELOAD = ["torch", "torch.distributed", "zcomm.torch"]
+
+
+def rank_context():
+    """The multiprocessing context ranks start from (see the module's doc);
+    pass the result of environ_for_rank() to the rank and apply it there."""
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(_PRELOAD)
+    return ctx
+
+
+def apply_environ(env):
+    """In a rank: the environment the test process had at run()."""
+    os.environ.clear()
+    os.environ.update(env)
+
+
+def _entry(fn, rank, world, backend, init_method, port, args, q, timeout, env):
+    apply_environ(env)
     loopback_env()
     # A rank still running near the job's deadline shows where it is stuck.
     faulthandler.dump_traceback_later(max(timeout - 5, 1), exit=False)
@@ -69,13 +94,14 @@ def _entry(fn, rank, world, backend, init_method, port, args, q, timeout):
 def run(fn, world, *args, backend="zcomm", init="tcp", timeout=180, may_die=()):
     """Returns [result of rank 0, ...] (None for a rank in may_die that died
     without a result); raises naming the ranks that failed."""
-    ctx = mp.get_context("spawn")
+    ctx = rank_context()
     q = ctx.Queue()
     with tempfile.TemporaryDirectory() as tmpdir:
         init_method = _init_method(init, tmpdir)
         port = free_port()
         procs = [ctx.Process(target=_entry,
-                             args=(fn, r, world, backend, init_method, port, args, q, timeout))
+                             args=(fn, r, world, backend, init_method, port, args, q, timeout,
+                                   dict(os.environ)))
                  for r in range(world)]
         for p in procs:
             p.start()
