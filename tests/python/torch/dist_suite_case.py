@@ -88,6 +88,7 @@ if PG_BACKEND:
         dist.monitored_barrier = zcomm.torch.monitored_barrier
 
 import torch.testing._internal.distributed.distributed_test as _dt  # noqa: E402
+import zc_torch_harness as h  # noqa: E402
 from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
     DistributedTest,
     TestDistBackend,
@@ -102,23 +103,15 @@ from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
 # not of the process running the tests, and it gets the environment the
 # test's setUp left (the suite sets TEMP_DIR and MASTER_ADDR there), as a
 # spawned rank would.
-_RANK_CONTEXT = torch.multiprocessing.get_context("forkserver")
-_RANK_CONTEXT.set_forkserver_preload([__name__])
+h.preload([__name__])
 
 
-class _RankProcess(_RANK_CONTEXT.Process):
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._environ = dict(os.environ)
-
-    def run(self):
-        os.environ.clear()
-        os.environ.update(self._environ)
+class _RankProcess(h.RankProcess):
+    def prepare(self):
         # The one value the suite takes from the environment at import and
         # setUp changes per test (initialize_temp_directories): a spawned
         # rank imports the suite after that change.
         _dt.INIT_METHOD = os.getenv("INIT_METHOD", "env://")
-        super().run()
 
 
 class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):

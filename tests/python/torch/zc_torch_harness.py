@@ -54,25 +54,34 @@ def _init_method(kind, tmpdir):
     raise ValueError(kind)
 
 
-_PRELOAD = ["torch", "torch.distributed", "zcomm.torch"]
+_FORK_SERVER = mp.get_context("forkserver")
 
 
-def rank_context():
-    """The multiprocessing context ranks start from (see the module's doc);
-    pass the result of environ_for_rank() to the rank and apply it there."""
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(_PRELOAD)
-    return ctx
+class RankProcess(_FORK_SERVER.Process):
+    """A rank forked from the fork server (see the module's doc), in the
+    environment the test process has when it creates the rank. Subclasses
+    redo in prepare() what a spawned rank's imports would see differently."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._environ = dict(os.environ)
+
+    def prepare(self):
+        pass
+
+    def run(self):
+        os.environ.clear()
+        os.environ.update(self._environ)
+        self.prepare()
+        super().run()
 
 
-def apply_environ(env):
-    """In a rank: the environment the test process had at run()."""
-    os.environ.clear()
-    os.environ.update(env)
+def preload(modules):
+    """The modules the fork server imports once, before its first rank."""
+    _FORK_SERVER.set_forkserver_preload(modules)
 
 
-def _entry(fn, rank, world, backend, init_method, port, args, q, timeout, env):
-    apply_environ(env)
+def _entry(fn, rank, world, backend, init_method, port, args, q, timeout):
     loopback_env()
     # A rank still running near the job's deadline shows where it is stuck.
     faulthandler.dump_traceback_later(max(timeout - 5, 1), exit=False)
@@ -94,14 +103,13 @@ def _entry(fn, rank, world, backend, init_method, port, args, q, timeout, env):
 def run(fn, world, *args, backend="zcomm", init="tcp", timeout=180, may_die=()):
     """Returns [result of rank 0, ...] (None for a rank in may_die that died
     without a result); raises naming the ranks that failed."""
-    ctx = rank_context()
-    q = ctx.Queue()
+    preload(["torch", "torch.distributed", "zcomm.torch"])
+    q = _FORK_SERVER.Queue()
     with tempfile.TemporaryDirectory() as tmpdir:
         init_method = _init_method(init, tmpdir)
         port = free_port()
-        procs = [ctx.Process(target=_entry,
-                             args=(fn, r, world, backend, init_method, port, args, q, timeout,
-                                   dict(os.environ)))
+        procs = [RankProcess(target=_entry,
+                             args=(fn, r, world, backend, init_method, port, args, q, timeout))
                  for r in range(world)]
         for p in procs:
             p.start()
