@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "api/comm.h"
@@ -97,6 +98,21 @@ void OnSigterm(int sig) {
   errno = saved;
 }
 
+// A normal exit without zc_finalize (a rank whose call failed because a
+// peer saw the launcher die first, and which returned before its own watch
+// thread ran) skips the watch's clean-up as SIGTERM would: the segments'
+// names go, and the line names the cause when the launcher is gone.
+void OnExit() {
+  int ntags = g_term.ntags.load();
+  for (int i = 0; i < ntags && i < kMaxTags; ++i) Segment::UnlinkOwned(g_term.tags[i], getpid());
+  bool gone = getppid() != g_term.parent;
+  if (!gone && g_term.launcher_fd >= 0) {
+    struct pollfd p = {g_term.launcher_fd, POLLIN, 0};
+    gone = poll(&p, 1, 0) > 0;
+  }
+  if (gone) SayLauncherDied(g_term.rank, g_term.launcher, g_term.launcher_pid, false);
+}
+
 void InstallSigterm(int rank, const LauncherInfo& info, const std::string& tag) {
   int i = g_term.ntags.load();
   if (i < kMaxTags) {
@@ -109,6 +125,7 @@ void InstallSigterm(int rank, const LauncherInfo& info, const std::string& tag) 
   g_term.launcher_pid = info.pid;
   strncpy(g_term.launcher, info.name.c_str(), sizeof(g_term.launcher) - 1);
   if (info.pid > 0) g_term.launcher_fd = static_cast<int>(syscall(SYS_pidfd_open, info.pid, 0));
+  atexit(OnExit);
   struct sigaction old;
   if (sigaction(SIGTERM, nullptr, &old) != 0 || old.sa_handler != SIG_DFL ||
       (old.sa_flags & SA_SIGINFO))

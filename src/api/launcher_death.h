@@ -9,6 +9,8 @@
 // segments first, says why when the launcher is gone, and dies of SIGTERM
 // as before: exit statuses do not change (a SIGTERM while the launcher
 // lives ends the rank 100 ms later: the handler first checks the launcher).
+// A normal exit without zc_finalize does the same through an exit handler
+// (without a signal): mpirun, unlike zcrun, leaves the names in /dev/shm.
 #pragma once
 
 #include <memory>

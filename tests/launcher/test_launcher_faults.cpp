@@ -162,6 +162,37 @@ TEST(LauncherDeath, RanksOfAKilledMpirunExitAndReleaseTheirMemory) {
   KillLauncherAndFollow(job, dir, mpirun);
 }
 
+// Ranks that exit without zc_finalize under a launcher that does not clean
+// /dev/shm after them (mpirun; zcrun removes the job's segments itself):
+// their segments' names go with them (zcomm's exit handler), and no rank
+// claims its launcher died. The race this covers: a rank whose call fails
+// because a peer saw the launcher die first returns and exits before its
+// own watch thread has unlinked anything.
+TEST(LauncherDeath, RanksExitingWithoutFinalizeLeaveNoSegmentsUnderMpirun) {
+#if !ZC_HAVE_PMIX
+  GTEST_SKIP() << "zcomm built without PMIx";
+#endif
+  std::string mpirun = system("mpirun.openmpi --version >/dev/null 2>&1") == 0 ? "mpirun.openmpi"
+                                                                                : "mpirun";
+  if (system((mpirun + " --version >/dev/null 2>&1").c_str()) != 0) GTEST_SKIP() << "no mpirun";
+  std::string dir = TempDir();
+  ASSERT_FALSE(dir.empty());
+  Runner job = Runner::Command({mpirun, "--allow-run-as-root", "--oversubscribe", "--quiet", "-np", "2",
+                                Probe(), "exit-unfinalized", dir},
+                               {"ZC_TIMEOUT=60"});
+  ASSERT_TRUE(job.Start());
+  Result r = job.Finish(60);
+  ASSERT_FALSE(r.timed_out) << Describe(r);
+  for (int rank = 0; rank < 2; ++rank) {
+    std::string pid_text = ReadFile(dir + "/pid." + std::to_string(rank));
+    ASSERT_FALSE(pid_text.empty()) << "rank " << rank << " did not get to its exit\n" << Describe(r);
+    pid_t pid = atoi(pid_text.c_str());
+    EXPECT_EQ(SegmentsOf(pid), 0) << "rank " << rank << " (pid " << pid << ") left its segments in /dev/shm";
+    std::string err = ReadFile(dir + "/err." + std::to_string(rank));
+    EXPECT_EQ(err.find("died"), std::string::npos) << "rank " << rank << " stderr:\n" << err;
+  }
+}
+
 // A rank that never calls zcomm (no watch of its own) still dies with zcrun:
 // that is zcrun's PR_SET_PDEATHSIG.
 TEST(LauncherDeath, RanksWithoutZcommDieWithZcrun) {

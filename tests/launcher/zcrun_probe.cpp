@@ -347,6 +347,23 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
+  if (mode == "exit-unfinalized" && argc == 3) {
+    // Pool memory, one allreduce, then exit(0) without zc_finalize; stderr
+    // to DIR/err.<rank>, "<pid>" to DIR/pid.<rank>.
+    std::string dir = argv[2];
+    int fd = open((dir + "/err." + std::to_string(rank)).c_str(),
+                  O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0 || dup2(fd, 2) < 0) return 20;
+    zc_comm* comm = nullptr;
+    if (zc_init(&comm) != ZC_OK) return 21;
+    rank = zc_rank(comm);
+    void* mem = nullptr;
+    if (zc_mem_alloc(comm, 1 << 20, &mem) != ZC_OK) return 22;
+    double x = 1;
+    if (zc_allreduce(comm, &x, &x, 1, ZC_FLOAT64, ZC_SUM) != ZC_OK) return 23;
+    WriteFile(dir + "/pid." + std::to_string(rank), std::to_string(getpid()) + "\n");
+    exit(0);
+  }
   if (mode == "orphan-wait" && argc == 3) {
     // For zcrun's (or mpirun's) death: stderr goes to DIR/err.<rank> (the
     // launcher's pipes die with it); DIR/pid.<rank> says "<pid> <job tag>".
