@@ -77,6 +77,10 @@ class TcpTransport final : public Transport {
   // One socket to host:port, retried when the peer cut the handshake short.
   Status Dial(int peer, const std::string& host, int port, int index, Socket* s, const Deadline& dl);
   Status ConnectWhileAlive(int peer, const std::string& host, int port, const Deadline& dl, int* fd);
+  // The first peer of the plan known lost (or the Device's abort), else OK:
+  // one lost member dooms the whole Connect, whichever peer is being dialed
+  // (a survivor that saw it gave up and closed its listener, and refuses).
+  Status PeersHealth() const;
   Status ClientHandshake(int fd, int index, const Deadline& dl);
   // Shutdown's first step: the lazy flags, then a goodbye on every live socket.
   void SayGoodbye();
@@ -161,8 +165,7 @@ Status TcpTransport::ConnectSockets(const std::vector<std::string>& all, int exp
   // The lower ranks dial us: one that died (a process of this host that
   // exited) never will, so do not wait for it until the deadline.
   while (cst.ok() && !accepted.load()) {
-    for (int p = 0; p < setup_.rank && cst.ok(); ++p)
-      if (std::find(peers_.begin(), peers_.end(), p) != peers_.end()) cst = host_->Health(p);
+    cst = PeersHealth();
     if (cst.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   if (!cst.ok()) listener_.Stop();
@@ -207,15 +210,22 @@ Status TcpTransport::Dial(int peer, const std::string& host, int port, int index
 }
 
 // net::Connect in slices of a quarter second: its listener was up when it
-// published its address, so a peer that keeps refusing may have died; a
-// dead process of this host is seen between slices (Health), not at dl.
+// published its address, so a peer that keeps refusing may have died, or
+// given up because another member did; a dead process of this host is seen
+// between slices (PeersHealth), not at dl.
 Status TcpTransport::ConnectWhileAlive(int peer, const std::string& host, int port, const Deadline& dl, int* fd) {
   for (;;) {
     Deadline slice(std::max(0.001, std::min(dl.remaining_s(), 0.25)));
     Status st = net::Connect(host, port, slice, fd);
     if (st.code() != ZC_ERR_TIMEOUT || dl.expired()) return st;
     ZC_RETURN_IF_ERROR(host_->Health(peer));
+    ZC_RETURN_IF_ERROR(PeersHealth());
   }
+}
+
+Status TcpTransport::PeersHealth() const {
+  for (int p : peers_) ZC_RETURN_IF_ERROR(host_->Health(p));
+  return Status::Ok();
 }
 
 // The client side of the handshake that Listener serves: the job key, then
