@@ -74,22 +74,31 @@ void SayLauncherDied(int rank, const char* launcher, pid_t pid, bool from_handle
   g_term.reported.store(2);
 }
 
-void OnSigterm(int sig) {
-  int saved = errno;
+// The names of this process's segments (async-signal-safe).
+void UnlinkOwnSegments() {
   int ntags = g_term.ntags.load();
   for (int i = 0; i < ntags && i < kMaxTags; ++i) Segment::UnlinkOwned(g_term.tags[i], getpid());
+}
+
+// Whether the launcher is gone: reparented, or its pidfd readable within
+// wait_ms (async-signal-safe).
+bool LauncherGone(int wait_ms) {
+  if (getppid() != g_term.parent) return true;
+  if (g_term.launcher_fd < 0) return false;
+  struct pollfd p = {g_term.launcher_fd, POLLIN, 0};
+  return poll(&p, 1, wait_ms) > 0;
+}
+
+void OnSigterm(int sig) {
+  int saved = errno;
+  UnlinkOwnSegments();
   // Is the launcher gone, or is it stopping us (a failed job, ^C)? Reparented
   // means gone. Not yet reparented proves nothing: PR_SET_PDEATHSIG fires
   // when the launcher's *thread* that forked us exits, and the kernel gives
   // us to one of its other threads first while they are being killed; the
   // pidfd turns readable a moment later, when the last one is gone. A
   // SIGTERM from a living launcher waits those 100 ms in vain.
-  bool gone = getppid() != g_term.parent;
-  if (!gone && g_term.launcher_fd >= 0) {
-    struct pollfd p = {g_term.launcher_fd, POLLIN, 0};
-    gone = poll(&p, 1, 100) > 0;
-  }
-  if (gone) SayLauncherDied(g_term.rank, g_term.launcher, g_term.launcher_pid, true);
+  if (LauncherGone(100)) SayLauncherDied(g_term.rank, g_term.launcher, g_term.launcher_pid, true);
   struct sigaction dfl;
   memset(&dfl, 0, sizeof(dfl));
   dfl.sa_handler = SIG_DFL;
@@ -103,14 +112,8 @@ void OnSigterm(int sig) {
 // thread ran) skips the watch's clean-up as SIGTERM would: the segments'
 // names go, and the line names the cause when the launcher is gone.
 void OnExit() {
-  int ntags = g_term.ntags.load();
-  for (int i = 0; i < ntags && i < kMaxTags; ++i) Segment::UnlinkOwned(g_term.tags[i], getpid());
-  bool gone = getppid() != g_term.parent;
-  if (!gone && g_term.launcher_fd >= 0) {
-    struct pollfd p = {g_term.launcher_fd, POLLIN, 0};
-    gone = poll(&p, 1, 0) > 0;
-  }
-  if (gone) SayLauncherDied(g_term.rank, g_term.launcher, g_term.launcher_pid, false);
+  UnlinkOwnSegments();
+  if (LauncherGone(0)) SayLauncherDied(g_term.rank, g_term.launcher, g_term.launcher_pid, false);
 }
 
 void InstallSigterm(int rank, const LauncherInfo& info, const std::string& tag) {

@@ -133,6 +133,22 @@ void KillLauncherAndFollow(Runner& job, const std::string& dir, const std::strin
   prctl(PR_SET_CHILD_SUBREAPER, 0);
 }
 
+// Open MPI's mpirun by name (the mpirun alternative may point to MPICH's),
+// else mpirun; "" when there is none.
+std::string OpenMpiRun() {
+  for (const char* name : {"mpirun.openmpi", "mpirun"})
+    if (system((std::string(name) + " --version >/dev/null 2>&1").c_str()) == 0) return name;
+  return "";
+}
+
+// A 2-rank job of the probe in `mode` under mpirun (which forks the ranks
+// itself on one host: it is their parent).
+Runner MpirunProbe(const std::string& mpirun, const char* mode, const std::string& dir) {
+  return Runner::Command({mpirun, "--allow-run-as-root", "--oversubscribe", "--quiet", "-np", "2",
+                          Probe(), mode, dir},
+                         {"ZC_TIMEOUT=60"});
+}
+
 std::string TempDir() {
   char dir[] = "/tmp/zc-faults-XXXXXX";
   return mkdtemp(dir) ? dir : "";
@@ -149,16 +165,11 @@ TEST(LauncherDeath, RanksOfAKilledMpirunExitAndReleaseTheirMemory) {
 #if !ZC_HAVE_PMIX
   GTEST_SKIP() << "zcomm built without PMIx";
 #endif
-  // Open MPI's by name: the mpirun alternative may point to MPICH's.
-  std::string mpirun = system("mpirun.openmpi --version >/dev/null 2>&1") == 0 ? "mpirun.openmpi"
-                                                                                : "mpirun";
-  if (system((mpirun + " --version >/dev/null 2>&1").c_str()) != 0) GTEST_SKIP() << "no mpirun";
+  std::string mpirun = OpenMpiRun();
+  if (mpirun.empty()) GTEST_SKIP() << "no mpirun";
   std::string dir = TempDir();
   ASSERT_FALSE(dir.empty());
-  // mpirun forks the ranks itself (one host): it is their parent.
-  Runner job = Runner::Command({mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2",
-                                Probe(), "orphan-wait", dir},
-                               {"ZC_TIMEOUT=60"});
+  Runner job = MpirunProbe(mpirun, "orphan-wait", dir);
   KillLauncherAndFollow(job, dir, mpirun);
 }
 
@@ -172,14 +183,11 @@ TEST(LauncherDeath, RanksExitingWithoutFinalizeLeaveNoSegmentsUnderMpirun) {
 #if !ZC_HAVE_PMIX
   GTEST_SKIP() << "zcomm built without PMIx";
 #endif
-  std::string mpirun = system("mpirun.openmpi --version >/dev/null 2>&1") == 0 ? "mpirun.openmpi"
-                                                                                : "mpirun";
-  if (system((mpirun + " --version >/dev/null 2>&1").c_str()) != 0) GTEST_SKIP() << "no mpirun";
+  std::string mpirun = OpenMpiRun();
+  if (mpirun.empty()) GTEST_SKIP() << "no mpirun";
   std::string dir = TempDir();
   ASSERT_FALSE(dir.empty());
-  Runner job = Runner::Command({mpirun, "--allow-run-as-root", "--oversubscribe", "--quiet", "-np", "2",
-                                Probe(), "exit-unfinalized", dir},
-                               {"ZC_TIMEOUT=60"});
+  Runner job = MpirunProbe(mpirun, "exit-unfinalized", dir);
   ASSERT_TRUE(job.Start());
   Result r = job.Finish(60);
   ASSERT_FALSE(r.timed_out) << Describe(r);

@@ -59,6 +59,22 @@ void WriteFile(const std::string& path, const std::string& text) {
 // Readiness through the job's store (ZC_STORE, served by zcrun): a rank that
 // acts on the job (fails, dies) first waits until every other rank has said
 // it is ready, instead of guessing how long they take to start.
+// For the launcher-death modes: stderr to DIR/err.<rank> (a dead
+// launcher's pipes die with it), zc_init, 1 MiB of pool memory (shared
+// segments). 0, or the probe's exit code for the step that failed.
+int InitWithPoolMemory(const std::string& dir, int* rank, zc_comm** comm) {
+  int fd = open((dir + "/err." + std::to_string(*rank)).c_str(),
+                O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0 || dup2(fd, 2) < 0) return 20;
+  if (zc_init(comm) != ZC_OK) {
+    fprintf(stderr, "zc_init: %s\n", zc_last_error(nullptr));
+    return 21;
+  }
+  *rank = zc_rank(*comm);
+  void* mem = nullptr;
+  return zc_mem_alloc(*comm, 1 << 20, &mem) == ZC_OK ? 0 : 22;
+}
+
 std::unique_ptr<zc::StoreClient> JobStore(int rank) {
   std::unique_ptr<zc::StoreClient> client;
   zc::Status st = zc::StoreClient::Connect(Get("ZC_STORE"), Get("ZC_JOB_KEY"),
@@ -351,14 +367,8 @@ int main(int argc, char** argv) {
     // Pool memory, one allreduce, then exit(0) without zc_finalize; stderr
     // to DIR/err.<rank>, "<pid>" to DIR/pid.<rank>.
     std::string dir = argv[2];
-    int fd = open((dir + "/err." + std::to_string(rank)).c_str(),
-                  O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0 || dup2(fd, 2) < 0) return 20;
     zc_comm* comm = nullptr;
-    if (zc_init(&comm) != ZC_OK) return 21;
-    rank = zc_rank(comm);
-    void* mem = nullptr;
-    if (zc_mem_alloc(comm, 1 << 20, &mem) != ZC_OK) return 22;
+    if (int code = InitWithPoolMemory(dir, &rank, &comm)) return code;
     double x = 1;
     if (zc_allreduce(comm, &x, &x, 1, ZC_FLOAT64, ZC_SUM) != ZC_OK) return 23;
     WriteFile(dir + "/pid." + std::to_string(rank), std::to_string(getpid()) + "\n");
@@ -370,17 +380,8 @@ int main(int argc, char** argv) {
     // Rank 0 computes without calls, the others block in an allreduce that
     // rank 0 never joins. Both hold pool memory (shared segments).
     std::string dir = argv[2];
-    int fd = open((dir + "/err." + std::to_string(rank)).c_str(),
-                  O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0 || dup2(fd, 2) < 0) return 20;
     zc_comm* comm = nullptr;
-    if (zc_init(&comm) != ZC_OK) {
-      fprintf(stderr, "zc_init: %s\n", zc_last_error(nullptr));
-      return 21;
-    }
-    rank = zc_rank(comm);
-    void* mem = nullptr;
-    if (zc_mem_alloc(comm, 1 << 20, &mem) != ZC_OK) return 22;
+    if (int code = InitWithPoolMemory(dir, &rank, &comm)) return code;
     const char* key = getenv("ZC_JOB_KEY");
     WriteFile(dir + "/pid." + std::to_string(rank),
               std::to_string(getpid()) + " " +
