@@ -23,6 +23,7 @@ struct TermState {
   std::atomic<int> ntags{0};
   char tags[kMaxTags][24] = {};  // job tags of this process's Devices
   int rank = -1;
+  pid_t installer = 0;           // getpid() when installed: a forked child inherits the handlers
   pid_t parent = 0;              // getppid() when installed
   pid_t launcher_pid = 0;
   int launcher_fd = -1;          // its pidfd: readable once it has exited
@@ -91,6 +92,7 @@ bool LauncherGone(int wait_ms) {
 
 void OnSigterm(int sig) {
   int saved = errno;
+  const bool mine = getpid() == g_term.installer;  // not a forked child's
   UnlinkOwnSegments();
   // Is the launcher gone, or is it stopping us (a failed job, ^C)? Reparented
   // means gone. Not yet reparented proves nothing: PR_SET_PDEATHSIG fires
@@ -98,7 +100,7 @@ void OnSigterm(int sig) {
   // us to one of its other threads first while they are being killed; the
   // pidfd turns readable a moment later, when the last one is gone. A
   // SIGTERM from a living launcher waits those 100 ms in vain.
-  if (LauncherGone(100)) SayLauncherDied(g_term.rank, g_term.launcher, g_term.launcher_pid, true);
+  if (mine && LauncherGone(100)) SayLauncherDied(g_term.rank, g_term.launcher, g_term.launcher_pid, true);
   struct sigaction dfl;
   memset(&dfl, 0, sizeof(dfl));
   dfl.sa_handler = SIG_DFL;
@@ -112,8 +114,14 @@ void OnSigterm(int sig) {
 // thread ran) skips the watch's clean-up as SIGTERM would: the segments'
 // names go, and the line names the cause when the launcher is gone.
 void OnExit() {
+  if (getpid() != g_term.installer) return;  // a forked child: its parent is not the launcher
   UnlinkOwnSegments();
-  if (LauncherGone(0)) SayLauncherDied(g_term.rank, g_term.launcher, g_term.launcher_pid, false);
+  // The line only on proof that the launcher has exited (its pidfd), not
+  // from a changed parent: an exit is no signal from the launcher.
+  if (g_term.launcher_fd < 0) return;
+  struct pollfd p = {g_term.launcher_fd, POLLIN, 0};
+  if (poll(&p, 1, 0) > 0 && (p.revents & POLLIN))
+    SayLauncherDied(g_term.rank, g_term.launcher, g_term.launcher_pid, false);
 }
 
 void InstallSigterm(int rank, const LauncherInfo& info, const std::string& tag) {
@@ -124,6 +132,7 @@ void InstallSigterm(int rank, const LauncherInfo& info, const std::string& tag) 
   }
   if (g_installed.exchange(true)) return;
   g_term.rank = rank;
+  g_term.installer = getpid();
   g_term.parent = getppid();
   g_term.launcher_pid = info.pid;
   strncpy(g_term.launcher, info.name.c_str(), sizeof(g_term.launcher) - 1);

@@ -668,6 +668,10 @@ int JoinNeedsRankBody(int rank) {
     CHILD_OK(zc_engine_error(eng, &e));
     CHILD_CHECK(e == ZC_OK, "engine error %s", zc_status_string(e));
   }
+  // Every rank has read its engine's error before any destroys: a destroy
+  // shuts the engine down on every rank, which zc_engine_error then reports
+  // ("aborted": shut down by zc_engine_destroy on a rank).
+  CHILD_OK(zc_barrier(comm));
   CHILD_OK(zc_engine_destroy(eng));
   CHILD_OK(zc_finalize(comm));
   return 0;
