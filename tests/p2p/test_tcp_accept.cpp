@@ -21,6 +21,7 @@
 #include "common/config.h"
 #include "common/socket.h"
 #include "p2p/tcp/tcp_transport.h"
+#include "fake_transport_host.h"
 
 namespace zc {
 namespace {
@@ -49,19 +50,7 @@ struct Exchange {
   }
 };
 
-class FakeHost : public TransportHost {
- public:
-  void OnPeerLost(int, const Status&) override {}
-  MemRegion* FindLocalRegion(uint64_t) override { return nullptr; }
-  std::shared_mutex& region_use() override { return use_; }
-  Status HoldLocalRegion(const void*, size_t, RegionHold*) override {
-    return Error(ZC_ERR_UNSUPPORTED, "fake host");
-  }
-  Status Health(int) const override { return Status::Ok(); }
-
- private:
-  std::shared_mutex use_;
-};
+using FakeHost = testing_fakes::FakeTransportHost;
 
 TransportSetup Setup(int rank, int size) {
   TransportSetup s;

@@ -14,29 +14,11 @@
 
 #include "common/socket.h"
 #include "p2p/tcp/tcp_transport.h"
+#include "fake_transport_host.h"
 
 namespace zc {
 namespace {
 
-// A host whose peer `lost` is gone (a process of this host that exited).
-class HostWithLostPeer : public TransportHost {
- public:
-  explicit HostWithLostPeer(int lost) : lost_(lost) {}
-  void OnPeerLost(int, const Status&) override {}
-  MemRegion* FindLocalRegion(uint64_t) override { return nullptr; }
-  std::shared_mutex& region_use() override { return use_; }
-  Status HoldLocalRegion(const void*, size_t, RegionHold*) override {
-    return Error(ZC_ERR_UNSUPPORTED, "fake host");
-  }
-  Status Health(int peer) const override {
-    if (peer == lost_) return Error(ZC_ERR_PEER_LOST, "peer %d lost: process 4242 exited", peer);
-    return Status::Ok();
-  }
-
- private:
-  int lost_;
-  std::shared_mutex use_;
-};
 
 // "127.0.0.1:<port>" of a port that refuses: bound, then closed.
 std::string RefusingAddress() {
@@ -66,7 +48,7 @@ TransportSetup Setup(int rank, int size, double timeout_s) {
 
 // Rank 0 of 3 dials ranks 1 and 2; rank 1 refuses, rank `lost` is gone.
 Status ConnectWithLoss(int lost) {
-  HostWithLostPeer host(lost);
+  testing_fakes::FakeTransportHost host(lost);
   std::unique_ptr<Transport> t;
   Status st = CreateTcpTransport(&host, Setup(0, 3, /*timeout_s=*/20), &t);
   if (!st.ok()) return st;

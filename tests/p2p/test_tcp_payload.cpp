@@ -21,27 +21,12 @@
 
 #include "common/socket.h"
 #include "p2p/tcp/tcp_socket.h"
+#include "fake_transport_host.h"
 
 namespace zc {
 namespace {
 
-class FakeHost : public TransportHost {
- public:
-  void OnPeerLost(int, const Status&) override {}
-  MemRegion* FindLocalRegion(uint64_t) override { return nullptr; }
-  std::shared_mutex& region_use() override { return use_; }
-  Status HoldLocalRegion(const void*, size_t, RegionHold*) override {
-    return Error(ZC_ERR_UNSUPPORTED, "fake host");
-  }
-  Status Health(int peer) const override {
-    return lost_.load() ? Error(ZC_ERR_PEER_LOST, "peer %d lost (test)", peer) : Status::Ok();
-  }
-  void Lose() { lost_.store(true); }
-
- private:
-  std::shared_mutex use_;
-  std::atomic<bool> lost_{false};
-};
+using FakeHost = testing_fakes::FakeTransportHost;
 
 uint8_t Pattern(size_t i) { return static_cast<uint8_t>((i * 131u) ^ (i >> 8) ^ (i >> 16)); }
 

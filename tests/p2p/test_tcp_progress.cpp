@@ -15,23 +15,12 @@
 #include "p2p/tcp/tcp_connection.h"
 #include "p2p/tcp/tcp_progress.h"
 #include "p2p/tcp/tcp_socket.h"
+#include "fake_transport_host.h"
 
 namespace zc {
 namespace {
 
-class FakeHost : public TransportHost {
- public:
-  void OnPeerLost(int, const Status&) override {}
-  MemRegion* FindLocalRegion(uint64_t) override { return nullptr; }
-  std::shared_mutex& region_use() override { return use_; }
-  Status HoldLocalRegion(const void*, size_t, RegionHold*) override {
-    return Error(ZC_ERR_UNSUPPORTED, "fake host");
-  }
-  Status Health(int) const override { return Status::Ok(); }
-
- private:
-  std::shared_mutex use_;
-};
+using FakeHost = testing_fakes::FakeTransportHost;
 
 bool FdFree(int fd) { return fcntl(fd, F_GETFD) == -1 && errno == EBADF; }
 
