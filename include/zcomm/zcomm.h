@@ -406,7 +406,8 @@ zc_status zc_ps_free(zc_ps* ps);
  * (default 2000; 0 turns the recorder off): collectives with their sequence
  * number, dtype, count, root, algorithm and transport; sends and receives
  * with peer, tag and size; each with the caller's label, its state (posted,
- * started, completed, failed with its status) and times. Recording takes no
+ * started, completed, failed with its status) and times (to about a
+ * millisecond; ZC_TRACE_CLOCK=precise times every call). Recording takes no
  * lock. With ZC_TRACE_DIR set, a rank writes its communicators' records to
  * that folder as JSON when a call fails (timeout, lost peer, abort,
  * mismatch) and when the process receives SIGUSR2; zcrun sets a temporary

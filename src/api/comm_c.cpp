@@ -66,7 +66,7 @@ Status MakeWorldOver(const zc::Config& config, std::unique_ptr<zc::Bootstrap> bo
 
 namespace {
 
-// The flight recorder of a new communicator (ZC_TRACE_BUFFER_SIZE, ZC_TRACE_DIR).
+// The flight recorder of a new communicator (ZC_TRACE_BUFFER_SIZE, ZC_TRACE_DIR, ZC_TRACE_CLOCK).
 std::shared_ptr<zc::trace::FlightRecorder> MakeRecorder(const zc::World& world, const zc_comm& comm, uint32_t ctx) {
   zc::trace::Identity id;
   if (!world.config.job_key.empty()) {
@@ -78,8 +78,9 @@ std::shared_ptr<zc::trace::FlightRecorder> MakeRecorder(const zc::World& world, 
   id.size = comm.size;
   id.world_rank = world.bootstrap->rank();
   id.transport = comm.coll->transport_summary();
-  return std::make_shared<zc::trace::FlightRecorder>(world.config.trace_buffer_size, std::move(id),
-                                                     world.config.trace_dir);
+  return std::make_shared<zc::trace::FlightRecorder>(
+      world.config.trace_buffer_size, std::move(id), world.config.trace_dir,
+      world.config.trace_precise_clock ? zc::trace::Clock::kPrecise : zc::trace::Clock::kCoarse);
 }
 
 }  // namespace

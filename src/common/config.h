@@ -63,6 +63,7 @@ struct Config {
   // Flight recorder (common/flight_recorder.h, docs/debugging.md).
   size_t trace_buffer_size = 2000;   // ZC_TRACE_BUFFER_SIZE: operations kept per communicator; 0 = off
   std::string trace_dir;             // ZC_TRACE_DIR: where dumps go on failure and SIGUSR2; empty = none
+  bool trace_precise_clock = false;  // ZC_TRACE_CLOCK=precise: every record reads the clock (else coarse)
 
   // Reads the environment. Returns ZC_ERR_INVALID_ARG naming the first
   // variable with a bad value.

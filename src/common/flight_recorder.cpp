@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #if defined(__x86_64__)
-#include <cpuid.h>
 #include <x86intrin.h>
 #endif
 
@@ -73,7 +72,7 @@ thread_local char t_label[sizeof(Entry::label)] = {};
 // Whether any thread has ever set a label: until one has, a record does not
 // read t_label (a thread-local of a shared library costs a call to
 // __tls_get_addr, as much as the rest of the record).
-std::atomic<bool> g_labels_used{false};
+alignas(64) std::atomic<bool> g_labels_used{false};  // read on every record: not beside written words
 
 const char* DtypeText(int d) {
   static const char* const names[] = {"int8",   "uint8",    "int32",   "uint32",  "int64",
@@ -229,25 +228,19 @@ void SetThreadLabel(const char* label) {
 
 const char* ThreadLabel() { return t_label; }
 
-// Whether the time stamp counter ticks at one rate on every core, whatever
-// the power state (CPUID 0x80000007 EDX bit 8): then a record's times are
-// ticks (one instruction) converted to nanoseconds when read.
-bool InvariantTsc() {
-#if defined(__x86_64__)
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (!__get_cpuid(0x80000000, &a, &b, &c, &d) || a < 0x80000007) return false;
-  if (!__get_cpuid(0x80000007, &a, &b, &c, &d)) return false;
-  return (d >> 8) & 1;
-#else
-  return false;
-#endif
-}
+const char* ClockName(Clock c) { return c == Clock::kPrecise ? "precise" : "coarse"; }
 
-uint64_t FlightRecorder::Ticks() const {
+// Inline: called on every Begin and End.
+inline uint64_t FlightRecorder::Ticks() const {
+  if (clock_ == Clock::kCoarse) return CoarseClock::Now();
 #if defined(__x86_64__)
   if (tsc_) return __rdtsc();
 #endif
-  return static_cast<uint64_t>(NowNs());
+  return PreciseTicks();
+}
+
+inline bool FlightRecorder::Inline() const {
+  return __builtin_expect(inline_time_ && !g_labels_used.load(std::memory_order_relaxed), 1);
 }
 
 FlightRecorder::TickScale FlightRecorder::Scale() const {
@@ -260,7 +253,7 @@ FlightRecorder::TickScale FlightRecorder::Scale() const {
   // Ticks per nanosecond from the interval since the recorder was made;
   // at least a millisecond of it, so that the two reads' skew is noise.
   if (NowNs() - mono0_ < 1000000) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  const uint64_t t1 = Ticks();
+  const uint64_t t1 = PreciseTicks();
   const int64_t m1 = NowNs();
   if (t1 > tick0_) s.ns_per_tick = static_cast<double>(m1 - mono0_) / static_cast<double>(t1 - tick0_);
   return s;
@@ -271,16 +264,15 @@ int64_t FlightRecorder::TickScale::ToNs(uint64_t t) const {
   return mono0 + static_cast<int64_t>(static_cast<double>(static_cast<int64_t>(t - tick0)) * ns_per_tick);
 }
 
-int64_t NowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
-FlightRecorder::FlightRecorder(size_t capacity, Identity id, std::string dump_dir)
-    : capacity_(capacity), id_(std::move(id)), dump_dir_(std::move(dump_dir)), tsc_(InvariantTsc()) {
+FlightRecorder::FlightRecorder(size_t capacity, Identity id, std::string dump_dir, Clock clock)
+    : capacity_(capacity),
+      id_(std::move(id)),
+      dump_dir_(std::move(dump_dir)),
+      clock_(clock),
+      tsc_(TicksAreTsc()),
+      inline_time_(clock == Clock::kCoarse || tsc_) {
   static_assert(sizeof(Slot) == 128, "two cache lines per record");
-  tick0_ = Ticks();
+  tick0_ = PreciseTicks();
   mono0_ = NowNs();
   if (capacity_) {
     // A power of two of slots: the slot of a record is a mask of its id (a
@@ -292,6 +284,7 @@ FlightRecorder::FlightRecorder(size_t capacity, Identity id, std::string dump_di
     slots_.reset(new Slot[slots]);
   }
   if (capacity_ && !dump_dir_.empty()) RegisterForSignal(this);
+  if (capacity_ && clock_ == Clock::kCoarse) CoarseClock::Watch(&next_);
 }
 
 void FlightRecorder::SetPeerTransports(std::vector<const char*> names) {
@@ -305,6 +298,7 @@ std::vector<const char*> FlightRecorder::PeerTransports() const {
 }
 
 FlightRecorder::~FlightRecorder() {
+  if (capacity_ && clock_ == Clock::kCoarse) CoarseClock::Unwatch(&next_);
   if (capacity_ && !dump_dir_.empty()) UnregisterForSignal(this);
 }
 
@@ -331,19 +325,13 @@ inline OpInfo PeerInfo(const char* op, uint64_t bytes, int peer, int tag) {
 // stack, where each branch building its own folds into the stores.
 uint64_t FlightRecorder::Begin(const OpInfo& info, State s) {
   if (!capacity_) return 0;
-#if defined(__x86_64__)
-  if (__builtin_expect(tsc_ && !g_labels_used.load(std::memory_order_relaxed), 1))
-    return Write(info, s, __rdtsc(), nullptr);
-#endif
+  if (Inline()) return Write(info, s, Ticks(), nullptr);
   return BeginOutOfLine(info, s);
 }
 
 uint64_t FlightRecorder::BeginPeer(const char* op, uint64_t bytes, int peer, int tag, State s) {
   if (!capacity_) return 0;
-#if defined(__x86_64__)
-  if (__builtin_expect(tsc_ && !g_labels_used.load(std::memory_order_relaxed), 1))
-    return Write(PeerInfo(op, bytes, peer, tag), s, __rdtsc(), nullptr);
-#endif
+  if (Inline()) return Write(PeerInfo(op, bytes, peer, tag), s, Ticks(), nullptr);
   return BeginOutOfLine(PeerInfo(op, bytes, peer, tag), s);
 }
 
@@ -359,14 +347,11 @@ uint64_t FlightRecorder::BeginCollective(const char* op, const char* algo, const
   info.dtype = dtype;
   info.redop = redop;
   info.root = root;
-#if defined(__x86_64__)
-  if (__builtin_expect(tsc_ && !g_labels_used.load(std::memory_order_relaxed), 1))
-    return Write(info, State::kStarted, __rdtsc(), nullptr);
-#endif
+  if (Inline()) return Write(info, State::kStarted, Ticks(), nullptr);
   return BeginOutOfLine(info, State::kStarted);
 }
 
-// With the clock instead of the counter, or once some thread has a label
+// With the monotonic clock instead of the counter, or once some thread has a label
 // (the thread-local is read through a call, which makes a function save
 // registers: kept out of the common path).
 uint64_t FlightRecorder::BeginOutOfLine(OpInfo info, State s) {
@@ -423,18 +408,18 @@ void FlightRecorder::SetAlgo(uint64_t id, const char* algo) {
 void FlightRecorder::End(uint64_t id, const Status& st) {
   if (!id) return;
   if (__builtin_expect(!st.ok(), 0)) return EndFailed(id, st);
-  Stamp(id, State::kCompleted, ZC_OK);
+  Stamp(id, State::kCompleted, ZC_OK, Ticks());
 }
 
 void FlightRecorder::EndFailed(uint64_t id, const Status& st) {
   Fail(id, st);
-  Stamp(id, State::kFailed, st.code());
+  // The precise time: the first failure is found by comparing ends across ranks.
+  Stamp(id, State::kFailed, st.code(), PreciseTicks());
 }
 
-void FlightRecorder::Stamp(uint64_t id, State state, zc_status code) {
+void FlightRecorder::Stamp(uint64_t id, State state, zc_status code, uint64_t now) {
   Slot* slot = SlotOf(id);
   if (IdOf(slot->version.load(std::memory_order_relaxed)) != id) return;  // overwritten by newer records
-  const uint64_t now = Ticks();
   const uint64_t packed = slot->Get(kPacked);
   slot->Set(kDone, now);
   slot->w[kPacked].store(WithState(packed, state, code), std::memory_order_release);
@@ -533,6 +518,9 @@ std::string FlightRecorder::ToJson(const char* reason) const {
   AppendField(&out, "pid", static_cast<long long>(getpid()));
   AppendField(&out, "monotonic_ns", static_cast<long long>(NowNs()));
   AppendField(&out, "realtime_ns", static_cast<long long>(RealtimeNs()));
+  AppendField(&out, "clock", ClockName(clock_));
+  AppendField(&out, "clock_resolution_ns",
+              clock_ == Clock::kCoarse ? static_cast<long long>(CoarseClock::kPeriodUs) * 1000 : 1LL);
   AppendField(&out, "capacity", static_cast<long long>(capacity_));
   AppendField(&out, "recorded", static_cast<long long>(next_.load(std::memory_order_relaxed)));
   AppendField(&out, "torn", static_cast<long long>(torn));

@@ -8,8 +8,10 @@
 // call writes two words of the same slot. Nothing on the hot path takes a
 // lock, allocates, formats or converts: a record holds the caller's static
 // name pointers, the packed small fields, the label only when the thread
-// has one, and raw time-stamp-counter ticks; bytes, nanoseconds and names
-// are worked out when a dump reads the ring. Each slot's version word is a
+// has one, and ticks from the recorder's clock (common/trace_clock.h: by
+// default a word that a thread refreshes every millisecond, so that a
+// record reads no clock); bytes, nanoseconds and names are worked out when
+// a dump reads the ring. Each slot's version word is a
 // seqlock that also names the record it holds (id * 8 + phase, odd while
 // being written); a reader copies the slot and keeps it only when the
 // version was even and unchanged, so a dump taken while operations run
@@ -35,6 +37,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/trace_clock.h"
 
 namespace zc::trace {
 
@@ -87,17 +90,25 @@ struct Identity {
 void SetThreadLabel(const char* label);
 const char* ThreadLabel();
 
+// Where a record's times come from (ZC_TRACE_CLOCK).
+enum class Clock : uint8_t {
+  kCoarse,   // CoarseClock: one load per time, at most about a millisecond early
+  kPrecise,  // the time stamp counter (or the monotonic clock) read for every time
+};
+const char* ClockName(Clock c);
+
 class FlightRecorder {
  public:
   // capacity 0: records nothing (every call below is a no-op). With a
   // dump folder, the recorder is dumped on SIGUSR2 (common/trace_signal.h)
-  // while it lives.
-  FlightRecorder(size_t capacity, Identity id, std::string dump_dir);
+  // while it lives. A failed call's end time is always precise.
+  FlightRecorder(size_t capacity, Identity id, std::string dump_dir, Clock clock = Clock::kCoarse);
   ~FlightRecorder();
   FlightRecorder(const FlightRecorder&) = delete;
   FlightRecorder& operator=(const FlightRecorder&) = delete;
 
   bool enabled() const { return capacity_ != 0; }
+  Clock clock() const { return clock_; }
   size_t capacity() const { return capacity_; }
   const Identity& identity() const { return id_; }
   const std::string& dump_dir() const { return dump_dir_; }
@@ -147,12 +158,13 @@ class FlightRecorder {
   uint64_t Write(OpInfo info, State s, uint64_t now, const char* label);
   __attribute__((noinline)) uint64_t BeginOutOfLine(OpInfo info, State s);
   // The end time and the ended state of record id (when still in its slot).
-  void Stamp(uint64_t id, State state, zc_status code);
+  void Stamp(uint64_t id, State state, zc_status code, uint64_t now);
   std::vector<const char*> PeerTransports() const;
-  // Record times are ticks: the time stamp counter where it is invariant
-  // (one instruction, no system call), else CLOCK_MONOTONIC nanoseconds;
-  // converted when read.
+  // A record's time in ticks (common/trace_clock.h), from clock_.
   uint64_t Ticks() const;
+  // Whether a record is made without calling anything: its time is a load
+  // or one instruction, and no thread has a label to copy.
+  bool Inline() const;
   struct TickScale {
     uint64_t tick0;
     int64_t mono0;
@@ -164,7 +176,9 @@ class FlightRecorder {
   size_t capacity_;
   Identity id_;
   std::string dump_dir_;
+  Clock clock_;
   bool tsc_;
+  bool inline_time_;  // the time needs no call: the coarse clock, or the counter
   uint64_t tick0_ = 0;
   int64_t mono0_ = 0;
   size_t slot_mask_ = 0;  // slots - 1: a power of two of slots, at least capacity_
@@ -179,9 +193,5 @@ class FlightRecorder {
   zc_status failure_code_ = ZC_OK;
   std::string failure_message_;
 };
-
-// Monotonic clock in nanoseconds (CLOCK_MONOTONIC: one clock for every
-// process of a host).
-int64_t NowNs();
 
 }  // namespace zc::trace

@@ -10,8 +10,10 @@
 
 namespace zc {
 namespace {
-std::atomic<uint32_t> g_epoch{0};
-std::atomic<int> g_sleepers{0};
+// A cache line of their own: every sleep and Notify writes them, and the
+// words the hot paths read (the flight recorder's clock) must not share it.
+alignas(64) std::atomic<uint32_t> g_epoch{0};
+alignas(64) std::atomic<int> g_sleepers{0};
 
 long Futex(std::atomic<uint32_t>* word, int op, uint32_t val, const timespec* ts) {
   return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, val, ts, nullptr, 0);

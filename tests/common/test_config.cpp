@@ -38,6 +38,7 @@ TEST(Config, DefaultsWhenUnset) {
   EXPECT_EQ(c.transport, "auto");
   EXPECT_DOUBLE_EQ(c.timeout_s, 300.0);
   EXPECT_EQ(c.algo, "auto");
+  EXPECT_FALSE(c.trace_precise_clock);
 }
 
 struct BadCase {
@@ -58,6 +59,7 @@ TEST(Config, BadValuesNameTheVariable) {
       {"ZC_RANK", "-1"},             {"ZC_SIZE", "0"},
       {"ZC_IB_PORT", "300"},         {"ZC_TCP_CONGESTION", "reno;x"},
       {"ZC_TCP_CONGESTION", "a_name_far_too_long"},
+      {"ZC_TRACE_CLOCK", "exact"},   {"ZC_TRACE_CLOCK", "Precise "},
   };
   for (const auto& bc : cases) {
     EnvGuard g(bc.name, bc.value);
@@ -89,9 +91,10 @@ TEST(Config, RankMustBeBelowSize) {
 TEST(Config, GoodValuesParse) {
   EnvGuard a("ZC_TIMEOUT", "2.5"), b("ZC_POOL_CHUNK", "128M"), d("ZC_DEBUG", "trace"),
       e("ZC_TRANSPORT", "TCP"), f("ZC_DEBUG_SUBSYS", "^p2p,tcp"), g("ZC_CHUNK", "256k"),
-      h("ZC_TCP_CONGESTION", "cubic");
+      h("ZC_TCP_CONGESTION", "cubic"), i("ZC_TRACE_CLOCK", "precise");
   zc::Config c;
   ASSERT_TRUE(Load(&c).ok());
+  EXPECT_TRUE(c.trace_precise_clock);
   EXPECT_DOUBLE_EQ(c.timeout_s, 2.5);
   EXPECT_EQ(c.pool_chunk_bytes, 128u << 20);
   EXPECT_EQ(c.debug, zc::log::Level::kTrace);

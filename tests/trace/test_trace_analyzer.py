@@ -81,6 +81,11 @@ xs = [e for e in c["traceEvents"] if e["ph"] == "X"]
 check(sorted((e["pid"], e["tid"], e["ts"]) for e in xs) == [(0, 4, 0.0), (0, 5, 2.0), (1, 4, 1.0)], xs)
 open_op = [e for e in xs if e["pid"] == 1][0]
 check(open_op["name"].endswith("[started]") and open_op["dur"] > 0, open_op)
+# Dumps without a clock field are precise; the export carries the coarsest resolution.
+check(d[0].clock == "precise" and d[0].resolution_ns == 1 and c["otherData"]["clock_resolution_us"] == 0.001,
+      c["otherData"])
+d[1].doc.update(clock="coarse", clock_resolution_ns=10**6)
+check(zt.to_chrome(d)["otherData"]["clock_resolution_us"] == 1000.0, zt.to_chrome(d)["otherData"])
 
 # The Python binding: a communicator of one rank, labelled calls, a dump on
 # request; without a path and without ZC_TRACE_DIR it is refused.
@@ -104,6 +109,10 @@ with zcomm.init() as comm:
         check(ops == [("allreduce", 1, 5, "float64", "warm-up", "completed"),
                       ("barrier", 2, 0, None, "", "completed")], ops)
         check(mine.size == 1 and mine.reason == "request" and mine.transport == "self", mine)
+        # The default clock, and its times in order within each record.
+        check(mine.clock == "coarse" and mine.resolution_ns == 10**6, (mine.clock, mine.resolution_ns))
+        check(all(0 < e["t_posted_ns"] <= e["t_started_ns"] <= e["t_done_ns"] for e in mine.entries),
+              mine.entries)
     try:
         comm.dump_trace()
         check(False, "dump_trace() without ZC_TRACE_DIR should fail")

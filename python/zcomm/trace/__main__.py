@@ -34,6 +34,9 @@ def main(argv=None):
         with open(args.chrome, "w", encoding="utf-8") as f:
             json.dump(to_chrome(dumps), f)
         print("chrome trace of %d dump%s: %s" % (len(dumps), "" if len(dumps) == 1 else "s", args.chrome))
+        coarse = max((d.resolution_ns for d in dumps), default=1)
+        if coarse > 1000:
+            print("times are to %g ms (the coarse clock): ZC_TRACE_CLOCK=precise times every call" % (coarse / 1e6))
     return 0 if dumps else 3
 
 

@@ -1,6 +1,8 @@
 """Every rank's operations as one Chrome trace (chrome://tracing, Perfetto):
 a process per rank, a row for collectives and one for sends and receives
-per communicator; operations still open at the dump end at the dump."""
+per communicator; operations still open at the dump end at the dump.
+With the coarse clock (the default, ZC_TRACE_CLOCK) times are to about a
+millisecond: calls shorter than that show with no length."""
 
 
 def to_chrome(dumps):
@@ -31,4 +33,6 @@ def to_chrome(dumps):
             events.append({"ph": "X", "name": name, "cat": e["op"], "pid": pid,
                            "tid": 2 * d.context + (0 if e.collective else 1),
                            "ts": (begin - t0) / 1e3, "dur": max(end - begin, 0) / 1e3, "args": args})
-    return {"traceEvents": events, "displayTimeUnit": "ms"}
+    resolution = max((d.resolution_ns for d in dumps), default=1)
+    return {"traceEvents": events, "displayTimeUnit": "ms",
+            "otherData": {"clock_resolution_us": resolution / 1e3}}

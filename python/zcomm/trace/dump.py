@@ -20,6 +20,11 @@ OPTIONAL_ENTRY_FIELDS = ("key",)
 STATES = ("posted", "started", "completed", "failed")
 HEADER_FIELDS = ("format", "version", "reason", "job", "comm", "host", "pid", "monotonic_ns",
                  "realtime_ns", "capacity", "recorded", "torn", "failure", "entries")
+# Header fields a dump may have (absent in dumps of older libraries, whose
+# records were all timed precisely): "clock", "coarse" or "precise"
+# (ZC_TRACE_CLOCK), and "clock_resolution_ns", how early a record's time may
+# be (1,000,000 for the coarse clock).
+OPTIONAL_HEADER_FIELDS = ("clock", "clock_resolution_ns")
 
 # The launcher's own file in a dump folder (written by zcrun), not a dump.
 LAUNCHER_FILE = "zcrun-ranks.json"
@@ -92,6 +97,16 @@ class Dump:
         self.failure = doc["failure"]
         self.host = doc["host"]
         self.pid = doc["pid"]
+
+    @property
+    def clock(self):
+        """"coarse" or "precise": where the records' times come from."""
+        return self.doc.get("clock", "precise")
+
+    @property
+    def resolution_ns(self):
+        """How early a record's time may be (0 to this many nanoseconds)."""
+        return self.doc.get("clock_resolution_ns", 1)
 
     @property
     def comm_key(self):
