@@ -82,7 +82,7 @@ class CoarseTicker {
     if (parked_) {
       parked_ = false;
       cv_.notify_one();
-    } else if (!running_ && !Start()) {
+    } else if (!running_ && (start_failed_ || !Start())) {
       return now;  // no thread: the word stays 0 and every record reads the counter
     }
     CoarseClock::ticks_.store(now, std::memory_order_relaxed);
@@ -106,12 +106,14 @@ class CoarseTicker {
     mu_.unlock();
   }
 
-  // Under mu_.
+  // Under mu_. Tried once: after a failure every record would try again
+  // (and warn again) while the word stays 0.
   bool Start() {
     try {
       std::thread([this] { Loop(); }).detach();
     } catch (const std::system_error& e) {
       ZC_WARN(kCommon, "flight recorder: cannot start the clock thread (%s): records read the clock", e.what());
+      start_failed_ = true;
       return false;
     }
     running_ = true;
@@ -153,6 +155,7 @@ class CoarseTicker {
   std::condition_variable cv_;
   bool running_ = false;  // a thread exists in this process
   bool parked_ = false;   // it waits on cv_ for Wake
+  bool start_failed_ = false;  // the thread could not be made: records read the counter
   std::vector<const std::atomic<uint64_t>*> watched_;
 };
 
