@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "common/log.h"
+#include "gpu/load_watch.h"
 
 namespace zc::gpu {
 namespace {
@@ -108,19 +109,24 @@ const DriverTable* Publish(void* lib) {
   return &g_table;
 }
 
-// Whether libcuda is among the loaded objects. dlopen(RTLD_NOLOAD) cannot
-// answer cheaply: glibc searches the library path on disk before it gives
-// up (~0.5 ms). dl_iterate_phdr's load counter lets a repeated "no" cost one
-// callback: the object list is scanned again only after something new was
-// loaded.
+// Whether libcuda is among the loaded objects, asked on every collective
+// on user memory. dlopen(RTLD_NOLOAD) cannot answer cheaply: glibc searches
+// the library path on disk before it gives up (~0.5 ms). Each thread keeps
+// a watch on the newest loaded object (load_watch.h): while nothing was
+// loaded since its last "no", the answer costs two loads. A scan of the
+// list runs again only after a load; where no watch can be held, the
+// loader's load counter lets a repeated "no" cost one callback.
 std::atomic<unsigned long long> g_adds_without_libcuda{~0ull};
+thread_local NewestObjectWatch t_newest;
 
 struct ScanState {
+  bool may_stop_unchanged = false;  // stop when the counter says nothing was loaded
   bool first = true;
   bool unchanged = false;
   bool found = false;
   bool has_adds = false;
   unsigned long long adds = 0;
+  char newest[512] = {};  // the last object's name (the list's newest); "" if longer
 };
 
 int ScanObject(struct dl_phdr_info* info, size_t size, void* data) {
@@ -131,14 +137,19 @@ int ScanObject(struct dl_phdr_info* info, size_t size, void* data) {
                               sizeof(info->dlpi_adds);
     if (s->has_adds) {
       s->adds = info->dlpi_adds;
-      if (s->adds ==
-          g_adds_without_libcuda.load(std::memory_order_relaxed)) {
+      if (s->may_stop_unchanged &&
+          s->adds == g_adds_without_libcuda.load(std::memory_order_relaxed)) {
         s->unchanged = true;
         return 1;  // stop: nothing loaded since the last "no"
       }
     }
   }
   const char* name = info->dlpi_name != nullptr ? info->dlpi_name : "";
+  // Copied: the name lives only as long as its object, which may be
+  // unloaded once the loader's lock is dropped.
+  const size_t len = std::strlen(name);
+  if (len < sizeof(s->newest)) std::memcpy(s->newest, name, len + 1);
+  else s->newest[0] = '\0';
   const char* slash = std::strrchr(name, '/');
   const char* base = slash != nullptr ? slash + 1 : name;
   if (std::strncmp(base, "libcuda.so", 10) == 0) {
@@ -149,12 +160,17 @@ int ScanObject(struct dl_phdr_info* info, size_t size, void* data) {
 }
 
 bool LibcudaInProcess() {
+  NewestObjectWatch& watch = t_newest;
+  if (watch.NothingLoadedSince()) return false;
   ScanState s;
+  // A thread whose watch could not be held lives on the counter; one that
+  // has none yet scans the whole list once to learn the newest object.
+  s.may_stop_unchanged = watch.hold_failed();
   dl_iterate_phdr(&ScanObject, &s);
   if (s.found) return true;
-  if (!s.unchanged && s.has_adds) {
-    g_adds_without_libcuda.store(s.adds, std::memory_order_relaxed);
-  }
+  if (s.unchanged || !s.has_adds) return false;
+  g_adds_without_libcuda.store(s.adds, std::memory_order_relaxed);
+  watch.Hold(s.newest, s.adds);  // fails harmlessly if that object has gone
   return false;
 }
 
