@@ -146,10 +146,13 @@ Status Bad(const char* name, const char* value, const char* expected) {
                name, value, expected);
 }
 
-bool OneOf(const char* v, std::initializer_list<const char*> options) {
+// The option v names, in the option's own spelling (values are matched
+// without regard to case), or nullptr. Callers store what this returns, so
+// code that compares a stored value never meets "ON" for "on".
+const char* Match(const char* v, std::initializer_list<const char*> options) {
   for (const char* o : options)
-    if (strcasecmp(v, o) == 0) return true;
-  return false;
+    if (strcasecmp(v, o) == 0) return o;
+  return nullptr;
 }
 
 }  // namespace
@@ -240,10 +243,9 @@ Status ReadTransport(Config* c) {
   if (const char* t = getenv("ZC_TRANSPORT"); t && !*t)
     return Bad("ZC_TRANSPORT", t, "auto, shm, tcp or verbs (unset it for the default, auto)");
   if ((v = Get("ZC_TRANSPORT"))) {
-    if (!OneOf(v, {"auto", "shm", "tcp", "verbs"}))
-      return Bad("ZC_TRANSPORT", v, "auto, shm, tcp or verbs");
-    c->transport = v;
-    for (auto& ch : c->transport) ch = static_cast<char>(tolower(ch));
+    const char* m = Match(v, {"auto", "shm", "tcp", "verbs"});
+    if (!m) return Bad("ZC_TRANSPORT", v, "auto, shm, tcp or verbs");
+    c->transport = m;
   }
   if ((v = Get("ZC_SOCKET_IFNAME"))) c->socket_ifname = v;
   if ((v = Get("ZC_TCP_CONGESTION"))) {
@@ -270,17 +272,20 @@ Status ReadTransport(Config* c) {
                      .c_str());
   }
   if ((v = Get("ZC_TCP_RECV_POST"))) {
-    if (!OneOf(v, {"on", "off"})) return Bad("ZC_TCP_RECV_POST", v, "on or off");
-    c->tcp_recv_post = std::string(v) == "on";
+    const char* m = Match(v, {"on", "off"});
+    if (!m) return Bad("ZC_TCP_RECV_POST", v, "on or off");
+    c->tcp_recv_post = strcmp(m, "on") == 0;
   }
   if ((v = Get("ZC_SHM_CMA"))) {
-    if (!OneOf(v, {"auto", "on", "off"})) return Bad("ZC_SHM_CMA", v, "auto, on or off");
-    c->shm_cma = v;
+    const char* m = Match(v, {"auto", "on", "off"});
+    if (!m) return Bad("ZC_SHM_CMA", v, "auto, on or off");
+    c->shm_cma = m;
   }
   if ((v = Get("ZC_IB_DEVICE"))) c->ib_device = v;
   if ((v = Get("ZC_VERBS_FLAG"))) {
-    if (!OneOf(v, {"imm", "ordered"})) return Bad("ZC_VERBS_FLAG", v, "imm or ordered");
-    c->verbs_flag_mode = v;
+    const char* m = Match(v, {"imm", "ordered"});
+    if (!m) return Bad("ZC_VERBS_FLAG", v, "imm or ordered");
+    c->verbs_flag_mode = m;
   }
   return Status::Ok();
 }
@@ -288,8 +293,9 @@ Status ReadTransport(Config* c) {
 Status ReadGpu(Config* c) {
   const char* v;
   if ((v = Get("ZC_GPU_IPC"))) {
-    if (!OneOf(v, {"auto", "0", "1"})) return Bad("ZC_GPU_IPC", v, "auto, 0 or 1");
-    c->gpu_ipc = v;
+    const char* m = Match(v, {"auto", "0", "1"});
+    if (!m) return Bad("ZC_GPU_IPC", v, "auto, 0 or 1");
+    c->gpu_ipc = m;
   }
   if ((v = Get("ZC_GPU_IPC_MIN_BYTES"))) {
     if (!ParseBytes(v, &c->gpu_ipc_min_bytes))
@@ -336,8 +342,9 @@ Status ReadEngine(Config* c) {
   }
   if ((v = Get("ZC_TRACE_DIR"))) c->trace_dir = v;
   if ((v = Get("ZC_TRACE_CLOCK"))) {
-    if (strcmp(v, "coarse") != 0 && strcmp(v, "precise") != 0) return Bad("ZC_TRACE_CLOCK", v, "coarse or precise");
-    c->trace_precise_clock = strcmp(v, "precise") == 0;
+    const char* m = Match(v, {"coarse", "precise"});
+    if (!m) return Bad("ZC_TRACE_CLOCK", v, "coarse or precise");
+    c->trace_precise_clock = strcmp(m, "precise") == 0;
   }
   return Status::Ok();
 }

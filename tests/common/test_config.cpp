@@ -105,6 +105,34 @@ TEST(Config, GoodValuesParse) {
   EXPECT_NE(c.debug_subsys & zc::log::kColl, 0u);
 }
 
+// Values match without regard to case and are kept in their documented
+// spelling: the code that reads them compares with "on", "off", "ordered".
+TEST(Config, ChoicesIgnoreCaseAndAreStoredCanonically) {
+  {
+    EnvGuard a("ZC_TCP_RECV_POST", "OFF"), b("ZC_SHM_CMA", "Off"), d("ZC_VERBS_FLAG", "ORDERED"),
+        e("ZC_GPU_IPC", "AUTO"), f("ZC_TRACE_CLOCK", "Precise"), g("ZC_TRANSPORT", "Shm");
+    zc::Config c;
+    ASSERT_TRUE(Load(&c).ok());
+    EXPECT_FALSE(c.tcp_recv_post);
+    EXPECT_EQ(c.shm_cma, "off");
+    EXPECT_EQ(c.verbs_flag_mode, "ordered");
+    EXPECT_EQ(c.gpu_ipc, "auto");
+    EXPECT_TRUE(c.trace_precise_clock);
+    EXPECT_EQ(c.transport, "shm");
+  }
+  {
+    EnvGuard a("ZC_TCP_RECV_POST", "off");
+    zc::Config c;
+    ASSERT_TRUE(Load(&c).ok());
+    EXPECT_FALSE(c.tcp_recv_post);
+  }
+  EnvGuard a("ZC_TCP_RECV_POST", "ON"), b("ZC_SHM_CMA", "ON");
+  zc::Config c;
+  ASSERT_TRUE(Load(&c).ok());
+  EXPECT_TRUE(c.tcp_recv_post) << "ON is on";
+  EXPECT_EQ(c.shm_cma, "on");
+}
+
 // The unknown item is named and the valid names are listed.
 TEST(Config, UnknownSubsystemListsTheValidOnes) {
   for (const char* bad : {"nosuch", "p2p,nosuch", "^tcp,nosuch", "p2p,", "^"}) {
