@@ -81,14 +81,18 @@ void UnlinkOwnSegments() {
   for (int i = 0; i < ntags && i < kMaxTags; ++i) Segment::UnlinkOwned(g_term.tags[i], getpid());
 }
 
-// Whether the launcher is gone: reparented, or its pidfd readable within
-// wait_ms (async-signal-safe).
-bool LauncherGone(int wait_ms) {
-  if (getppid() != g_term.parent) return true;
+// Whether the launcher's pidfd says it has exited, within wait_ms
+// (async-signal-safe). Only POLLIN is proof: an invalid descriptor polls
+// as POLLNVAL, which says nothing about the launcher.
+bool LauncherExited(int wait_ms) {
   if (g_term.launcher_fd < 0) return false;
   struct pollfd p = {g_term.launcher_fd, POLLIN, 0};
-  return poll(&p, 1, wait_ms) > 0;
+  return poll(&p, 1, wait_ms) > 0 && (p.revents & POLLIN);
 }
+
+// Whether the launcher is gone: reparented, or exited within wait_ms
+// (async-signal-safe).
+bool LauncherGone(int wait_ms) { return getppid() != g_term.parent || LauncherExited(wait_ms); }
 
 void OnSigterm(int sig) {
   int saved = errno;
@@ -118,10 +122,7 @@ void OnExit() {
   UnlinkOwnSegments();
   // The line only on proof that the launcher has exited (its pidfd), not
   // from a changed parent: an exit is no signal from the launcher.
-  if (g_term.launcher_fd < 0) return;
-  struct pollfd p = {g_term.launcher_fd, POLLIN, 0};
-  if (poll(&p, 1, 0) > 0 && (p.revents & POLLIN))
-    SayLauncherDied(g_term.rank, g_term.launcher, g_term.launcher_pid, false);
+  if (LauncherExited(0)) SayLauncherDied(g_term.rank, g_term.launcher, g_term.launcher_pid, false);
 }
 
 void InstallSigterm(int rank, const LauncherInfo& info, const std::string& tag) {

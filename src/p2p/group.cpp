@@ -27,4 +27,10 @@ Status Group::AsyncError() const {
   return Status::Ok();
 }
 
+Status Group::HealthNaming(int r, const char* role) const {
+  Status st = Health(r);
+  if (st.ok() || !Lost(r)) return st;
+  return st.with_context(Format("%s rank %d lost", role, r));
+}
+
 }  // namespace zc

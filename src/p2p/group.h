@@ -53,6 +53,13 @@ class Group {
   TransportKind transport_to(int r) const { return dev_->transport_to(members_[r]); }
   // r = -1: the Device's own health (abort, a peer's alert) only.
   Status Health(int r) const { return dev_->health().Health(r < 0 ? -1 : members_[r]); }
+  // Whether group rank r itself is known lost (not merely a job-wide alert
+  // or abort, which Health answers for every rank).
+  bool Lost(int r) const { return dev_->health().peer_lost(members_[r]); }
+  // Health(r), naming r as "<role> rank r lost: ..." only when the failure
+  // is r's own loss: an alert or abort names its own cause, and naming r
+  // there would blame a survivor.
+  Status HealthNaming(int r, const char* role) const;
   Status KnownHealth(int r) const { return dev_->health().KnownHealth(r < 0 ? -1 : members_[r]); }
   bool KnownHealthy(int r) const { return dev_->health().KnownHealthy(r < 0 ? -1 : members_[r]); }
   Status WaitFlag(const std::atomic<uint64_t>* flag, uint64_t value, int r, const Deadline& dl,

@@ -159,8 +159,7 @@ void Server::ControlLoop() {
           if (!h.ok()) {
             bool is_worker = false;
             for (int wi = 0; wi < W_; ++wi) is_worker |= sh_->workers[wi] == r && !bye_[wi] && !dropped(wi);
-            bool is_server = false;
-            for (int s : sh_->servers) is_server |= s == r;
+            const bool is_server = sh_->IsServer(r);
             // A worker that said goodbye (or was dropped) and a pure bystander may exit.
             if (!is_worker && !is_server) continue;
             if (is_server && !is_worker && AllGone()) continue;
@@ -169,7 +168,10 @@ void Server::ControlLoop() {
                 if (sh_->workers[wi] == r) DropWorker(wi, h);
               continue;
             }
-            Fail(h.with_context(Format("%s rank %d lost", is_worker ? "worker" : "server", r)), r);
+            // r is named (and reported to the workers as the culprit) only
+            // for its own loss: an alert or abort names its own cause.
+            if (g->Lost(r)) Fail(h.with_context(Format("%s rank %d lost", is_worker ? "worker" : "server", r)), r);
+            else Fail(h, -1);
             break;
           }
         }

@@ -44,10 +44,13 @@ struct Shared {
   // "Failover"): every push is applied on its own, so the others' pushes
   // and pulls need nothing from it. A server (ZC_PS_SERVER or ZC_PS_BOTH)
   // holds part of every key: its loss fails the PS.
-  bool Tolerated(int r) const {
-    if (!options.async) return false;
+  bool IsServer(int r) const {
     for (int s : servers)
-      if (s == r) return false;
+      if (s == r) return true;
+    return false;
+  }
+  bool Tolerated(int r) const {
+    if (!options.async || IsServer(r)) return false;
     for (int w : workers)
       if (w == r) return true;
     return false;

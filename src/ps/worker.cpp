@@ -74,12 +74,10 @@ Status Worker::Wait(const std::atomic<uint64_t>* word, uint64_t value, int serve
       for (int i = -1; i < g->size(); ++i) {
         int r = i < 0 ? sr : i;
         if (r == g->rank() || (i >= 0 && r == sr) || sh_->Tolerated(r)) continue;
-        Status st = g->Health(r);
+        Status st = g->HealthNaming(r, sh_->IsServer(r) ? "server" : "rank");
         if (!st.ok()) {
           if (word->load(std::memory_order_acquire) >= value) return Status::Ok();
-          bool is_server = false;
-          for (int s : sh_->servers) is_server |= s == r;
-          return st.with_context(Format("%s rank %d lost", is_server ? "server" : "rank", r));
+          return st;
         }
       }
       if (dl.expired())
@@ -181,9 +179,11 @@ Status Worker::AwaitAnswer(int server, uint64_t key, const Deadline& dl, std::st
     bo.Pause();
     if (!bo.Due()) continue;
     ZC_RETURN_IF_ERROR(Alert());
-    for (int r = 0; r < g->size(); ++r)
-      if (r != g->rank() && !sh_->Tolerated(r) && !g->Health(r).ok())
-        return g->Health(r).with_context(Format("rank %d lost", r));
+    for (int r = 0; r < g->size(); ++r) {
+      if (r == g->rank() || sh_->Tolerated(r)) continue;
+      Status st = g->HealthNaming(r, "rank");
+      if (!st.ok()) return st;
+    }
     if (dl.expired())
       return Error(ZC_ERR_TIMEOUT, "waited %.1f s for server rank %d to accept key %llu: does every "
                    "worker declare it? (ZC_TIMEOUT=%g s)", dl.elapsed_s(), server,
@@ -477,11 +477,9 @@ void Worker::CheckStalls(std::vector<std::pair<Op*, Status>>* failed) {
   if (cause.ok()) {
     for (int r = 0; r < g->size(); ++r) {
       if (r == g->rank() || sh_->Tolerated(r)) continue;
-      Status st = g->Health(r);
+      Status st = g->HealthNaming(r, sh_->IsServer(r) ? "server" : "rank");
       if (!st.ok()) {
-        bool is_server = false;
-        for (int s : sh_->servers) is_server |= s == r;
-        cause = st.with_context(Format("%s rank %d lost", is_server ? "server" : "rank", r));
+        cause = st;
         break;
       }
     }

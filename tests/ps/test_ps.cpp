@@ -656,9 +656,20 @@ int KilledBody(int rank, int victim, bool separate_server) {
   }
   printf("rank %d: %s: %s\n", rank, zc_status_string(st), zc_last_error(comm));
   CHILD_CHECK(st == ZC_ERR_PEER_LOST, "expected peer lost, got %s", zc_status_string(st));
-  char name[32];
-  snprintf(name, sizeof(name), "rank %d", victim);
-  CHILD_CHECK(strstr(zc_last_error(comm), name) != nullptr, "message does not name %s", name);
+  // "server rank 2 lost" where this rank saw it go, or "peer 2 lost (rank 1
+  // saw it go and alerted the job)" when another rank's alert came first;
+  // never a survivor named as the lost one.
+  char name[32], peer[32], survivor[64];
+  snprintf(name, sizeof(name), "rank %d lost", victim);
+  snprintf(peer, sizeof(peer), "peer %d lost", victim);
+  const char* why = zc_last_error(comm);
+  CHILD_CHECK(strstr(why, name) != nullptr || strstr(why, peer) != nullptr, "message does not name %s: %s", name,
+              why);
+  for (int r = 0; r < 3; ++r) {
+    if (r == victim) continue;
+    snprintf(survivor, sizeof(survivor), "rank %d lost", r);
+    CHILD_CHECK(strstr(why, survivor) == nullptr, "message names survivor %d as lost: %s", r, why);
+  }
   zc_ps_free(ps);
   zc_finalize(comm);
   return 0;
