@@ -15,6 +15,12 @@ namespace zc {
 
 using Clock = std::chrono::steady_clock;
 
+// Clock's reading in nanoseconds: CLOCK_MONOTONIC, one clock for every
+// process of a host (flight-recorder dumps compare it across ranks).
+inline int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
 class Deadline {
  public:
   // seconds <= 0 or infinite means "never": only for tests.

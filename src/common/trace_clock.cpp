@@ -38,12 +38,6 @@ const bool g_tsc = InvariantTsc();
 
 }  // namespace
 
-int64_t NowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
 bool TicksAreTsc() { return g_tsc; }
 
 uint64_t PreciseTicks() {

@@ -18,11 +18,9 @@
 #include <atomic>
 #include <cstdint>
 
-namespace zc::trace {
+#include "common/deadline.h"  // NowNs
 
-// Monotonic clock in nanoseconds (CLOCK_MONOTONIC: one clock for every
-// process of a host).
-int64_t NowNs();
+namespace zc::trace {
 
 // Whether ticks are time stamp counter values (else nanoseconds).
 bool TicksAreTsc();

@@ -27,10 +27,6 @@ bool ProcessGone(pid_t pid) {
   return close_paren && close_paren[1] == ' ' && (close_paren[2] == 'Z' || close_paren[2] == 'X');
 }
 
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
-}
-
 // The alert word a failing rank writes into every peer: the cause's code,
 // who reports it and whose failure it is (the lost peer, or the reporter).
 // The top bits carry the epoch (mod 4096) it belongs to: an alert of an

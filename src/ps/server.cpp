@@ -360,9 +360,6 @@ void Server::FreeKey(Key* k) {
 }
 
 namespace {
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
-}
 // A data thread stands back while a worker has assisted this recently.
 constexpr int64_t kAssistHoldNs = 2'000'000;
 }  // namespace
