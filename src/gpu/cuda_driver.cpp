@@ -133,10 +133,8 @@ int ScanObject(struct dl_phdr_info* info, size_t size, void* data) {
   auto* s = static_cast<ScanState*>(data);
   if (s->first) {
     s->first = false;
-    s->has_adds = size >= offsetof(struct dl_phdr_info, dlpi_adds) +
-                              sizeof(info->dlpi_adds);
+    s->has_adds = LoaderAddsIn(info, size, &s->adds);
     if (s->has_adds) {
-      s->adds = info->dlpi_adds;
       if (s->may_stop_unchanged &&
           s->adds == g_adds_without_libcuda.load(std::memory_order_relaxed)) {
         s->unchanged = true;

@@ -2,14 +2,11 @@
 
 #include <dlfcn.h>
 
-#include <cstddef>
-
 namespace zc::gpu {
 namespace {
 
 int FirstObjectAdds(struct dl_phdr_info* info, size_t size, void* data) {
-  auto* adds = static_cast<unsigned long long*>(data);
-  if (size >= offsetof(struct dl_phdr_info, dlpi_adds) + sizeof(info->dlpi_adds)) *adds = info->dlpi_adds;
+  LoaderAddsIn(info, size, static_cast<unsigned long long*>(data));
   return 1;  // the counter is the same in every object's info: stop
 }
 

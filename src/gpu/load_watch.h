@@ -24,7 +24,18 @@
 
 #include <link.h>
 
+#include <cstddef>
+
 namespace zc::gpu {
+
+// The loader's load counter from one object's info inside a
+// dl_iterate_phdr callback (the same in every object's); false when this C
+// library's info is too old to carry it.
+inline bool LoaderAddsIn(const struct dl_phdr_info* info, size_t size, unsigned long long* adds) {
+  if (size < offsetof(struct dl_phdr_info, dlpi_adds) + sizeof(info->dlpi_adds)) return false;
+  *adds = info->dlpi_adds;
+  return true;
+}
 
 // Loads counted by the dynamic loader so far (dlpi_adds), or 0 when this
 // C library does not count them.

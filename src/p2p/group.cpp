@@ -27,8 +27,7 @@ Status Group::AsyncError() const {
   return Status::Ok();
 }
 
-Status Group::HealthNaming(int r, const char* role) const {
-  Status st = Health(r);
+Status Group::NameLoss(Status st, int r, const char* role) const {
   if (st.ok() || !Lost(r)) return st;
   return st.with_context(Format("%s rank %d lost", role, r));
 }

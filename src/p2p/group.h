@@ -56,10 +56,11 @@ class Group {
   // Whether group rank r itself is known lost (not merely a job-wide alert
   // or abort, which Health answers for every rank).
   bool Lost(int r) const { return dev_->health().peer_lost(members_[r]); }
-  // Health(r), naming r as "<role> rank r lost: ..." only when the failure
+  // st (a failed Health(r)) named "<role> rank r lost: ..." only when it
   // is r's own loss: an alert or abort names its own cause, and naming r
   // there would blame a survivor.
-  Status HealthNaming(int r, const char* role) const;
+  Status NameLoss(Status st, int r, const char* role) const;
+  Status HealthNaming(int r, const char* role) const { return NameLoss(Health(r), r, role); }
   Status KnownHealth(int r) const { return dev_->health().KnownHealth(r < 0 ? -1 : members_[r]); }
   bool KnownHealthy(int r) const { return dev_->health().KnownHealthy(r < 0 ? -1 : members_[r]); }
   Status WaitFlag(const std::atomic<uint64_t>* flag, uint64_t value, int r, const Deadline& dl,

@@ -170,8 +170,7 @@ void Server::ControlLoop() {
             }
             // r is named (and reported to the workers as the culprit) only
             // for its own loss: an alert or abort names its own cause.
-            if (g->Lost(r)) Fail(h.with_context(Format("%s rank %d lost", is_worker ? "worker" : "server", r)), r);
-            else Fail(h, -1);
+            Fail(g->NameLoss(h, r, is_worker ? "worker" : "server"), g->Lost(r) ? r : -1);
             break;
           }
         }
