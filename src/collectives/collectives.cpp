@@ -151,9 +151,10 @@ Status Collectives::RunAs(coll::Signature sig, size_t elem_size, Fn&& fn) {
 uint64_t Collectives::Record(const coll::Signature& sig) {
   const bool has_dtype = sig.kind != Kind::kBarrier;
   const bool reduces = sig.kind == Kind::kAllreduce || sig.kind == Kind::kReduce || sig.kind == Kind::kReduceScatter;
-  return recorder_->BeginCollective(coll::KindName(sig.kind), coll::AlgoName(sig.algo), transport_, sig.seq,
-                                    sig.count, has_dtype ? static_cast<int>(sig.dtype) : -1,
-                                    reduces ? static_cast<int>(sig.op) : -1, sig.root);
+  return recorder_->BeginCollective(
+      coll::KindName(sig.kind), coll::AlgoName(sig.algo), sig.seq, sig.count,
+      trace::FlightRecorder::CollectiveShape(has_dtype ? static_cast<int>(sig.dtype) : -1,
+                                             reduces ? static_cast<int>(sig.op) : -1, sig.root));
 }
 
 const char* Collectives::SummarizeTransports() const {

@@ -73,9 +73,44 @@ enum class MemPath : uint8_t {
   kStagedParts = 2,
 };
 
-const char* KindName(Kind k);
+// Inline: every record of a collective names its kind and algorithm
+// (common/flight_recorder.h), and a call costs that 8-byte call more.
+inline const char* KindName(Kind k) {
+  switch (k) {
+    case Kind::kNone: return "none";
+    case Kind::kAllreduce: return "allreduce";
+    case Kind::kBroadcast: return "broadcast";
+    case Kind::kReduce: return "reduce";
+    case Kind::kAllgather: return "allgather";
+    case Kind::kReduceScatter: return "reduce_scatter";
+    case Kind::kAlltoall: return "alltoall";
+    case Kind::kBarrier: return "barrier";
+    case Kind::kAllgatherv: return "allgatherv";
+    case Kind::kAlltoallv: return "alltoallv";
+    case Kind::kGather: return "gather";
+    case Kind::kScatter: return "scatter";
+  }
+  return "unknown";
+}
+
+inline const char* AlgoName(Algo a) {
+  switch (a) {
+    case Algo::kNone: return "";
+    case Algo::kRing: return "ring";
+    case Algo::kHd: return "hd";
+    case Algo::kShm: return "shm";
+    case Algo::kTree: return "tree";
+    case Algo::kChain: return "chain";
+    case Algo::kPairwise: return "pairwise";
+    case Algo::kDissemination: return "dissemination";
+    case Algo::kLocal: return "local";
+    case Algo::kDirect: return "direct";
+    case Algo::kHier: return "hier";
+  }
+  return "unknown";
+}
+
 const char* MemPathName(MemPath m);
-const char* AlgoName(Algo a);
 
 constexpr int kSigWords = 5;
 

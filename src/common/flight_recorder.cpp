@@ -23,17 +23,19 @@ namespace zc::trace {
 namespace {
 
 // Words of a slot, after its version. 15 words and the version: two cache
-// lines per record.
+// lines per record. A record stores only the words its call has (the
+// flags in kPacked say which): on this project's VM each store of a record
+// costs an 8-byte call about 1% (docs/debugging.md, "Cost").
 enum Word : int {
   kSeq,  // or the key of a parameter-server call (flag kKey)
   kOp,
   kAlgo,
-  kTransport,
-  kPacked,  // see Pack()
+  kTransport,  // a collective's is the communicator's (flag kCommTransport): not stored
+  kPacked,     // see Pack()
   kCount,
-  kRootPeer,  // root (low 32 bits) | peer << 32
+  kRootPeer,  // root (low 32 bits) | peer << 32; flag kHasRanks (else both -1)
   kBegin,     // ticks when the record was made
-  kDone,      // ticks when the call ended; 0 while it runs
+  kDone,      // the end: DoneWord(); another record's until this call ends
   kLabel,     // 6 words, written only when the thread has a label
   kWords = kLabel + 6,
 };
@@ -45,25 +47,37 @@ constexpr uint64_t kPhases = 8;
 constexpr uint64_t VersionOf(uint64_t id, uint64_t phase) { return id * kPhases + phase; }
 constexpr uint64_t IdOf(uint64_t version) { return version / kPhases; }
 
-// kPacked: dtype + 1 (5 bits) | redop + 1 (4) | state (3) | flags (8) |
-// status (8) | tag (32). The flags say which optional words a record
+// kPacked: dtype + 1 (5 bits) | redop + 1 (4) | failed (1) | flags (9) |
+// status (8) | tag (32), or the root there when the call has a root and no
+// tag or peer (rooted collectives: flag kRootInTag, no kRootPeer word). The flags say which optional words a record
 // holds: a word whose flag is off was not written (it may hold an older
-// record's value), so the hot path stores only what a call has.
-constexpr uint64_t kHasLabel = 1, kBeganStarted = 2, kKey = 4, kHasSeq = 8, kHasAlgo = 16, kHasTransport = 32;
-constexpr int kRedopShift = 5, kStateShift = 9, kFlagShift = 12, kStatusShift = 20, kTagShift = 32;
-constexpr uint64_t kStateMask = 0x7, kFlagMask = 0xff;
+// record's value), so the hot path stores only what a call has. A record
+// is made with failed and status 0; a failed end sets them, and a record's
+// state comes from them and its end word (Snapshot).
+constexpr uint64_t kHasLabel = 1, kBeganStarted = 2, kKey = 4, kHasSeq = 8, kHasAlgo = 16, kHasTransport = 32,
+                   kCommTransport = 64, kHasRanks = 128, kRootInTag = 256;
+constexpr int kRedopShift = 5, kFailedShift = 9, kFlagShift = 10, kStatusShift = 20, kTagShift = 32;
+constexpr uint64_t kFlagMask = 0x1ff;
 
-uint64_t Pack(const OpInfo& i, State s, uint64_t flags) {
+uint64_t Pack(const OpInfo& i, uint64_t flags) {
+  const int32_t high = (flags & kRootInTag) ? i.root : i.tag;
   return (static_cast<uint64_t>(i.dtype + 1) & 0x1f) | (static_cast<uint64_t>(i.redop + 1) & 0xf) << kRedopShift |
-         static_cast<uint64_t>(s) << kStateShift | flags << kFlagShift |
-         static_cast<uint64_t>(static_cast<uint32_t>(i.tag)) << kTagShift;
+         flags << kFlagShift | static_cast<uint64_t>(static_cast<uint32_t>(high)) << kTagShift;
 }
 
-uint64_t WithState(uint64_t packed, State s, zc_status st) {
-  constexpr uint64_t kKeep = ~(kStateMask << kStateShift | 0xffull << kStatusShift);
-  return (packed & kKeep) | static_cast<uint64_t>(s) << kStateShift |
+uint64_t WithFailure(uint64_t packed, zc_status st) {
+  return (packed & ~(0xffull << kStatusShift)) | uint64_t{1} << kFailedShift |
          (static_cast<uint64_t>(st) & 0xff) << kStatusShift;
 }
+
+// The end word: the end's ticks (counted from the recorder's tick base)
+// above a set bit and the record's lap, the number of times the ring had
+// gone round when it was made (mod 16). The end is one store, and the
+// begin need not clear the word: a reader takes it for the record whose
+// lap it names, and the slot's previous record, one lap older, names
+// another. 59 bits of ticks last 4.5 years at 4 GHz.
+constexpr int kLapBits = 4, kDoneShift = kLapBits + 1;
+constexpr uint64_t kLapMask = (uint64_t{1} << kLapBits) - 1, kDoneSet = uint64_t{1} << kLapBits;
 
 uint64_t PtrWord(const char* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); }
 const char* WordPtr(uint64_t w) { return reinterpret_cast<const char*>(static_cast<uintptr_t>(w)); }
@@ -274,6 +288,8 @@ FlightRecorder::FlightRecorder(size_t capacity, Identity id, std::string dump_di
   static_assert(sizeof(Slot) == 128, "two cache lines per record");
   tick0_ = PreciseTicks();
   mono0_ = NowNs();
+  // Coarse times may be a little older than the recorder: the base is well before it.
+  tick_base_ = tick0_ > kTickMargin ? tick0_ - kTickMargin : 0;
   if (capacity_) {
     // A power of two of slots: the slot of a record is a mask of its id (a
     // division by the capacity costs several ns on every Begin and End).
@@ -281,6 +297,7 @@ FlightRecorder::FlightRecorder(size_t capacity, Identity id, std::string dump_di
     size_t slots = 1;
     while (slots < capacity_) slots <<= 1;
     slot_mask_ = slots - 1;
+    slot_shift_ = __builtin_ctzll(slots);
     slots_.reset(new Slot[slots]);
   }
   if (capacity_ && !dump_dir_.empty()) RegisterForSignal(this);
@@ -317,38 +334,67 @@ inline OpInfo PeerInfo(const char* op, uint64_t bytes, int peer, int tag) {
 }
 
 // Stores only the words the call has (see kPacked's flags): every store is
-// a share of the record's cost, which is measured against an 8-byte call.
-// With the time stamp counter the record is made without calling anything
-// (no registers saved): the clock's path and the label are out of line.
-// Each entry point repeats that choice rather than sharing a helper that
-// takes the OpInfo: one OpInfo used by both branches is built on the
-// stack, where each branch building its own folds into the stores.
+// a share of the record's cost, which is measured against an 8-byte call,
+// and so is every register a function saves on the stack. So the common
+// path of each entry point calls nothing: its time is a load (or one
+// instruction) and no thread has a label to copy; everything else (the
+// clock's wake-up, the monotonic clock, the label) is a tail call to an
+// out-of-line path that takes only registers. Each entry point repeats
+// that choice rather than sharing a helper that takes the OpInfo: one
+// OpInfo used by both branches is built on the stack, where each branch
+// building its own folds into the stores.
+inline uint64_t FlightRecorder::FastTicks() const {
+  // The precise clock's counter read (rdtsc) would take two more registers
+  // in the common path's frame, and costs more than the saves it forces.
+  return clock_ == Clock::kCoarse && Inline() ? CoarseClock::Peek() : 0;
+}
+
 uint64_t FlightRecorder::Begin(const OpInfo& info, State s) {
   if (!capacity_) return 0;
-  if (Inline()) return Write(info, s, Ticks(), nullptr);
+  if (const uint64_t now = FastTicks()) return Write(info, s, now, nullptr);
   return BeginOutOfLine(info, s);
 }
 
 uint64_t FlightRecorder::BeginPeer(const char* op, uint64_t bytes, int peer, int tag, State s) {
   if (!capacity_) return 0;
-  if (Inline()) return Write(PeerInfo(op, bytes, peer, tag), s, Ticks(), nullptr);
+  if (const uint64_t now = FastTicks()) return Write(PeerInfo(op, bytes, peer, tag), s, now, nullptr);
+  return BeginPeerOutOfLine(op, bytes, peer, tag, s);
+}
+
+uint64_t FlightRecorder::BeginPeerOutOfLine(const char* op, uint64_t bytes, int peer, int tag, State s) {
   return BeginOutOfLine(PeerInfo(op, bytes, peer, tag), s);
 }
 
-uint64_t FlightRecorder::BeginCollective(const char* op, const char* algo, const char* transport, uint64_t seq,
-                                         uint64_t count, int dtype, int redop, int root) {
-  if (!capacity_) return 0;
-  OpInfo info;  // local, not passed by reference on the common path: Write folds it
+// A collective's OpInfo from BeginCollective's arguments.
+inline OpInfo CollectiveInfo(const char* op, const char* algo, uint64_t seq, uint64_t count, uint64_t shape) {
+  OpInfo info;
   info.op = op;
   info.algo = algo;
-  info.transport = transport;
+  info.comm_transport = true;
   info.seq = seq;
   info.count = count;
-  info.dtype = dtype;
-  info.redop = redop;
-  info.root = root;
-  if (Inline()) return Write(info, State::kStarted, Ticks(), nullptr);
-  return BeginOutOfLine(info, State::kStarted);
+  info.dtype = static_cast<int8_t>(shape & 0xff);
+  info.redop = static_cast<int8_t>((shape >> 8) & 0xff);
+  info.root = static_cast<int32_t>(shape >> 32);
+  return info;
+}
+
+uint64_t FlightRecorder::CollectiveShape(int dtype, int redop, int root) {
+  return static_cast<uint64_t>(static_cast<uint8_t>(dtype)) | static_cast<uint64_t>(static_cast<uint8_t>(redop)) << 8 |
+         static_cast<uint64_t>(static_cast<uint32_t>(root)) << 32;
+}
+
+uint64_t FlightRecorder::BeginCollective(const char* op, const char* algo, uint64_t seq, uint64_t count,
+                                         uint64_t shape) {
+  if (!capacity_) return 0;
+  if (const uint64_t now = FastTicks())
+    return Write(CollectiveInfo(op, algo, seq, count, shape), State::kStarted, now, nullptr);
+  return BeginCollectiveOutOfLine(op, algo, seq, count, shape);
+}
+
+uint64_t FlightRecorder::BeginCollectiveOutOfLine(const char* op, const char* algo, uint64_t seq, uint64_t count,
+                                                  uint64_t shape) {
+  return BeginOutOfLine(CollectiveInfo(op, algo, seq, count, shape), State::kStarted);
 }
 
 // With the monotonic clock instead of the counter, or once some thread has a label
@@ -364,22 +410,34 @@ uint64_t FlightRecorder::BeginOutOfLine(OpInfo info, State s) {
 // or null.
 inline __attribute__((always_inline)) uint64_t FlightRecorder::Write(OpInfo info, State s, uint64_t now,
                                                                      const char* label) {
+  // The words first, the slot after: fewer values live across the
+  // increment, so the common path needs no register saved on the stack.
+  const bool has_seq = info.has_key || info.seq != 0;
+  const bool has_transport = info.transport && !info.comm_transport;
+  // -1 is all ones: (a & b) == -1 when both are -1. Written so, because
+  // GCC compares two adjacent ints of the OpInfo as one 64-bit word through
+  // the stack, and that load waits for both stores (no forwarding).
+  const bool root_in_tag = info.root != -1 && (info.tag & info.peer) == -1;
+  const bool has_ranks = !root_in_tag && (info.root & info.peer) != -1;
+  const uint64_t flags = (s == State::kStarted ? kBeganStarted : 0) | (info.has_key ? kKey : 0) |
+                         (has_seq ? kHasSeq : 0) | (info.algo ? kHasAlgo : 0) |
+                         (has_transport ? kHasTransport : 0) | (info.comm_transport ? kCommTransport : 0) |
+                         (has_ranks ? kHasRanks : 0) | (root_in_tag ? kRootInTag : 0) | (label ? kHasLabel : 0);
+  const uint64_t packed = Pack(info, flags);
+  const uint64_t seq = info.has_key ? info.key : info.seq;
+  const uint64_t ranks =
+      static_cast<uint32_t>(info.root) | static_cast<uint64_t>(static_cast<uint32_t>(info.peer)) << 32;
   const uint64_t id = next_.fetch_add(1, std::memory_order_relaxed) + 1;
   Slot* slot = SlotOf(id);
   const uint64_t odd = VersionOf(id, 1);
   slot->Open(odd);
-  const bool has_seq = info.has_key || info.seq != 0;
-  const uint64_t flags = (s == State::kStarted ? kBeganStarted : 0) | (info.has_key ? kKey : 0) |
-                         (has_seq ? kHasSeq : 0) | (info.algo ? kHasAlgo : 0) |
-                         (info.transport ? kHasTransport : 0) | (label ? kHasLabel : 0);
-  if (has_seq) slot->Set(kSeq, info.has_key ? info.key : info.seq);
+  if (has_seq) slot->Set(kSeq, seq);
   slot->Set(kOp, PtrWord(info.op));
   if (info.algo) slot->Set(kAlgo, PtrWord(info.algo));
-  if (info.transport) slot->Set(kTransport, PtrWord(info.transport));
-  slot->Set(kPacked, Pack(info, s, flags));
+  if (has_transport) slot->Set(kTransport, PtrWord(info.transport));
+  slot->Set(kPacked, packed);
   slot->Set(kCount, info.count);
-  slot->Set(kRootPeer,
-            static_cast<uint32_t>(info.root) | static_cast<uint64_t>(static_cast<uint32_t>(info.peer)) << 32);
+  if (has_ranks) slot->Set(kRootPeer, ranks);
   slot->Set(kBegin, now);
   if (label) {
     uint64_t words[6];
@@ -402,27 +460,46 @@ void FlightRecorder::SetAlgo(uint64_t id, const char* algo) {
   slot->Close(odd);
 }
 
-// Two stores and no version change: the end time, then the state with
-// release. A reader takes kDone only from a record whose state it read as
-// ended (acquire), so it never pairs an end state with an older end time.
+// One store and no version change: the end word, with release. A failed
+// end first marks the record failed in kPacked; a reader that takes the
+// end word (acquire) sees that mark.
+// Like Begin's, the common path calls nothing (the clock's wake-up is out
+// of line).
 void FlightRecorder::End(uint64_t id, const Status& st) {
   if (!id) return;
   if (__builtin_expect(!st.ok(), 0)) return EndFailed(id, st);
-  Stamp(id, State::kCompleted, ZC_OK, Ticks());
+  const uint64_t now = clock_ == Clock::kCoarse ? CoarseClock::Peek() : 0;
+  if (__builtin_expect(now == 0, 0)) return EndOutOfLine(id);
+  Stamp(id, now);
+}
+
+void FlightRecorder::EndOutOfLine(uint64_t id) { Stamp(id, Ticks()); }
+
+inline void FlightRecorder::Stamp(uint64_t id, uint64_t ticks) {
+  Slot* slot = SlotOf(id);
+  if (IdOf(slot->version.load(std::memory_order_relaxed)) != id) return;  // overwritten by newer records
+  slot->w[kDone].store(DoneWord(id, ticks), std::memory_order_release);
 }
 
 void FlightRecorder::EndFailed(uint64_t id, const Status& st) {
   Fail(id, st);
+  Slot* slot = SlotOf(id);
+  if (IdOf(slot->version.load(std::memory_order_relaxed)) != id) return;
+  slot->Set(kPacked, WithFailure(slot->Get(kPacked), st.code()));
   // The precise time: the first failure is found by comparing ends across ranks.
-  Stamp(id, State::kFailed, st.code(), PreciseTicks());
+  slot->w[kDone].store(DoneWord(id, PreciseTicks()), std::memory_order_release);
 }
 
-void FlightRecorder::Stamp(uint64_t id, State state, zc_status code, uint64_t now) {
-  Slot* slot = SlotOf(id);
-  if (IdOf(slot->version.load(std::memory_order_relaxed)) != id) return;  // overwritten by newer records
-  const uint64_t packed = slot->Get(kPacked);
-  slot->Set(kDone, now);
-  slot->w[kPacked].store(WithState(packed, state, code), std::memory_order_release);
+inline uint64_t FlightRecorder::Lap(uint64_t id) const { return ((id - 1) >> slot_shift_) & kLapMask; }
+
+inline uint64_t FlightRecorder::DoneWord(uint64_t id, uint64_t ticks) const {
+  const uint64_t since = ticks > tick_base_ ? ticks - tick_base_ : 0;
+  return since << kDoneShift | kDoneSet | Lap(id);
+}
+
+uint64_t FlightRecorder::DoneTicks(uint64_t id, uint64_t word) const {
+  if ((word & (kDoneSet | kLapMask)) != (kDoneSet | Lap(id))) return 0;  // another record's end
+  return tick_base_ + (word >> kDoneShift);
 }
 
 // The first failure's message, kept for the dump (failures only: a lock is fine).
@@ -448,11 +525,11 @@ std::vector<Entry> FlightRecorder::Snapshot(size_t* torn) const {
     const Slot& s = slots_[i];
     const uint64_t v1 = s.version.load(std::memory_order_acquire);
     if (v1 == 0) continue;  // never written
-    // The state first (acquire: End stores kDone before it), then the rest.
+    // The end first (acquire: a failed end marks kPacked before it), then the rest.
     uint64_t w[kWords];
-    w[kPacked] = s.w[kPacked].load(std::memory_order_acquire);
+    w[kDone] = s.w[kDone].load(std::memory_order_acquire);
     for (int k = 0; k < kWords; ++k)
-      if (k != kPacked) w[k] = s.Get(k);
+      if (k != kDone) w[k] = s.Get(k);
     std::atomic_thread_fence(std::memory_order_acquire);
     const uint64_t v2 = s.version.load(std::memory_order_relaxed);
     if ((v1 & 1) || v1 != v2) {
@@ -470,19 +547,25 @@ std::vector<Entry> FlightRecorder::Snapshot(size_t* torn) const {
     e.info.algo = (flags & kHasAlgo) ? WordPtr(w[kAlgo]) : nullptr;
     e.info.dtype = static_cast<int>(packed & 0x1f) - 1;
     e.info.redop = static_cast<int>((packed >> kRedopShift) & 0xf) - 1;
-    e.state = static_cast<State>((packed >> kStateShift) & kStateMask);
-    e.status = static_cast<zc_status>(static_cast<int8_t>((packed >> kStatusShift) & 0xff));
-    e.info.tag = static_cast<int32_t>(packed >> kTagShift);
+    const uint64_t done = DoneTicks(e.id, w[kDone]);
+    const bool failed = done && ((packed >> kFailedShift) & 1);
+    e.state = failed ? State::kFailed : done ? State::kCompleted : (flags & kBeganStarted) ? State::kStarted : State::kPosted;
+    e.status = failed ? static_cast<zc_status>(static_cast<int8_t>((packed >> kStatusShift) & 0xff)) : ZC_OK;
+    const int32_t high = static_cast<int32_t>(packed >> kTagShift);
+    e.info.tag = (flags & kRootInTag) ? -1 : high;
     e.info.count = w[kCount];
     e.bytes = e.info.count * DtypeBytes(e.info.dtype);
-    e.info.root = static_cast<int32_t>(w[kRootPeer] & 0xffffffffu);
-    e.info.peer = static_cast<int32_t>(w[kRootPeer] >> 32);
-    e.info.transport = (flags & kHasTransport) ? WordPtr(w[kTransport]) : peer_transport(e.info.peer);
+    const uint64_t ranks = (flags & kHasRanks) ? w[kRootPeer] : ~uint64_t{0};  // none: -1, -1
+    e.info.root = (flags & kRootInTag) ? high : static_cast<int32_t>(ranks & 0xffffffffu);
+    e.info.peer = static_cast<int32_t>(ranks >> 32);
+    e.info.comm_transport = flags & kCommTransport;
+    e.info.transport = (flags & kHasTransport)    ? WordPtr(w[kTransport])
+                       : e.info.comm_transport ? id_.transport.c_str()
+                                               : peer_transport(e.info.peer);
     // A record made started began running when it was made; a posted one
     // ran when its request was waited for or progressed: its end.
-    const bool ended = e.state == State::kCompleted || e.state == State::kFailed;
     e.t_posted_ns = scale.ToNs(w[kBegin]);
-    e.t_done_ns = ended ? scale.ToNs(w[kDone]) : 0;
+    e.t_done_ns = scale.ToNs(done);
     e.t_started_ns = (flags & kBeganStarted) ? e.t_posted_ns : e.t_done_ns;
     if (flags & kHasLabel) {
       memcpy(e.label, &w[kLabel], sizeof(e.label));

@@ -5,7 +5,7 @@
 // writes its own record: one atomic increment reserves the next slot, then
 // plain stores (relaxed atomics: a mov each) fill the words the call has
 // (a null algorithm, transport or label is not stored); the end of the
-// call writes two words of the same slot. Nothing on the hot path takes a
+// call writes one word of the same slot. Nothing on the hot path takes a
 // lock, allocates, formats or converts: a record holds the caller's static
 // name pointers, the packed small fields, the label only when the thread
 // has one, and ticks from the recorder's clock (common/trace_clock.h: by
@@ -53,6 +53,7 @@ struct OpInfo {
   const char* op = "";            // "allreduce", "send", "irecv", ...
   const char* algo = nullptr;     // "ring", "shm", ... (collectives)
   const char* transport = nullptr;  // "shm", "tcp", "mixed", ...; null with a peer: the peer's (SetPeerTransports)
+  bool comm_transport = false;      // the communicator's (Identity::transport), not stored: collectives
   int dtype = -1;                 // zc_dtype, -1: none (send/recv of bytes)
   int redop = -1;                 // zc_op, -1: none
   uint64_t count = 0;             // elements of dtype, or bytes when there is no dtype
@@ -119,9 +120,11 @@ class FlightRecorder {
   // Begin for a send or receive of bytes with peer and tag (no dtype, no
   // transport: see SetPeerTransports): the caller builds no OpInfo.
   uint64_t BeginPeer(const char* op, uint64_t bytes, int peer, int tag, State s);
-  // Begin for a collective (started), its fields as OpInfo's.
-  uint64_t BeginCollective(const char* op, const char* algo, const char* transport, uint64_t seq, uint64_t count,
-                           int dtype, int redop, int root);
+  // Begin for a collective (started) on the communicator's transport, its
+  // fields as OpInfo's; shape: CollectiveShape(dtype, redop, root), so that
+  // every argument travels in a register.
+  uint64_t BeginCollective(const char* op, const char* algo, uint64_t seq, uint64_t count, uint64_t shape);
+  static uint64_t CollectiveShape(int dtype, int redop, int root);
   // Completed (status ZC_OK) or failed. A failure keeps the first failure's
   // message for the dump. A posted record's start is its end (a request
   // runs when it is waited for or progressed).
@@ -157,8 +160,20 @@ class FlightRecorder {
   void EndFailed(uint64_t id, const Status& st);
   uint64_t Write(OpInfo info, State s, uint64_t now, const char* label);
   __attribute__((noinline)) uint64_t BeginOutOfLine(OpInfo info, State s);
-  // The end time and the ended state of record id (when still in its slot).
-  void Stamp(uint64_t id, State state, zc_status code, uint64_t now);
+  __attribute__((noinline)) uint64_t BeginPeerOutOfLine(const char* op, uint64_t bytes, int peer, int tag, State s);
+  __attribute__((noinline)) uint64_t BeginCollectiveOutOfLine(const char* op, const char* algo, uint64_t seq,
+                                                              uint64_t count, uint64_t shape);
+  // A record's time when it needs no call, else 0 (see Begin).
+  uint64_t FastTicks() const;
+  __attribute__((noinline)) void EndOutOfLine(uint64_t id);
+  // Record id's end at `ticks` (when the record is still in its slot).
+  void Stamp(uint64_t id, uint64_t ticks);
+  // How many times the ring had gone round when record id was made (mod 16).
+  uint64_t Lap(uint64_t id) const;
+  // Record id's end word for an end at `ticks`, and the ticks back from a
+  // slot's end word (0: not record id's end, the call has not ended).
+  uint64_t DoneWord(uint64_t id, uint64_t ticks) const;
+  uint64_t DoneTicks(uint64_t id, uint64_t word) const;
   std::vector<const char*> PeerTransports() const;
   // A record's time in ticks (common/trace_clock.h), from clock_.
   uint64_t Ticks() const;
@@ -181,7 +196,10 @@ class FlightRecorder {
   bool inline_time_;  // the time needs no call: the coarse clock, or the counter
   uint64_t tick0_ = 0;
   int64_t mono0_ = 0;
+  static constexpr uint64_t kTickMargin = uint64_t{1} << 40;
+  uint64_t tick_base_ = 0;  // end words count ticks from here
   size_t slot_mask_ = 0;  // slots - 1: a power of two of slots, at least capacity_
+  int slot_shift_ = 0;    // log2(slots)
   std::unique_ptr<Slot[]> slots_;
   // Its own cache line: the writers' counter must not share one with the
   // fields that the hot path only reads.

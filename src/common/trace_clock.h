@@ -46,6 +46,8 @@ class CoarseClock {
   // thread keeps ticking. Unwatch before the counter is destroyed.
   static void Watch(const std::atomic<uint64_t>* records);
   static void Unwatch(const std::atomic<uint64_t>* records);
+  // The latest refreshed ticks, or 0 when Now() would have to wake the thread.
+  static uint64_t Peek() { return ticks_.load(std::memory_order_relaxed); }
   // Whether the thread is parked or not started (for tests).
   static bool Idle() { return ticks_.load(std::memory_order_relaxed) == 0; }
 

@@ -53,7 +53,9 @@ TEST(SignatureWire, EveryDtypeAndNoOtherTravels) {
     s.Pack(aux, 0, 0);
     Signature back;
     EXPECT_EQ(Signature::Unpack(aux, &back), d < kNumDtypes) << d;
-    if (d < kNumDtypes) EXPECT_EQ(back.dtype, s.dtype);
+    if (d < kNumDtypes) {
+      EXPECT_EQ(back.dtype, s.dtype);
+    }
   }
   Signature mine = Make(-1, MemPath::kHost), theirs = Make(-1, MemPath::kHost);
   mine.dtype = ZC_INT16;

@@ -172,6 +172,77 @@ TEST(FlightRecorder, LeftOutWordsKeepNothingOfTheSlotsLastRecord) {
   EXPECT_EQ(snap[1].t_done_ns, 0);
 }
 
+// A record's end is one word that the next record of its slot does not
+// clear: a reader must take it only for the record that wrote it.
+TEST(FlightRecorder, TheSlotsLastEndIsNotTakenForTheNextRecord) {
+  FlightRecorder r(2, TestIdentity(), "");
+  const uint64_t a = r.Begin(Allreduce(1, 1));
+  r.End(a, zc::Status::Ok());
+  const uint64_t b = r.Begin(Allreduce(2, 1));
+  r.End(b, zc::Error(ZC_ERR_TIMEOUT, "late"));
+  OpInfo bcast = Allreduce(3, 1);
+  bcast.op = "broadcast";
+  bcast.root = 1;
+  const uint64_t c = r.Begin(bcast);             // in a's slot
+  const uint64_t d = r.Begin(Allreduce(4, 1));  // in b's slot: no root, peer or tag
+  auto snap = r.Snapshot();
+  ASSERT_EQ(snap.size(), 2u);
+  EXPECT_EQ(snap[0].id, c);
+  EXPECT_EQ(snap[0].state, State::kStarted);
+  EXPECT_EQ(snap[0].t_done_ns, 0);
+  EXPECT_EQ(snap[0].info.root, 1);
+  EXPECT_EQ(snap[1].id, d);
+  EXPECT_EQ(snap[1].state, State::kStarted);
+  EXPECT_EQ(snap[1].status, ZC_OK);
+  EXPECT_EQ(snap[1].t_done_ns, 0);
+  EXPECT_EQ(snap[1].info.root, -1);
+  EXPECT_EQ(snap[1].info.peer, -1);
+  EXPECT_EQ(snap[1].info.tag, -1);
+  r.End(c, zc::Error(ZC_ERR_PEER_LOST, "gone"));
+  r.End(d, zc::Status::Ok());
+  snap = r.Snapshot();
+  ASSERT_EQ(snap.size(), 2u);
+  EXPECT_EQ(snap[0].state, State::kFailed);
+  EXPECT_EQ(snap[0].status, ZC_ERR_PEER_LOST);
+  EXPECT_GE(snap[0].t_done_ns, snap[0].t_started_ns);
+  EXPECT_EQ(snap[1].state, State::kCompleted);
+  EXPECT_EQ(snap[1].status, ZC_OK);
+  EXPECT_GT(snap[1].t_done_ns, 0);
+}
+
+// Many laps round the ring: every ended record reads ended, the one still
+// running reads running, whatever lap its slot is in.
+TEST(FlightRecorder, EndsAreTheirRecordsOnEveryLap) {
+  FlightRecorder r(4, TestIdentity(), "");
+  for (uint64_t i = 1; i <= 4 * 40; ++i) {
+    const uint64_t id = r.Begin(Allreduce(i, 1));
+    if (i % 5 != 0) r.End(id, zc::Status::Ok());
+    auto snap = r.Snapshot();
+    ASSERT_FALSE(snap.empty());
+    for (const Entry& e : snap) {
+      const bool ended = e.id % 5 != 0;
+      ASSERT_EQ(e.state, ended ? State::kCompleted : State::kStarted) << "record " << e.id << " after " << i;
+      ASSERT_EQ(e.t_done_ns != 0, ended) << "record " << e.id;
+    }
+  }
+}
+
+// A collective's record keeps no transport: it is the communicator's.
+TEST(FlightRecorder, ACollectiveReportsTheCommunicatorsTransport) {
+  Identity id = TestIdentity();
+  id.transport = "mixed";
+  FlightRecorder r(4, id, "");
+  r.BeginCollective("allgather", "ring", 7, 3, FlightRecorder::CollectiveShape(ZC_INT32, -1, -1));
+  auto snap = r.Snapshot();
+  ASSERT_EQ(snap.size(), 1u);
+  EXPECT_STREQ(snap[0].info.transport, "mixed");
+  const std::string json = r.ToJson("request");
+  const std::string field = "\"transport\":\"mixed\"";
+  const size_t first = json.find(field);
+  ASSERT_NE(first, std::string::npos);
+  EXPECT_NE(json.find(field, first + 1), std::string::npos) << "the communicator's and the record's: " << json;
+}
+
 TEST(FlightRecorder, ARecordWithAPeerAndNoTransportReportsThePeers) {
   FlightRecorder r(8, TestIdentity(), "");
   r.SetPeerTransports({"shm", "tcp", "shm"});
@@ -202,7 +273,7 @@ TEST(FlightRecorder, BeginPeerAndBeginCollectiveRecordWhatBeginDoes) {
   OpInfo coll = Allreduce(9, 61);
   coll.root = 2;
   a.Begin(coll);
-  b.BeginCollective("allreduce", "ring", "shm", 9, 61, ZC_FLOAT32, ZC_SUM, 2);
+  b.BeginCollective("allreduce", "ring", 9, 61, FlightRecorder::CollectiveShape(ZC_FLOAT32, ZC_SUM, 2));  // the communicator's transport: "shm"
   OpInfo p2p;
   p2p.op = "irecv";
   p2p.count = 13;
@@ -218,6 +289,10 @@ TEST(FlightRecorder, BeginPeerAndBeginCollectiveRecordWhatBeginDoes) {
     EXPECT_EQ(x[i].info.algo == nullptr, y[i].info.algo == nullptr);
     if (x[i].info.algo) {
       EXPECT_STREQ(x[i].info.algo, y[i].info.algo);
+    }
+    EXPECT_EQ(x[i].info.transport == nullptr, y[i].info.transport == nullptr);
+    if (x[i].info.transport) {
+      EXPECT_STREQ(x[i].info.transport, y[i].info.transport);
     }
     EXPECT_EQ(x[i].info.seq, y[i].info.seq);
     EXPECT_EQ(x[i].info.count, y[i].info.count);
