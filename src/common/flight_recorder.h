@@ -160,6 +160,8 @@ class FlightRecorder {
   void EndFailed(uint64_t id, const Status& st);
   uint64_t Write(OpInfo info, State s, uint64_t now, const char* label);
   __attribute__((noinline)) uint64_t BeginOutOfLine(OpInfo info, State s);
+  // The record with the clock read and the thread's label (the out-of-line paths).
+  uint64_t WriteNow(OpInfo info, State s);
   __attribute__((noinline)) uint64_t BeginPeerOutOfLine(const char* op, uint64_t bytes, int peer, int tag, State s);
   __attribute__((noinline)) uint64_t BeginCollectiveOutOfLine(const char* op, const char* algo, uint64_t seq,
                                                               uint64_t count, uint64_t shape);
