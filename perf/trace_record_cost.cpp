@@ -1,5 +1,6 @@
 // trace_record_cost: what one flight-recorder record costs the calling
-// thread (common/flight_recorder.h), Begin + End of a collective's record,
+// thread (common/flight_recorder.h), BeginCollective + End: the record of
+// an 8-byte allreduce as the collectives make it,
 // in CPU time of this thread (other processes on a loaded machine do not
 // count), as the best of ROUNDS rounds:
 //   back-to-back   records with nothing between them: the throughput
@@ -23,23 +24,11 @@
 namespace {
 
 using zc::trace::FlightRecorder;
-using zc::trace::OpInfo;
 
 double ThreadCpuNs() {
   timespec t;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return static_cast<double>(t.tv_sec) * 1e9 + static_cast<double>(t.tv_nsec);
-}
-
-OpInfo Allreduce8B() {
-  OpInfo info;
-  info.op = "allreduce";
-  info.algo = "shm";
-  info.transport = "shm";
-  info.dtype = ZC_FLOAT32;
-  info.redop = ZC_SUM;
-  info.count = 2;
-  return info;
 }
 
 // A chain of dependent multiply-adds: each step waits for the previous one,
@@ -51,12 +40,11 @@ __attribute__((noinline)) uint64_t StandInCall(uint64_t x) {
 
 // ns per call of n calls, with a record around each when r is given.
 double Calls(FlightRecorder* r, int n, bool work, uint64_t* sink) {
-  OpInfo info = Allreduce8B();
+  const uint64_t shape = FlightRecorder::CollectiveShape(ZC_FLOAT32, ZC_SUM, -1);
   uint64_t x = *sink;
   const double t0 = ThreadCpuNs();
   for (int i = 0; i < n; ++i) {
-    info.seq = static_cast<uint64_t>(i) + 1;
-    const uint64_t id = r ? r->Begin(info) : 0;
+    const uint64_t id = r ? r->BeginCollective("allreduce", "shm", static_cast<uint64_t>(i) + 1, 2, shape) : 0;
     if (work) x = StandInCall(x);
     if (r) r->End(id, zc::Status::Ok());
   }
