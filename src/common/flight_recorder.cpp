@@ -49,9 +49,10 @@ constexpr uint64_t IdOf(uint64_t version) { return version / kPhases; }
 
 // kPacked: dtype + 1 (5 bits) | redop + 1 (4) | failed (1) | flags (9) |
 // status (8) | tag (32), or the root there when the call has a root and no
-// tag or peer (rooted collectives: flag kRootInTag, no kRootPeer word). The flags say which optional words a record
-// holds: a word whose flag is off was not written (it may hold an older
-// record's value), so the hot path stores only what a call has. A record
+// tag or peer (rooted collectives: flag kRootInTag, no kRootPeer word).
+// The flags say which optional words a record holds: a word whose flag is
+// off was not written (it may hold an older record's value), so the hot
+// path stores only what a call has. A record
 // is made with failed and status 0; a failed end sets them, and a record's
 // state comes from them and its end word (Snapshot).
 constexpr uint64_t kHasLabel = 1, kBeganStarted = 2, kKey = 4, kHasSeq = 8, kHasAlgo = 16, kHasTransport = 32,
@@ -336,9 +337,9 @@ inline OpInfo PeerInfo(const char* op, uint64_t bytes, int peer, int tag) {
 // Stores only the words the call has (see kPacked's flags): every store is
 // a share of the record's cost, which is measured against an 8-byte call,
 // and so is every register a function saves on the stack. So the common
-// path of each entry point calls nothing: its time is a load (or one
-// instruction) and no thread has a label to copy; everything else (the
-// clock's wake-up, the monotonic clock, the label) is a tail call to an
+// path of each entry point calls nothing: its time is a load of the coarse
+// clock's word and no thread has a label to copy; everything else (the
+// clock's wake-up, the precise clock, the label) is a tail call to an
 // out-of-line path that takes only registers. Each entry point repeats
 // that choice rather than sharing a helper that takes the OpInfo: one
 // OpInfo used by both branches is built on the stack, where each branch
