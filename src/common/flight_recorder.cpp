@@ -52,9 +52,9 @@ constexpr uint64_t IdOf(uint64_t version) { return version / kPhases; }
 // tag or peer (rooted collectives: flag kRootInTag, no kRootPeer word).
 // The flags say which optional words a record holds: a word whose flag is
 // off was not written (it may hold an older record's value), so the hot
-// path stores only what a call has. A record
-// is made with failed and status 0; a failed end sets them, and a record's
-// state comes from them and its end word (Snapshot).
+// path stores only what a call has. A record is made with failed and
+// status 0; a failed end sets them, and a record's state comes from them
+// and its end word (Snapshot).
 constexpr uint64_t kHasLabel = 1, kBeganStarted = 2, kKey = 4, kHasSeq = 8, kHasAlgo = 16, kHasTransport = 32,
                    kCommTransport = 64, kHasRanks = 128, kRootInTag = 256;
 constexpr int kRedopShift = 5, kFailedShift = 9, kFlagShift = 10, kStatusShift = 20, kTagShift = 32;
@@ -254,10 +254,6 @@ inline uint64_t FlightRecorder::Ticks() const {
   return PreciseTicks();
 }
 
-inline bool FlightRecorder::Inline() const {
-  return __builtin_expect(inline_time_ && !g_labels_used.load(std::memory_order_relaxed), 1);
-}
-
 FlightRecorder::TickScale FlightRecorder::Scale() const {
   TickScale s{tick0_, mono0_, 1.0};
   if (!tsc_) {
@@ -284,8 +280,7 @@ FlightRecorder::FlightRecorder(size_t capacity, Identity id, std::string dump_di
       id_(std::move(id)),
       dump_dir_(std::move(dump_dir)),
       clock_(clock),
-      tsc_(TicksAreTsc()),
-      inline_time_(clock == Clock::kCoarse || tsc_) {
+      tsc_(TicksAreTsc()) {
   static_assert(sizeof(Slot) == 128, "two cache lines per record");
   tick0_ = PreciseTicks();
   mono0_ = NowNs();
@@ -347,7 +342,8 @@ inline OpInfo PeerInfo(const char* op, uint64_t bytes, int peer, int tag) {
 inline uint64_t FlightRecorder::FastTicks() const {
   // The precise clock's counter read (rdtsc) would take two more registers
   // in the common path's frame, and costs more than the saves it forces.
-  return clock_ == Clock::kCoarse && Inline() ? CoarseClock::Peek() : 0;
+  const bool fast = clock_ == Clock::kCoarse && !g_labels_used.load(std::memory_order_relaxed);
+  return __builtin_expect(fast, 1) ? CoarseClock::Peek() : 0;
 }
 
 uint64_t FlightRecorder::Begin(const OpInfo& info, State s) {

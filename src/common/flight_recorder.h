@@ -179,9 +179,6 @@ class FlightRecorder {
   std::vector<const char*> PeerTransports() const;
   // A record's time in ticks (common/trace_clock.h), from clock_.
   uint64_t Ticks() const;
-  // Whether a record is made without calling anything: its time is a load
-  // or one instruction, and no thread has a label to copy.
-  bool Inline() const;
   struct TickScale {
     uint64_t tick0;
     int64_t mono0;
@@ -195,7 +192,6 @@ class FlightRecorder {
   std::string dump_dir_;
   Clock clock_;
   bool tsc_;
-  bool inline_time_;  // the time needs no call: the coarse clock, or the counter
   uint64_t tick0_ = 0;
   int64_t mono0_ = 0;
   static constexpr uint64_t kTickMargin = uint64_t{1} << 40;

@@ -49,7 +49,7 @@ class CoarseClock {
   // The latest refreshed ticks, or 0 when Now() would have to wake the thread.
   static uint64_t Peek() { return ticks_.load(std::memory_order_relaxed); }
   // Whether the thread is parked or not started (for tests).
-  static bool Idle() { return ticks_.load(std::memory_order_relaxed) == 0; }
+  static bool Idle() { return Peek() == 0; }
 
  private:
   friend class CoarseTicker;
