@@ -362,6 +362,19 @@ uint64_t FlightRecorder::BeginPeerOutOfLine(const char* op, uint64_t bytes, int 
   return WriteNow(PeerInfo(op, bytes, peer, tag), s);
 }
 
+// Off the hot path by design (the call is over): the label and the clock as WriteNow.
+uint64_t FlightRecorder::DonePeer(const char* op, uint64_t bytes, int peer, int tag, uint64_t start) {
+  if (!capacity_) return 0;
+  const uint64_t end = Ticks();
+  const bool labelled = g_labels_used.load(std::memory_order_relaxed) && t_label[0] != 0;
+  const uint64_t id = Write(PeerInfo(op, bytes, peer, tag), State::kStarted, start ? start : end,
+                            labelled ? t_label : nullptr);
+  Stamp(id, end);
+  return id;
+}
+
+uint64_t FlightRecorder::PreciseStart() const { return Ticks(); }
+
 // A collective's OpInfo from BeginCollective's arguments.
 inline OpInfo CollectiveInfo(const char* op, const char* algo, uint64_t seq, uint64_t count, uint64_t shape) {
   OpInfo info;

@@ -120,6 +120,18 @@ class FlightRecorder {
   // Begin for a send or receive of bytes with peer and tag (no dtype, no
   // transport: see SetPeerTransports): the caller builds no OpInfo.
   uint64_t BeginPeer(const char* op, uint64_t bytes, int peer, int tag, State s);
+  // A send or receive that was over at once (it never waited), recorded
+  // once it is done: started at `start` (Start(), read before the call; 0:
+  // now), completed now. A ping-pong's peer then waits for none of the
+  // record: the message went out first.
+  uint64_t DonePeer(const char* op, uint64_t bytes, int peer, int tag, uint64_t start);
+  // The time for DonePeer's start: one load with the coarse clock (0 when
+  // its thread sleeps: DonePeer then reads the clock), the counter with the
+  // precise one; 0 when the recorder is off.
+  uint64_t Start() const {
+    if (!capacity_) return 0;
+    return clock_ == Clock::kCoarse ? CoarseClock::Peek() : PreciseStart();
+  }
   // Begin for a collective (started) on the communicator's transport, its
   // fields as OpInfo's; shape: CollectiveShape(dtype, redop, root), so that
   // every argument travels in a register.
@@ -168,6 +180,7 @@ class FlightRecorder {
   // A record's time when it needs no call, else 0 (see Begin).
   uint64_t FastTicks() const;
   __attribute__((noinline)) void EndOutOfLine(uint64_t id);
+  __attribute__((noinline)) uint64_t PreciseStart() const;
   // Record id's end at `ticks` (when the record is still in its slot).
   void Stamp(uint64_t id, uint64_t ticks);
   // How many times the ring had gone round when record id was made (mod 16).

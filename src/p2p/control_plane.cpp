@@ -95,13 +95,27 @@ Status ControlPlane::Send2(int peer, uint64_t tag, const void* a, size_t abytes,
   uint32_t n = 1;
   ZC_RETURN_IF_ERROR(SpanOf(p, peer, abytes + bbytes, &n));
   std::lock_guard<SpinLock> lock(p.send_mu);
-  // Shared memory, slot free: the message is a few stores (small zc_send).
-  if (n == 1 && health_->KnownHealthy(peer) && p.writer.TryPutMapped(a, abytes, b, bbytes, tag, 1)) {
-    p.last_at[Bucket(tag)] = p.writer.sent();
-    p.answered[Bucket(tag)] = false;
-    return Status::Ok();
-  }
+  if (n == 1 && PutNow(p, peer, tag, a, abytes, b, bbytes)) return Status::Ok();
   return Write(p, tag, a, abytes, b, bbytes, n, dl);
+}
+
+bool ControlPlane::TrySendNow(int peer, uint64_t tag, const void* a, size_t abytes, const void* b,
+                              size_t bbytes) {
+  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer]) return false;
+  Peer& p = *peers_[peer];
+  if (abytes + bbytes > p.max_message) return false;
+  std::lock_guard<SpinLock> lock(p.send_mu);
+  return PutNow(p, peer, tag, a, abytes, b, bbytes);
+}
+
+// Shared memory, slot free: the message is a few stores (small zc_send).
+// The caller holds p.send_mu; the message fits one slot.
+bool ControlPlane::PutNow(Peer& p, int peer, uint64_t tag, const void* a, size_t abytes, const void* b,
+                          size_t bbytes) {
+  if (!health_->KnownHealthy(peer) || !p.writer.TryPutMapped(a, abytes, b, bbytes, tag, 1)) return false;
+  p.last_at[Bucket(tag)] = p.writer.sent();
+  p.answered[Bucket(tag)] = false;
+  return true;
 }
 
 Status ControlPlane::Write(Peer& p, uint64_t tag, const void* a, size_t abytes, const void* b,

@@ -51,6 +51,11 @@ class ControlPlane {
   // without joining them first.
   Status Send2(int peer, uint64_t tag, const void* a, size_t abytes, const void* b, size_t bbytes,
                const Deadline& dl);
+  // Send2's shared-memory path alone: true when the message went out now as
+  // a few stores (one slot, free, to a peer known healthy); false, with
+  // nothing sent, where Send2 would wait for a slot or write through the
+  // transport.
+  bool TrySendNow(int peer, uint64_t tag, const void* a, size_t abytes, const void* b, size_t bbytes);
   Status Recv(int peer, uint64_t tag, std::string* msg, const Deadline& dl);
   // Receives the next message with this tag by handing it to consume, which
   // must not keep the pointers: when it is the next one to arrive it is read
@@ -164,6 +169,10 @@ class ControlPlane {
   // position (Offers).
   Status Write(Peer& p, uint64_t tag, const void* a, size_t abytes, const void* b, size_t bbytes,
                uint32_t n, const Deadline& dl);
+  // The message of one slot as a few stores when the slot is free and the
+  // peer known healthy (shared memory), under p.send_mu; notes its tag's
+  // position as Write does. False: nothing was sent.
+  bool PutNow(Peer& p, int peer, uint64_t tag, const void* a, size_t abytes, const void* b, size_t bbytes);
   // Answer's work under p.send_mu.
   Status RunAnswer(Peer& p, uint64_t tag, uint64_t seen, const AnswerWrite& write, bool* fresh);
   static Status CopyOut(void* ctx, const Piece* pieces, int n);  // into a std::string

@@ -198,6 +198,12 @@ Status Messenger::Send(const void* buf, size_t bytes, int peer, int tag) {
   return req->Wait(Deadline::Never());
 }
 
+bool Messenger::TrySendNow(const void* buf, size_t bytes, int peer, int tag) {
+  if (pending() != 0 || !Valid(buf, bytes, peer)) return false;
+  HealthScope scope = HealthScope::ForEpoch(&dev_->health(), epoch_);
+  return zc::TrySendNow(dev_, buf, bytes, members_[peer], tag, context_);
+}
+
 Status Messenger::Recv(void* buf, size_t bytes, int peer, int tag, int* source) {
   HealthScope scope = HealthScope::ForEpoch(&dev_->health(), epoch_);
   if (source) *source = kAnySource;

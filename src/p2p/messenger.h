@@ -121,6 +121,11 @@ class Messenger {
   // source (may be null): the sender once one matched, else kAnySource.
   Status Send(const void* buf, size_t bytes, int peer, int tag);
   Status Recv(void* buf, size_t bytes, int peer, int tag, int* source = nullptr);
+  // Send when it is over at once (zc::TrySendNow, with no request pending):
+  // true when the message went out; false, with nothing sent, when Send
+  // would wait or the arguments are bad (Send then does the work or names
+  // the error). A caller records such a send once it has gone out.
+  bool TrySendNow(const void* buf, size_t bytes, int peer, int tag);
 
   int rank() const { return my_rank_; }
   int size() const { return static_cast<int>(members_.size()); }
@@ -130,8 +135,11 @@ class Messenger {
 
  private:
   struct Op;
+  bool Valid(const void* buf, size_t bytes, int peer) const {
+    return peer >= 0 && peer < size() && peer != my_rank_ && (buf || !bytes);
+  }
   Status Check(const void* buf, size_t bytes, int peer, const char* what) const {
-    if (peer >= 0 && peer < size() && peer != my_rank_ && (buf || !bytes)) return Status::Ok();
+    if (Valid(buf, bytes, peer)) return Status::Ok();
     return CheckFailed(bytes, peer, what);
   }
   Status CheckAnySource(const void* buf, size_t bytes) const;

@@ -196,6 +196,12 @@ Status Send(Device* dev, const void* buf, size_t bytes, int peer, int tag, uint3
   return st;
 }
 
+bool TrySendNow(Device* dev, const void* buf, size_t bytes, int peer, int tag, uint32_t context) {
+  if (bytes > EagerLimit(dev->transport_to(peer)) || DirectWanted(dev, peer, bytes)) return false;
+  const Meta m{bytes, kEager, 0, 0};
+  return dev->control()->TrySendNow(peer, MetaTag(context, tag), &m, sizeof(m), buf, bytes);
+}
+
 Status Recv(Device* dev, void* buf, size_t bytes, int peer, int tag, uint32_t context) {
   Status st = RecvOnce(dev, buf, bytes, peer, tag, context);
   dev->health().NoteFailure(st);

@@ -40,5 +40,9 @@ inline size_t EagerLimit(TransportKind kind) {
 // request pending (the latency path of zc_send/zc_recv).
 Status Send(Device* dev, const void* buf, size_t bytes, int peer, int tag, uint32_t context = 0);
 Status Recv(Device* dev, void* buf, size_t bytes, int peer, int tag, uint32_t context = 0);
+// Send's eager message when it goes out now, without waiting for anything
+// (ControlPlane::TrySendNow: a free shared-memory slot); false, with
+// nothing sent, otherwise: then Send does the whole work.
+bool TrySendNow(Device* dev, const void* buf, size_t bytes, int peer, int tag, uint32_t context = 0);
 
 }  // namespace zc

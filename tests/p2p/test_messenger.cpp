@@ -201,6 +201,75 @@ TEST_P(MessengerTest, SameTagFifoAndBlockingInterop) {
   ASSERT_TRUE(AllOk(res)) << Describe(res);
 }
 
+// TrySendNow (the send that zc_send records after the fact) sends a small
+// message while a shared-memory slot is free and nothing else: once the
+// receiver's slots are full, above the eager limit, with a request pending,
+// over tcp, or with bad arguments it returns false and sends nothing. What
+// it sent and what Send sends after it arrive in order.
+TEST_P(MessengerTest, TrySendNowGoesOutAtOnceOrSendsNothing) {
+  const bool shm = strcmp(GetParam(), "shm") == 0;
+  SharedCounter refused, tried;
+  auto res = RunRanks(2, [&](int rank) -> int {
+    zc_comm* comm;
+    CHILD_CHECK(zc_init(&comm) == ZC_OK, "init: %s", zc_last_error(nullptr));
+    auto engp = std::make_unique<Messenger>(comm->device.get(), std::vector<int>{0, 1}, rank, 5);
+    Messenger& eng = *engp;
+    constexpr int kTotal = 40;  // more than the receiver's control slots
+    uint64_t msg[2] = {};
+    if (rank == 0) {
+      // Every slot free: what must not go out at once.
+      std::vector<uint8_t> big(zc::kEagerLimit + 1);
+      CHILD_CHECK(!eng.TrySendNow(big.data(), big.size(), 1, 4), "a rendezvous size went out");
+      CHILD_CHECK(!eng.TrySendNow(msg, sizeof(msg), 0, 4), "a send to self went out");
+      CHILD_CHECK(!eng.TrySendNow(msg, sizeof(msg), 2, 4), "a send to rank 2 of 2 went out");
+      CHILD_CHECK(!eng.TrySendNow(nullptr, 8, 1, 4), "a null buffer went out");
+      // A request pending (a receive that rank 1 answers next): nothing may
+      // overtake it.
+      uint64_t answer = 0;
+      ReqPtr pending;
+      CHILD_CHECK(eng.Irecv(&answer, sizeof(answer), 1, 77, &pending).ok(), "irecv");
+      CHILD_CHECK(!eng.TrySendNow(msg, 0, 1, 78), "a send went out with a request pending");
+      refused.Add();
+      zc::Status st = pending->Wait(zc::Deadline::Never());
+      CHILD_CHECK(st.ok() && answer == 77, "irecv: %s", st.message().c_str());
+      // Nothing pending: small messages go out while slots are free.
+      int now = 0;
+      for (; now < kTotal; ++now) {
+        msg[0] = now;
+        msg[1] = ~static_cast<uint64_t>(now);
+        if (!eng.TrySendNow(msg, sizeof(msg), 1, 4)) break;
+      }
+      // shm: some went out, then the slots were full; tcp: none (no mapped slots).
+      if (shm) CHILD_CHECK(now > 0 && now < kTotal, "%d of %d sent at once", now, kTotal);
+      else CHILD_CHECK(now == 0, "%d sent at once over tcp", now);
+      tried.Add();
+      // The rest through Send, which waits for slots.
+      for (int i = now; i < kTotal; ++i) {
+        msg[0] = i;
+        msg[1] = ~static_cast<uint64_t>(i);
+        st = eng.Send(msg, sizeof(msg), 1, 4);
+        CHILD_CHECK(st.ok(), "send %d: %s", i, st.message().c_str());
+      }
+    } else {
+      CHILD_CHECK(refused.WaitAtLeast(1, 60), "rank 0 never tried with a request pending");
+      const uint64_t answer = 77;
+      zc::Status st = eng.Send(&answer, sizeof(answer), 0, 77);
+      CHILD_CHECK(st.ok(), "send: %s", st.message().c_str());
+      CHILD_CHECK(tried.WaitAtLeast(1, 60), "rank 0 never filled the slots");
+      for (int i = 0; i < kTotal; ++i) {
+        st = eng.Recv(msg, sizeof(msg), 0, 4);
+        CHILD_CHECK(st.ok(), "recv %d: %s", i, st.message().c_str());
+        CHILD_CHECK(msg[0] == static_cast<uint64_t>(i) && msg[1] == ~static_cast<uint64_t>(i),
+                    "message %d arrived as %llu", i, static_cast<unsigned long long>(msg[0]));
+      }
+    }
+    engp.reset();  // messengers go before their Device
+    CHILD_CHECK(zc_finalize(comm) == ZC_OK, "finalize: %s", zc_last_error(nullptr));
+    return 0;
+  }, Env());
+  ASSERT_TRUE(AllOk(res)) << Describe(res);
+}
+
 // Two messengers (contexts 1 and 2) over one Device exchange the same tags from
 // two threads at once, while a third thread runs allreduces over the same
 // Device: no message crosses from one context to the other.

@@ -309,6 +309,47 @@ TEST(FlightRecorder, BeginPeerAndBeginCollectiveRecordWhatBeginDoes) {
   EXPECT_EQ(y[1].state, State::kPosted);
 }
 
+// A send that went out at once is recorded after the fact: completed,
+// started when the caller read Start() (before the call), with the label.
+TEST(FlightRecorder, DonePeerRecordsACallThatIsOver) {
+  for (Clock clock : {Clock::kCoarse, Clock::kPrecise}) {
+    FlightRecorder r(8, TestIdentity(), "", clock);
+    const uint64_t start = r.Start();
+    if (clock == Clock::kPrecise) EXPECT_NE(start, 0u);
+    // The call "takes" 3 ms.
+    const int64_t until = NowNs() + 3000000;
+    while (NowNs() < until) {
+    }
+    SetThreadLabel("grad.7");
+    const uint64_t id = r.DonePeer("send", 24, 2, 11, start);
+    SetThreadLabel(nullptr);
+    r.DonePeer("send", 8, 1, 3, 0);  // no start: started when it ended
+    auto snap = r.Snapshot();
+    ASSERT_EQ(snap.size(), 2u) << ClockName(clock);
+    const Entry& e = snap[0];
+    EXPECT_EQ(e.id, id);
+    EXPECT_STREQ(e.info.op, "send");
+    EXPECT_EQ(e.bytes, 24u);
+    EXPECT_EQ(e.info.peer, 2);
+    EXPECT_EQ(e.info.tag, 11);
+    EXPECT_EQ(e.state, State::kCompleted);
+    EXPECT_EQ(e.status, ZC_OK);
+    EXPECT_STREQ(e.label, "grad.7");
+    EXPECT_GT(e.t_started_ns, 0);
+    // Started before the wait, ended after it. The coarse clock moves only
+    // when its thread gets a core, which a loaded machine may not give it.
+    if (clock == Clock::kPrecise) EXPECT_GE(e.t_done_ns - e.t_started_ns, 3000000);
+    else EXPECT_LE(e.t_started_ns, e.t_done_ns);
+    EXPECT_EQ(snap[1].state, State::kCompleted);
+    EXPECT_EQ(snap[1].t_started_ns, snap[1].t_done_ns);
+    EXPECT_STREQ(snap[1].label, "");
+  }
+  FlightRecorder off(0, TestIdentity(), "");
+  EXPECT_EQ(off.Start(), 0u);
+  EXPECT_EQ(off.DonePeer("send", 8, 1, 3, 0), 0u);
+  EXPECT_TRUE(off.Snapshot().empty());
+}
+
 TEST(FlightRecorder, KeepsNegativeTagsAndRanks) {
   FlightRecorder r(4, TestIdentity(), "");
   OpInfo s;

@@ -20,14 +20,14 @@ ZCRUN, PROG, SCENARIO, TRANSPORT, NP = sys.argv[1], sys.argv[2], sys.argv[3], sy
 LAST = NP - 1
 
 
-def run_job(extra_args=(), env_extra=None, timeout_s=120):
+def run_job(extra_args=(), env_extra=None, timeout_s=120, job_timeout_s=90):
     env = dict(os.environ, ZC_TRANSPORT=TRANSPORT, ZC_TIMEOUT="4", ZC_SOCKET_IFNAME="lo")
     env.pop("ZC_TRACE_DIR", None)
     env.update(env_extra or {})
     if PROG.endswith(".py"):  # a torch script: its scenario is its own
         cmd = [ZCRUN, "--timeout", "150", "-np", str(NP), sys.executable, PROG]
     else:
-        cmd = [ZCRUN, "--timeout", "90", "-np", str(NP), PROG, SCENARIO] + list(extra_args)
+        cmd = [ZCRUN, "--timeout", str(job_timeout_s), "-np", str(NP), PROG, SCENARIO] + list(extra_args)
     p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout_s)
     out = p.stdout.decode(errors="replace")
     # Under scripts/sanitize.sh: a report by any rank fails the test, even
@@ -58,6 +58,7 @@ EXPECTED = {
     "mismatch": "collective #6 does not match: ",
     "stop": "rank %d wrote no dump (its process " % LAST,
     "deadlock": "send/recv deadlock: rank 0 waits in recv from %d (tag 7, 8 bytes)" % LAST,
+    "send_full": "rank 0 waits in send to %d (tag 7, 8 bytes); rank %d: " % (LAST, LAST),
     "ddp": "rank %d never posted allreduce #" % LAST,
     "ps_skip": "rank %d never pushed key 8 for round 3 (rank %d pushed it 2 times); " % (LAST, LAST),
 }
@@ -69,6 +70,15 @@ def _ranks_text(rs):
 
 
 def check_failure():
+    if SCENARIO == "send_full":
+        # The send still waits when zcrun's job timeout dumps every rank: its
+        # record was made before it waited. Then its own timeout fails it.
+        code, out = run_job(env_extra={"ZC_TIMEOUT": "100"}, job_timeout_s=5)
+        v = verdict_of(out) or ""
+        expect(code != 0 and v.startswith(EXPECTED[SCENARIO]) and "waits in send" in v,
+               "verdict %r at the job timeout" % v, out)
+        expect("(started" in out, "the send is started, not failed, in the dump", out)
+        print(out)
     code, out = run_job()
     expect(code != 0, "the job should fail", out)
     v = verdict_of(out)
@@ -148,6 +158,17 @@ def check_ok():
                        e["transport"] == (TRANSPORT if NP > 1 else "self") and e["algo"],
                        "record %s of %s" % (dict(e), name), out)
                 expect(0 < e["t_posted_ns"] <= e["t_started_ns"] <= e["t_done_ns"], "times of %s" % dict(e), out)
+            # The ring of sends and receives after allreduce #6, in call order.
+            p2p = [e for e in d.entries if not e.collective]
+            r = int(name[4:-5])
+            expect([(e["op"], e["peer"], e["tag"], e["bytes"]) for e in p2p] ==
+                   [("send", (r + 1) % NP, 5, 8), ("recv", (r - 1) % NP, 5, 8)],
+                   "the send and the receive in %s" % name, out)
+            for e in p2p:
+                expect(e["state"] == "completed" and e["status"] == "ZC_OK" and
+                       e["transport"] == TRANSPORT and 0 < e["t_started_ns"] <= e["t_done_ns"],
+                       "record %s of %s" % (dict(e), name), out)
+            expect(p2p[0]["t_started_ns"] >= colls[-1]["t_done_ns"], "the send after allreduce #6", out)
             # Round trip: the text zcomm.trace writes reads back equal.
             text = zt.save(d)
             again = zt.dump.parse(text)
@@ -157,7 +178,7 @@ def check_ok():
         chrome = zt.to_chrome(dumps)
         json.loads(json.dumps(chrome))
         xs = [e for e in chrome["traceEvents"] if e["ph"] == "X"]
-        expect(len(xs) == 6 * NP, "6 operations per rank in the Chrome trace (%d)" % len(xs), out)
+        expect(len(xs) == 8 * NP, "8 operations per rank in the Chrome trace (%d)" % len(xs), out)
         expect({e["pid"] for e in xs} == set(range(NP)), "a process per rank", out)
         # Refused: another version, a missing field.
         bad = json.loads(zt.save(dumps[0]))

@@ -14,8 +14,13 @@
 //             both keys for 3 rounds, but in round 3 the last rank skips its
 //             push of key 8 and waits elsewhere: the others wait in their
 //             pull of key 8 for it
-//   ok        every rank runs allreduce #6; then a dump on request
-//             (zc_comm_dump_trace into argv[2]) and a clean end
+//   send_full rank 0 sends 8-byte messages (tag 7) to the last rank, which
+//             never receives, until a send has to wait for a free slot;
+//             every other rank waits elsewhere
+//   ok        every rank runs allreduce #6, sends 8 bytes to its right
+//             neighbour and receives from its left one (tag 5); then a
+//             dump on request (zc_comm_dump_trace into argv[2]) and a clean
+//             end
 #include <signal.h>
 #include <unistd.h>
 #include <zcomm/zcomm.h>
@@ -74,7 +79,7 @@ int PsSkip(zc_comm* comm) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: trace_scenario skip|mismatch|stop|deadlock|ps_skip|ok [DUMP]\n");
+    fprintf(stderr, "usage: trace_scenario skip|mismatch|stop|deadlock|send_full|ps_skip|ok [DUMP]\n");
     return 2;
   }
   const std::string scenario = argv[1];
@@ -101,7 +106,24 @@ int main(int argc, char** argv) {
     if (Check(comm, zc_recv(comm, buf, sizeof(buf), left, 7), "recv")) return 1;
     return Check(comm, zc_send(comm, buf, sizeof(buf), right, 7), "send");
   }
+  if (scenario == "send_full") {
+    if (rank != 0) WaitForever();
+    const char buf[8] = {};
+    for (;;)
+      if (Check(comm, zc_send(comm, buf, sizeof(buf), size - 1, 7), "send")) return 1;
+  }
   if (Step(comm, 6)) return 1;
+  if (scenario == "ok" && size > 1) {
+    char out[8], in[8] = {};
+    memset(out, rank, sizeof(out));
+    const int left = (rank + size - 1) % size, right = (rank + 1) % size;
+    if (Check(comm, zc_send(comm, out, sizeof(out), right, 5), "send")) return 1;
+    if (Check(comm, zc_recv(comm, in, sizeof(in), left, 5), "recv")) return 1;
+    if (in[0] != left || in[7] != left) {
+      fprintf(stderr, "rank %d: received %d from rank %d\n", rank, in[0], left);
+      return 1;
+    }
+  }
   if (scenario == "ok" && argc > 2) {
     std::string path = std::string(argv[2]) + "/rank" + std::to_string(rank) + ".json";
     if (Check(comm, zc_comm_dump_trace(comm, path.c_str()), "zc_comm_dump_trace")) return 1;
