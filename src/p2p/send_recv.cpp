@@ -1,6 +1,7 @@
 #include "p2p/send_recv.h"
 
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "common/log.h"
@@ -126,20 +127,25 @@ Status LookThenPost(Device* dev, int peer, int tag, uint32_t context, Arrival* i
 Status RecvOnce(Device* dev, void* buf, size_t bytes, int peer, int tag, uint32_t context) {
   Deadline dl = dev->NewDeadline();
   Arrival in{buf, bytes};
-  RecvPost post;
+  // Only a receive that may post (tcp, large) has a post's state to make
+  // and end: a small receive's path after its message is short.
+  std::optional<RecvPost> post;
   bool took = false;
   Status got;
-  if (DirectWanted(dev, peer, bytes)) got = LookThenPost(dev, peer, tag, context, &in, &post, &took);
+  if (DirectWanted(dev, peer, bytes)) {
+    post.emplace();
+    got = LookThenPost(dev, peer, tag, context, &in, &*post, &took);
+  }
   // A posted receive waits for its meta or its payload, whichever comes.
   if (got.ok() && !took)
     got = dev->control()->RecvWith(peer, MetaTag(context, tag), &TakeMetaPieces<ControlPlane::Piece>, &in, dl,
-                                   &AcceptMeta, &PostLanded);
+                                   post ? &AcceptMeta : nullptr, post ? &PostLanded : nullptr);
   // A payload sent as the deadline passed still counts (RecvPost::Withdraw).
-  if (got.code() == ZC_ERR_TIMEOUT && post.WithdrawAndWait()) return Status::Ok();
+  if (got.code() == ZC_ERR_TIMEOUT && post && post->WithdrawAndWait()) return Status::Ok();
   if (!got.ok()) return got.with_context(Format("recv from peer %d (tag %d)", peer, tag));
-  if (post.Landed()) return Status::Ok();  // straight into buf (no meta taken)
+  if (post && post->Landed()) return Status::Ok();  // straight into buf (no meta taken)
   // An ordinary message: the post (if any) can no longer be written to.
-  post.Superseded();
+  if (post) post->Superseded();
   Meta m = in.meta;
   // Acks echo the sender's sequence number (p2p_protocol.h).
   auto ack = [&](uint32_t code) {
