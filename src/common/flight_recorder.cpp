@@ -243,6 +243,12 @@ void SetThreadLabel(const char* label) {
 
 const char* ThreadLabel() { return t_label; }
 
+// What a record made now stores as its label: the thread's, or null when
+// it has none (the thread-local is read only once some thread set one).
+inline const char* LabelToStore() {
+  return g_labels_used.load(std::memory_order_relaxed) && t_label[0] != 0 ? t_label : nullptr;
+}
+
 const char* ClockName(Clock c) { return c == Clock::kPrecise ? "precise" : "coarse"; }
 
 // Inline: called on every Begin and End.
@@ -362,13 +368,11 @@ uint64_t FlightRecorder::BeginPeerOutOfLine(const char* op, uint64_t bytes, int 
   return WriteNow(PeerInfo(op, bytes, peer, tag), s);
 }
 
-// Off the hot path by design (the call is over): the label and the clock as WriteNow.
+// Off the hot path by design (the call is over): the label and the clock as WriteNow's.
 uint64_t FlightRecorder::DonePeer(const char* op, uint64_t bytes, int peer, int tag, uint64_t start) {
   if (!capacity_) return 0;
   const uint64_t end = Ticks();
-  const bool labelled = g_labels_used.load(std::memory_order_relaxed) && t_label[0] != 0;
-  const uint64_t id = Write(PeerInfo(op, bytes, peer, tag), State::kStarted, start ? start : end,
-                            labelled ? t_label : nullptr);
+  const uint64_t id = Write(PeerInfo(op, bytes, peer, tag), State::kStarted, start ? start : end, LabelToStore());
   Stamp(id, end);
   return id;
 }
@@ -417,8 +421,7 @@ uint64_t FlightRecorder::BeginOutOfLine(OpInfo info, State s) { return WriteNow(
 // takes it on every record.
 inline __attribute__((always_inline)) uint64_t FlightRecorder::WriteNow(OpInfo info, State s) {
   const uint64_t now = Ticks();
-  const bool labelled = g_labels_used.load(std::memory_order_relaxed) && t_label[0] != 0;
-  return Write(info, s, now, labelled ? t_label : nullptr);
+  return Write(info, s, now, LabelToStore());
 }
 
 // label: the thread's label (written with the record, inside its seqlock)
