@@ -69,6 +69,7 @@ std::string MaskToHex(const cpu_set_t& mask) {
       t.bound = true;
       t.unit = "core";
       t.index = static_cast<int>(cores.size());
+      t.count = 1;
       CPU_ZERO(&t.mask);
       index[key] = cores.size();
       cores.push_back(t);
@@ -102,7 +103,7 @@ Status Binder::Create(BindPolicy requested, int local_ranks,
   hwloc_obj_type_t type = HWLOC_OBJ_CORE;
   BindPolicy policy = requested;
   if (policy == BindPolicy::kDefault)
-    policy = (ncores > 0 && local_ranks <= ncores) ? BindPolicy::kCore
+    policy = (ncores > 0 && local_ranks <= ncores) ? BindPolicy::kShare
                                                    : BindPolicy::kNone;
   if (policy == BindPolicy::kNone) {
     b->policy_ = policy;
@@ -117,6 +118,7 @@ Status Binder::Create(BindPolicy requested, int local_ranks,
     BindTarget t;
     t.bound = true;
     t.unit = policy == BindPolicy::kNuma ? "numa node" : "core";
+    t.count = 1;
     t.index = static_cast<int>(obj->logical_index);
     hwloc_bitmap_t set = hwloc_bitmap_dup(obj->cpuset);
     CPU_ZERO(&t.mask);
@@ -141,7 +143,7 @@ Status Binder::Create(BindPolicy requested, int local_ranks,
   if (policy == BindPolicy::kDefault)
     policy = (!b->targets_.empty() &&
               local_ranks <= static_cast<int>(b->targets_.size()))
-                 ? BindPolicy::kCore
+                 ? BindPolicy::kShare
                  : BindPolicy::kNone;
   if (policy == BindPolicy::kNone) b->targets_.clear();
 #endif
@@ -150,13 +152,62 @@ Status Binder::Create(BindPolicy requested, int local_ranks,
     return Error(ZC_ERR_SYSTEM, "--bind-to %s: no %s found on this machine",
                  BindPolicyName(policy),
                  policy == BindPolicy::kNuma ? "NUMA node with CPUs" : "core");
+  if (policy == BindPolicy::kShare) b->ShareCores(local_ranks);
   // Sharing a NUMA node is the point of numa binding; sharing a core is not.
-  if (policy == BindPolicy::kCore &&
+  if ((policy == BindPolicy::kCore || policy == BindPolicy::kShare) &&
       local_ranks > static_cast<int>(b->targets_.size()))
     b->note_ = Format("%d local ranks on %zu cores: several ranks share one",
                       local_ranks, b->targets_.size());
   *out = std::move(b);
   return Status::Ok();
+}
+
+// Cores [first, first + count) of targets_ as one target.
+BindTarget Binder::Merged(size_t first, size_t count) const {
+  BindTarget t = targets_[first];
+  t.count = static_cast<int>(count);
+  t.unit = count == 1 ? "core" : "cores";
+  for (size_t k = first + 1; k < first + count; ++k)
+    CPU_OR(&t.mask, &t.mask, &targets_[k].mask);
+  t.cpuset_hex = MaskToHex(t.mask);
+  return t;
+}
+
+void Binder::ShareCores(int local_ranks) {
+  const size_t cores = targets_.size(), ranks = static_cast<size_t>(local_ranks);
+  if (ranks == 0 || ranks >= cores) return;  // one core each (or shared: note_)
+  std::vector<BindTarget> shares;
+  std::vector<void*> sets;
+  size_t first = 0;
+  for (size_t i = 0; i < ranks; ++i) {
+    const size_t count = cores / ranks + (i < cores % ranks ? 1 : 0);
+    shares.push_back(Merged(first, count));
+#if ZC_HAVE_HWLOC
+    hwloc_bitmap_t set = hwloc_bitmap_alloc();
+    for (size_t k = first; k < first + count; ++k)
+      hwloc_bitmap_or(set, set, static_cast<hwloc_bitmap_t>(hwloc_sets_[k]));
+    char* text = nullptr;
+    if (hwloc_bitmap_asprintf(&text, set) >= 0 && text) {
+      shares.back().cpuset_hex = text;
+      free(text);
+    }
+    sets.push_back(set);
+#endif
+    first += count;
+  }
+#if ZC_HAVE_HWLOC
+  for (void* s : hwloc_sets_) hwloc_bitmap_free(static_cast<hwloc_bitmap_t>(s));
+  hwloc_sets_ = std::move(sets);
+#endif
+  targets_ = std::move(shares);
+}
+
+std::string Binder::Describe(int local_rank) const {
+  const BindTarget& t = TargetFor(local_rank);
+  if (!t.bound) return "not bound";
+  if (t.count > 1)
+    return Format("bound to cores %d-%d (cpuset %s)", t.index, t.index + t.count - 1, t.cpuset_hex.c_str());
+  return Format("bound to %s %d (cpuset %s)", t.unit, t.index, t.cpuset_hex.c_str());
 }
 
 Binder::~Binder() {

@@ -193,11 +193,8 @@ int BuildSpawnRequest(const Options& opts, const Job& job, const Node& node, con
     req->env = MergeEnvironment(env);
     if (job.binder->policy() != BindPolicy::kNone) req->binder = job.binder.get();
     if (opts.report_bindings) {
-      const BindTarget& t = job.binder->TargetFor(place.local_rank);
-      if (req->binder && t.bound)
-        Say(Format("rank %d bound to %s %d (cpuset %s)", place.rank, t.unit, t.index, t.cpuset_hex.c_str()));
-      else
-        Say(Format("rank %d not bound", place.rank));
+      Say(Format("rank %d %s", place.rank,
+                 req->binder ? job.binder->Describe(place.local_rank).c_str() : "not bound"));
     }
     return 0;
   }

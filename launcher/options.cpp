@@ -35,6 +35,7 @@ void SplitLong(const std::string& arg, std::string* name, std::string* value,
 const char* BindPolicyName(BindPolicy p) {
   switch (p) {
     case BindPolicy::kDefault: return "default";
+    case BindPolicy::kShare: return "share";
     case BindPolicy::kCore: return "core";
     case BindPolicy::kNuma: return "numa";
     case BindPolicy::kNone: return "none";
@@ -60,8 +61,10 @@ std::string UsageText() {
       "  --rsh TEMPLATE         remote-shell command, {host} is replaced\n"
       "                         (default \"ssh -o BatchMode=yes {host}\"); e.g.\n"
       "                         \"ip netns exec {host}\"\n"
-      "  --bind-to core|numa|none  CPU binding of local ranks (default core\n"
-      "                         when they fit on the cores, else none)\n"
+      "  --bind-to share|core|numa|none  CPU binding of local ranks: share\n"
+      "                         gives each its share of the cores (cores /\n"
+      "                         local ranks, side by side), core one core each;\n"
+      "                         default share when they fit, else none\n"
       "  --report-bindings      print each rank's binding to stderr\n"
       "  --timeout S            kill the job after S seconds (exit 124)\n"
       "  -x VAR[=VAL]           set VAR in every rank; VAR alone forwards the\n"
@@ -138,12 +141,13 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
       o.rsh = value;
     } else if (name == "--bind-to") {
       ZC_RETURN_IF_ERROR(take_value(name, has_inline, inline_value, &value));
-      if (value == "core") o.bind = BindPolicy::kCore;
+      if (value == "share") o.bind = BindPolicy::kShare;
+      else if (value == "core") o.bind = BindPolicy::kCore;
       else if (value == "numa") o.bind = BindPolicy::kNuma;
       else if (value == "none") o.bind = BindPolicy::kNone;
       else
         return Error(ZC_ERR_INVALID_ARG,
-                     "bad --bind-to '%s': expected core, numa or none",
+                     "bad --bind-to '%s': expected share, core, numa or none",
                      value.c_str());
     } else if (name == "--report-bindings") {
       o.report_bindings = true;

@@ -9,7 +9,7 @@
 
 namespace zc::launcher {
 
-enum class BindPolicy { kDefault, kCore, kNuma, kNone };
+enum class BindPolicy { kDefault, kShare, kCore, kNuma, kNone };
 
 struct Options {
   int np = 0;                        // 0: not given (then the host slots)

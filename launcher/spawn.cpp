@@ -117,8 +117,8 @@ Status SpawnRank(const SpawnRequest& req, SpawnedRank* out) {
   if (req.binder) {
     const BindTarget& t = req.binder->TargetFor(req.local_rank);
     if (t.bound)
-      bind_fail = Format("zcrun: rank %d: cannot bind to %s %d (%s): ",
-                         req.rank, t.unit, t.index, t.cpuset_hex.c_str());
+      bind_fail = Format("zcrun: rank %d: cannot be %s: ", req.rank,
+                         req.binder->Describe(req.local_rank).c_str());
   }
 
   // The parent pid as the child will see it until we die.

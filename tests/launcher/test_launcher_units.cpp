@@ -8,9 +8,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "binding.h"
 #include "hosts.h"
 #include "job_resources.h"
 #include "options.h"
@@ -49,6 +52,74 @@ TEST(Options, FullCommandLine) {
   EXPECT_EQ(o.command, (std::vector<std::string>{"prog", "-np", "--x", "last"}));
 }
 
+TEST(Options, BindToShare) {
+  Options o;
+  ASSERT_TRUE(Parse({"--bind-to", "share", "p"}, &o).ok());
+  EXPECT_EQ(o.bind, BindPolicy::kShare);
+  EXPECT_STREQ(BindPolicyName(o.bind), "share");
+}
+
+// The CPUs this process may use, one set per core (as the binder groups them).
+std::vector<int> AllowedCpus() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  EXPECT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  return cpus;
+}
+
+// share (and the default when the ranks fit): every local rank gets a
+// disjoint group of side-by-side cores, the groups cover every core, and
+// their sizes differ by at most one; one core each when ranks == cores.
+TEST(Binding, ShareGivesEachRankItsShareOfTheCores) {
+  std::unique_ptr<Binder> per_core;
+  ASSERT_TRUE(Binder::Create(BindPolicy::kCore, 1, &per_core).ok());
+  const int cores = per_core->units();
+  ASSERT_GT(cores, 0);
+  const std::vector<int> cpus = AllowedCpus();
+  for (BindPolicy policy : {BindPolicy::kShare, BindPolicy::kDefault}) {
+    for (int ranks = 1; ranks <= cores; ++ranks) {
+      std::unique_ptr<Binder> b;
+      ASSERT_TRUE(Binder::Create(policy, ranks, &b).ok()) << ranks;
+      EXPECT_EQ(b->policy(), BindPolicy::kShare) << ranks;
+      EXPECT_TRUE(b->note().empty()) << b->note();
+      cpu_set_t seen;
+      CPU_ZERO(&seen);
+      int least = cores, most = 0, next_core = 0;
+      for (int r = 0; r < ranks; ++r) {
+        const BindTarget& t = b->TargetFor(r);
+        ASSERT_TRUE(t.bound);
+        EXPECT_EQ(t.index, next_core) << "rank " << r << " of " << ranks << ": cores are not side by side";
+        next_core += t.count;
+        least = std::min(least, t.count);
+        most = std::max(most, t.count);
+        cpu_set_t both;
+        CPU_AND(&both, &seen, &t.mask);
+        EXPECT_EQ(CPU_COUNT(&both), 0) << "rank " << r << " of " << ranks << " shares a CPU";
+        CPU_OR(&seen, &seen, &t.mask);
+        const std::string d = b->Describe(r);
+        if (t.count == 1) EXPECT_NE(d.find("bound to core "), std::string::npos) << d;
+        else EXPECT_NE(d.find("bound to cores "), std::string::npos) << d;
+      }
+      EXPECT_EQ(next_core, cores) << ranks << " ranks";
+      EXPECT_LE(most - least, 1) << ranks << " ranks";
+      EXPECT_EQ(CPU_COUNT(&seen), static_cast<int>(cpus.size())) << ranks << " ranks leave CPUs unused";
+      if (ranks == cores) EXPECT_EQ(most, 1);
+    }
+  }
+  // More ranks than cores: the default leaves them unbound; share wraps
+  // around one core each and says so.
+  std::unique_ptr<Binder> over;
+  ASSERT_TRUE(Binder::Create(BindPolicy::kDefault, cores + 1, &over).ok());
+  EXPECT_EQ(over->policy(), BindPolicy::kNone);
+  EXPECT_EQ(over->Describe(0), "not bound");
+  ASSERT_TRUE(Binder::Create(BindPolicy::kShare, cores + 1, &over).ok());
+  EXPECT_NE(over->note().find("several ranks share one"), std::string::npos);
+  EXPECT_EQ(over->TargetFor(cores).index, 0);
+}
+
 TEST(Options, DefaultsAndDoubleDash) {
   Options o;
   ASSERT_TRUE(Parse({"-n", "3", "--", "-weird-prog", "x"}, &o).ok());
@@ -76,6 +147,7 @@ TEST(Options, Errors) {
       {{"-x", "=v", "p"}, "bad -x '=v'"},
       {{"--rsh", "  ", "p"}, "--rsh template is empty"},
       {{"--bind-to", "board", "p"}, "bad --bind-to 'board'"},
+      {{"--bind-to", "cores", "p"}, "expected share, core, numa or none"},
       {{"-np", "2"}, "no program given"},
       {{"--hostfile", "a", "--hostfile", "b", "p"}, "--hostfile given twice"},
       {{"--frobnicate", "p"}, "unknown option '--frobnicate'"},

@@ -1,6 +1,7 @@
 // End-to-end tests of the built zcrun: each starts a real job of the probe
 // program (zcrun_probe.cpp) and checks zcrun's output and exit status.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/stat.h>
 
 #include <fstream>
@@ -407,6 +408,40 @@ TEST_F(ZcrunTest, ReportedBindingsMatchTheRanksAffinity) {
                      "affinity"});
   EXPECT_EQ(none.exit_code, 0);
   EXPECT_NE(none.err.find("zcrun: rank 0 not bound"), std::string::npos) << Describe(none);
+}
+
+// The default binding gives each local rank its share of the cores: the
+// ranks' CPU sets are disjoint and together cover every CPU (one rank: all).
+TEST_F(ZcrunTest, DefaultBindingSharesTheCores) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  const int cpus = CPU_COUNT(&allowed);
+  for (int np : {1, 2}) {
+    if (np > cpus) continue;
+    Result r = RunZcrun({"--report-bindings", "-np", std::to_string(np).c_str(), Probe(), "affinity"});
+    ASSERT_EQ(r.exit_code, 0) << Describe(r);
+    std::regex aff(R"(\[(\d)\] cpus=([0-9,]+))");
+    std::map<int, std::string> sets;
+    for (const std::string& line : Lines(r.out)) {
+      std::smatch m;
+      if (std::regex_match(line, m, aff)) sets[std::stoi(m[1])] = m[2];
+    }
+    ASSERT_EQ(sets.size(), static_cast<size_t>(np)) << Describe(r);
+    std::set<std::string> all;
+    size_t listed = 0;
+    for (const auto& [rank, list] : sets) {
+      std::stringstream ss(list);
+      for (std::string cpu; std::getline(ss, cpu, ',');) {
+        all.insert(cpu);
+        ++listed;
+      }
+    }
+    EXPECT_EQ(listed, all.size()) << "ranks share a CPU\n" << Describe(r);
+    EXPECT_EQ(all.size(), static_cast<size_t>(cpus)) << "CPUs left unused\n" << Describe(r);
+    if (np == 1 && cpus >= 2)
+      EXPECT_NE(r.err.find("zcrun: rank 0 bound to cores 0-"), std::string::npos) << Describe(r);
+  }
 }
 
 TEST_F(ZcrunTest, JobSharedMemorySegmentsAreRemoved) {
