@@ -1,12 +1,21 @@
 #!/bin/sh
 # The GPU check: on a machine with an NVIDIA GPU, builds zcomm with CUDA,
-# runs the gpu test suite on the real driver and the GPU benchmarks, and
-# prints the figures docs/gpu.md records (about 8 minutes at most: every
-# step has its own time limit).
+# runs the GPU tests on the real driver and the GPU benchmarks, and prints
+# the figures docs/gpu.md records (about 8 minutes at most: every step has
+# its own time limit).
 #
 #   sh scripts/gpu_check.sh [--dry-run] [--no-build] [BUILDDIR]
+#   sh scripts/gpu_check.sh --pack DIR [--no-build] [BUILDDIR]
+#   sh DIR/gpu_check.sh --packed
 #
 # BUILDDIR defaults to build-gpu. --no-build uses BUILDDIR as it is.
+# --pack builds where the build's dependencies are (GoogleTest, nlohmann-
+# json, meson) and copies what the check runs into DIR: the test and
+# benchmark programs, zcrun, the list of tests and this script. The build
+# leaves out PMIx, hwloc and verbs, so the programs need only the C and C++
+# runtime and the GPU machine's libcuda; DIR is about 35 MB. On the GPU
+# machine (x86-64, glibc and libstdc++ at least as new), --packed runs the
+# check from DIR with no build and no meson.
 # --dry-run runs nothing that needs a GPU or a build: it prints every
 # command it would run, and passes a sample benchmark table through the
 # same summaries (so the script is checked anywhere: the gpu suite runs
@@ -27,17 +36,47 @@ set -eu
 dry=0
 build_it=1
 build=""
-for a in "$@"; do
-  case "$a" in
+pack=""
+packed=0
+while [ $# -gt 0 ]; do
+  case "$1" in
     --dry-run) dry=1 ;;
     --no-build) build_it=0 ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
-    -*) echo "gpu_check: unknown option $a" >&2; exit 2 ;;
-    *) build="$a" ;;
+    --pack) [ $# -ge 2 ] || { echo "gpu_check: --pack needs a folder" >&2; exit 2; }; pack="$2"; shift ;;
+    --packed) packed=1 ;;
+    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
+    -*) echo "gpu_check: unknown option $1" >&2; exit 2 ;;
+    *) build="$1" ;;
   esac
+  shift
 done
-here=$(cd "$(dirname "$0")/.." && pwd)
-build="${build:-$here/build-gpu}"
+if [ "$packed" = 1 ]; then
+  # Run from the packed folder: it is the build (same layout), nothing to build.
+  build=$(cd "$(dirname "$0")" && pwd)
+  here="$build"
+  build_it=0
+else
+  here=$(cd "$(dirname "$0")/.." && pwd)
+  build="${build:-$here/build-gpu}"
+fi
+# The GPU tests, in the order they run: the device tests first, the
+# every-dtype allreduce tests last (with the time left after the
+# benchmarks). The tests on the fake driver run in every test run (CI).
+first_tests="gpu_reduce_kernels gpu_pointer_classify gpu_cudahook gpu_coll_on_stream gpu_coll_plan
+  gpu_coll_engine gpu_coll_others gpu_coll_others_ipc gpu_coll_errors gpu_coll_mixed_across_ranks"
+last_tests="gpu_coll_allreduce_staged gpu_coll_allreduce_auto gpu_coll_allreduce"
+# One line per test: name, timeout, environment, command (tab-separated;
+# build paths as @B@/...), from the build's own test definitions.
+list_tests() {
+  meson introspect --tests "$build" | python3 -c '
+import json, sys
+build = sys.argv[1].rstrip("/") + "/"
+rel = lambda v: v.replace(build, "@B@/")
+for t in json.load(sys.stdin):
+    env = " ".join(k + "=" + rel(v) for k, v in sorted(t["env"].items()))
+    print("\t".join([t["name"], str(t["timeout"]), env, " ".join(rel(a) for a in t["cmd"])]))
+' "$build"
+}
 out=$(mktemp -d /tmp/zc-gpu-check.XXXXXX)
 trap 'rm -rf "$out"' EXIT
 start=$(date +%s)
@@ -63,13 +102,16 @@ run() {
 failures=0
 
 # gpu_allreduce's table -> ratio rows from min_bytes up (column 7: dev/host).
+# zcrun tags each line "[rank] ": the tag is dropped first.
 ratio_rows() {
   awk -v min="$1" -v label="$2" '
+    { sub(/^\[[0-9]+\] */, "") }
     $1 !~ /^[0-9]+$/ || NF < 7 { next }
     $1 + 0 >= min + 0 { printf "  %-34s %10d bytes  host %9.1f us  device %9.1f us  %5.2fx\n", label, $1, $2, $4, $6 }'
 }
 small_rows() {
   awk -v label="$1" '
+    { sub(/^\[[0-9]+\] */, "") }
     $1 !~ /^[0-9]+$/ || NF < 7 { next }
     $1 == 4096 || $1 == 65536 { printf "  %-34s %10d bytes  host %9.1f us  device %9.1f us\n", label, $1, $2, $4 }'
 }
@@ -112,7 +154,30 @@ fi
 
 if [ "$build_it" = 1 ]; then
   say "build (CUDA)"
-  run 180 build sh "$here/scripts/build.sh" "$build" -Dcuda=enabled
+  if [ -n "$pack" ]; then
+    run 900 build sh "$here/scripts/build.sh" "$build" -Dcuda=enabled -Dpmix=disabled -Dhwloc=disabled -Dverbs=disabled
+  else
+    run 180 build sh "$here/scripts/build.sh" "$build" -Dcuda=enabled
+  fi
+fi
+
+[ -d "$build" ] && build=$(cd "$build" && pwd)  # meson names files by absolute path
+
+if [ -n "$pack" ]; then
+  # Copy every file the check runs, at its place under the build, to $pack.
+  [ "$dry" = 1 ] && { echo "gpu_check: would pack $build into $pack"; exit 0; }
+  [ "$failures" = 0 ] || exit 1
+  mkdir -p "$pack"
+  list_tests | awk -F '\t' -v want=" $(echo $first_tests $last_tests) " 'index(want, " " $1 " ")' > "$pack/gpu_tests.list"
+  for f in launcher/zcrun perf/gpu/gpu_allreduce perf/gpu/gpu_bench \
+      $(tr '\t =' '\n\n\n' < "$pack/gpu_tests.list" | sed -n 's|^@B@/||p' | sort -u); do
+    if [ -d "$build/$f" ]; then mkdir -p "$pack/$f"
+    elif [ -f "$build/$f" ]; then mkdir -p "$pack/$(dirname "$f")" && cp "$build/$f" "$pack/$f"
+    fi
+  done
+  cp "$0" "$pack/gpu_check.sh"
+  echo "gpu_check: packed into $pack ($(du -sh "$pack" | cut -f1)); on the GPU machine: sh $pack/gpu_check.sh --packed"
+  exit 0
 fi
 
 # What is left of the 8 minutes, minus `reserve` seconds (at least 30).
@@ -122,19 +187,38 @@ left() {
   echo "$l"
 }
 
-# The tests that have not run on a GPU before, the fake-driver tests and the
-# quick device tests first; the every-dtype allreduce tests last, with the
-# time left after the benchmarks.
-say "gpu tests, real driver: stream-ordered, plans, other collectives (staged and CUDA IPC), kernels"
-run "$(left 330)" tests meson test -C "$build" --print-errorlogs gpu_coll_on_stream gpu_coll_plan \
-  gpu_coll_mixed_across_ranks gpu_coll_others gpu_coll_others_ipc gpu_coll_errors gpu_coll_engine gpu_reduce_kernels \
-  gpu_pointer_classify gpu_cudahook gpu_fake_cuda gpu_stream_every_call gpu_stream_pipelined \
-  gpu_stream_errors gpu_ipc_collectives gpu_ipc_errors gpu_pipelined_allreduce gpu_pipelined_others \
-  gpu_pipelined_errors
-if [ "$dry" = 0 ] && grep -q "gpu_coll_.*SKIP" "$out/tests" 2>/dev/null; then
-  echo "gpu_check: FAILED: device tests skipped (no GPU seen by the tests)"
-  failures=$((failures + 1))
-fi
+# gpu_tests LIMIT_S LOGNAME TEST...: runs the named tests one after the
+# other as the test suite defines them, all within LIMIT_S; a test that
+# fails, times out or skips (exit 77: no GPU seen) counts as a failure.
+gpu_tests() {
+  limit=$1; log=$2; shift 2
+  if [ "$dry" = 1 ]; then echo "+ the tests $* (each as tests/gpu/meson.build runs it)"; return 0; fi
+  if [ "$packed" = 1 ]; then list="$build/gpu_tests.list"; else list="$out/gpu_tests.list"; list_tests > "$list"; fi
+  until=$(( $(date +%s) + limit ))
+  for t in "$@"; do
+    line=$(awk -F '\t' -v t="$t" '$1 == t' "$list")
+    if [ -z "$line" ]; then echo "gpu_check: FAILED: no test $t in this build"; failures=$((failures + 1)); continue; fi
+    own=$(printf '%s' "$line" | cut -f2)
+    envs=$(printf '%s' "$line" | cut -f3 | sed "s|@B@|$build|g")
+    cmd=$(printf '%s' "$line" | cut -f4 | sed "s|@B@|$build|g")
+    l=$(( until - $(date +%s) ))
+    [ "$own" -lt "$l" ] && l=$own
+    if [ "$l" -lt 5 ]; then echo "gpu_check: FAILED: no time left for $t"; failures=$((failures + 1)); continue; fi
+    t0=$(date +%s)
+    # shellcheck disable=SC2086 # envs and cmd are word lists (no spaces inside a word)
+    rc=0
+    env $envs timeout "$l" $cmd >> "$out/$log" 2>&1 || rc=$?
+    case $rc in
+      0) echo "  $t: ok ($(( $(date +%s) - t0 )) s)" ;;
+      77) echo "  $t: SKIP (no GPU seen)"; failures=$((failures + 1)) ;;
+      *) echo "  $t: FAILED (exit $rc, $(( $(date +%s) - t0 )) s)"; failures=$((failures + 1))
+         tail -n 20 "$out/$log" ;;
+    esac
+  done
+}
+
+say "gpu tests, real driver: kernels, stream-ordered, plans, engine, other collectives (staged and CUDA IPC)"
+gpu_tests "$(left 330)" tests $first_tests
 
 say "benchmarks"
 zcrun="$build/launcher/zcrun"
@@ -153,8 +237,7 @@ for op in broadcast allgather reduce_scatter alltoall; do
 done
 
 say "gpu tests, real driver: allreduce, every dtype and op (the time left)"
-run "$(left 10)" tests_allreduce meson test -C "$build" --print-errorlogs gpu_coll_allreduce \
-  gpu_coll_allreduce_auto gpu_coll_allreduce_staged
+gpu_tests "$(left 10)" tests_allreduce $last_tests
 
 if [ "$dry" = 1 ]; then
   # The summaries on sample tables (the shapes the programs print).
@@ -166,13 +249,15 @@ if [ "$dry" = 1 ]; then
      4194304        840.0       4.99       1085.0       3.87     1.29 shm
     16777216       3382.0       4.96       4521.0       3.71     1.34 shm
 EOF
-  cp "$out/staged2" "$out/ipc2"
+  sed 's/^/[0] /' "$out/staged2" > "$out/ipc2"  # as zcrun tags it
   cp "$out/staged2" "$out/staged2_whole"
   cp "$out/staged2" "$out/ipc_alltoall_2"
   printf '\nreduction kernels vs cuMemcpyDtoD (GB/s = 1e9 bytes moved / s)\n%s\n%s\n' \
     "   1048576 float32   sum        647.0      391.0      1.0     166%" \
     "  67108864 float32   sum       2786.0     2789.0      1.0     100%" > "$out/bench"
-  summary
+  summary | tee "$out/figures"
+  grep -q "2 ranks, cuda_ipc  *4194304 bytes" "$out/figures" ||
+    { echo "gpu_check: the summaries found no rows in the sample tables"; exit 1; }
   echo
   echo "gpu_check: dry run done (the figures above come from sample tables, not from a GPU)"
   exit 0

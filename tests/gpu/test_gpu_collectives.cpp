@@ -515,8 +515,17 @@ int OnStreamBody(int rank) {
     CHILD_OK(zc_allgather_on_stream(comm, in.get(), all.get(), count, ZC_FLOAT32, s, &reqs[1]));
     CU_OK(drv->MemcpyDtoHAsync(hall, all.p, bytes * n, s));
     CHILD_OK(zc_broadcast_on_stream(comm, in.get(), count, ZC_FLOAT32, n - 1, s, &reqs[2]));
-    CHILD_OK(zc_recv_on_stream(comm, pout.get(), bytes, (rank + n - 1) % n, 3, s, &reqs[3]));
-    CHILD_OK(zc_send_on_stream(comm, pin.get(), bytes, (rank + 1) % n, 3, s, &reqs[4]));
+    // Around the ring: even ranks receive first, odd ranks send first. In
+    // stream order a receive holds back what follows it on the stream, the
+    // send's input copy too, so a ring where every rank receives first
+    // deadlocks (as with NCCL outside a group); zc_wait names it by timeout.
+    if (rank % 2 == 0) {
+      CHILD_OK(zc_recv_on_stream(comm, pout.get(), bytes, (rank + n - 1) % n, 3, s, &reqs[3]));
+      CHILD_OK(zc_send_on_stream(comm, pin.get(), bytes, (rank + 1) % n, 3, s, &reqs[4]));
+    } else {
+      CHILD_OK(zc_send_on_stream(comm, pin.get(), bytes, (rank + 1) % n, 3, s, &reqs[4]));
+      CHILD_OK(zc_recv_on_stream(comm, pout.get(), bytes, (rank + n - 1) % n, 3, s, &reqs[3]));
+    }
     CU_OK(drv->MemcpyDtoHAsync(hp, pout.p, bytes, s));
     CU_OK(drv->StreamSynchronize(s));
     for (zc_request* r : reqs) CHILD_OK(zc_wait(r));
