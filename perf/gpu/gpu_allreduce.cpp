@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "gpu/cuda_driver.h"
+#include "gpu/pinned_pool.h"
 
 using namespace zc::gpu;
 using Clock = std::chrono::steady_clock;
@@ -132,6 +133,13 @@ int main(int argc, char** argv) {
       std::printf("%12zu %12.1f %10.2f %12.1f %10.2f %8.2f %s\n", bytes, h, bytes / h / 1e3, d,
                   bytes / d / 1e3, d / h, on_stream ? "staged, pipelined" : zc_last_algorithm(comm));
   }
+  // Pinning costs far more than a copy: a pool that keeps allocating would
+  // show in every staged time above.
+  const PinnedPool::Stats pool = PinnedPool::Global().stats();
+  if (rank == 0)
+    std::printf("# pinned pool (rank 0): %llu allocations, %llu reuses, %llu bytes cached\n",
+                static_cast<unsigned long long>(pool.allocs), static_cast<unsigned long long>(pool.reuses),
+                static_cast<unsigned long long>(pool.cached_bytes));
   drv->MemFree(ds);
   drv->MemFree(dr);
   return zc_finalize(comm) == ZC_OK ? 0 : 1;
