@@ -57,8 +57,10 @@ class StreamP2p {
   // then ends the thread.
   void Stop();
 
- private:
+  // One operation, in call order (public for the error explanation in
+  // stream_p2p.cpp). A receive has `posted` from the start.
   struct Entry {
+    bool send = false;
     gpu::StreamOrdered* so = nullptr;
     std::shared_ptr<gpu::StreamOp> op;
     std::shared_ptr<P2pRequest> posted;  // null: a send not posted yet
@@ -69,9 +71,12 @@ class StreamP2p {
     std::string context;
     Deadline ready_deadline{0};
   };
+
+ private:
   void Run();
   // One pass over the entries; true when one of them moved.
   bool Progress(std::deque<Entry>* active);
+  void ReleaseSendsBehind(std::deque<Entry>* active, std::deque<Entry>::iterator recv);
   void Finish(Entry* e, Status st);
 
   Messenger* p2p_;

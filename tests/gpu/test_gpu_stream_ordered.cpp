@@ -39,6 +39,7 @@
 #include "fake_device_rig.h"
 #include "gpu_fake_driver.h"
 #include "harness/multiproc.h"
+#include "harness/shared_counter.h"
 
 namespace {
 
@@ -540,6 +541,74 @@ TEST(StreamOrdered, StuckStreamTimesOut) {
   env.back().second = "2";  // ZC_TIMEOUT
   auto res = RunRanks(2, StuckStreamBody, env, 120);
   EXPECT_TRUE(AllOk(res)) << Describe(res);
+}
+
+// Every rank receives before it sends, on one stream: each send waits
+// behind its own rank's receive (stream order), so no message leaves before
+// a receive gives up. The first receive to reach its deadline times out, and
+// its error names the send queued behind it; its stream goes on, and its send
+// may reach a peer whose receive has not given up yet (that one completes).
+// The same exchange with the send on a second stream delivers.
+SharedCounter* g_ring_timeouts = nullptr;  // receives that timed out, every rank
+
+int StuckRingReceiveFirstBody(int rank) {
+  static Rig rig(true);
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  rig.Install(comm);
+  const int n = zc_size(comm), next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  CuStream s = FakeCuda::Get().NewStream(), other = FakeCuda::Get().NewStream();
+  const size_t count = 33;
+  float* in = static_cast<float*>(FakeCuda::Get().Alloc(count * sizeof(float)));
+  float* out = static_cast<float*>(FakeCuda::Get().Alloc(count * sizeof(float)));
+  zc_request *rr = nullptr, *sr = nullptr;
+  CHILD_OK(zc_recv_on_stream(comm, out, count * sizeof(float), prev, 7, s, &rr));
+  CHILD_OK(zc_send_on_stream(comm, in, count * sizeof(float), next, 7, s, &sr));
+  zc_status st = zc_wait(rr);
+  const std::string err = zc_last_error(comm);
+  CHILD_CHECK(st == ZC_ERR_TIMEOUT || st == ZC_OK, "rank %d: receive: %s: %s", rank, zc_status_string(st),
+              err.c_str());
+  if (st == ZC_ERR_TIMEOUT) g_ring_timeouts->Add();
+  const std::string queued =
+      "; this rank's send_on_stream to " + std::to_string(next) + " (tag 7, 132 bytes) is queued after";
+  CHILD_CHECK(st == ZC_OK || (err.find("recv_on_stream from " + std::to_string(prev)) != std::string::npos &&
+                                err.find(queued) != std::string::npos),
+              "rank %d: the receive's error does not name the send behind it: %s", rank, err.c_str());
+  // The failed receive lets the stream go on: the send then goes out late
+  // (unmatched at the peer, whose receive gave up) or times out itself.
+  (void)zc_wait(sr);
+  CHILD_CHECK(FakeCuda::Get().table()->StreamSynchronize(s) == 0, "rank %d: stream stuck", rank);
+  // A fresh exchange (another tag) with the send on a second stream.
+  Round R(comm, s);
+  float* p_in = R.Dev(count);
+  float* p_out = R.Dev(count);
+  R.Write(p_in, Series(rank, count, 5));
+  R.Write(p_out, std::vector<float>(count, -1.0f));
+  // The send's input is written on s; the other stream waits for that write
+  // (an event recorded before the receive, not after its gate).
+  gpu::CuEvent written = nullptr;
+  CHILD_CHECK(FakeCuda::Get().table()->EventCreate(&written, 0) == 0, "rank %d: event", rank);
+  CHILD_CHECK(FakeCuda::Get().table()->EventRecord(written, s) == 0, "rank %d: event", rank);
+  CHILD_OK(zc_recv_on_stream(comm, p_out, count * sizeof(float), prev, 8, s, &rr));
+  CHILD_CHECK(FakeCuda::Get().table()->StreamWaitEvent(other, written, 0) == 0, "rank %d: wait event", rank);
+  CHILD_OK(zc_send_on_stream(comm, p_in, count * sizeof(float), next, 8, other, &sr));
+  R.Keep(rr);
+  R.Keep(sr);
+  R.Read("recv", p_out, Series(prev, count, 5));
+  CHILD_CHECK(FakeCuda::Get().table()->StreamSynchronize(other) == 0, "rank %d: other stream stuck", rank);
+  if (int r = R.Finish(); r != 0) return r;
+  zc_finalize(comm);
+  return 0;
+}
+
+TEST(StreamOrdered, StuckRingReceiveFirstNamesTheQueuedSend) {
+  Env env = BaseEnv("shm");
+  env.back().second = "2";  // ZC_TIMEOUT
+  SharedCounter timeouts;
+  g_ring_timeouts = &timeouts;
+  auto res = RunRanks(2, StuckRingReceiveFirstBody, env, 120);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
+  EXPECT_GE(timeouts.value(), 1) << "no receive timed out: a send left before its stream reached it";
 }
 
 // Host buffers on a stream: the call still waits for the stream's earlier
