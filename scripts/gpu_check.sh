@@ -44,7 +44,7 @@ while [ $# -gt 0 ]; do
     --no-build) build_it=0 ;;
     --pack) [ $# -ge 2 ] || { echo "gpu_check: --pack needs a folder" >&2; exit 2; }; pack="$2"; shift ;;
     --packed) packed=1 ;;
-    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     -*) echo "gpu_check: unknown option $1" >&2; exit 2 ;;
     *) build="$1" ;;
   esac
@@ -205,8 +205,8 @@ gpu_tests() {
     [ "$own" -lt "$l" ] && l=$own
     if [ "$l" -lt 5 ]; then echo "gpu_check: FAILED: no time left for $t"; failures=$((failures + 1)); continue; fi
     t0=$(date +%s)
-    # shellcheck disable=SC2086 # envs and cmd are word lists (no spaces inside a word)
     rc=0
+    # shellcheck disable=SC2086 # envs and cmd are word lists (no spaces inside a word)
     env $envs timeout "$l" $cmd >> "$out/$log" 2>&1 || rc=$?
     case $rc in
       0) echo "  $t: ok ($(( $(date +%s) - t0 )) s)" ;;

@@ -66,6 +66,11 @@ void StreamP2p::Finish(Entry* e, Status st) {
 
 namespace {
 
+// Both operations on one CUDA stream (stream-less ones are on none).
+bool SameStream(const StreamP2p::Entry& a, const StreamP2p::Entry& b) {
+  return a.op && b.op && a.op->stream == b.op->stream;
+}
+
 // A receive that timed out: when a send queued after it on the same stream
 // still waits for that stream, the receive holds back its own rank's send.
 // Two ranks that both receive first then wait for each other: the timeout
@@ -75,7 +80,7 @@ Status ExplainStreamOrder(const Status& st, const std::deque<StreamP2p::Entry>& 
   if (st.code() != ZC_ERR_TIMEOUT || !recv->op) return st;
   for (auto it = std::next(recv); it != active.end(); ++it) {
     const StreamP2p::Entry& e = *it;
-    if (!e.send || e.posted || !e.op || e.op->stream != recv->op->stream) continue;
+    if (!e.send || e.posted || !SameStream(e, *recv)) continue;
     // The send's context without its "rank R: " (the message has it already).
     const size_t colon = e.context.rfind("rank ", 0) == 0 ? e.context.find(": ") : std::string::npos;
     const std::string send = colon == std::string::npos ? e.context : e.context.substr(colon + 2);
@@ -93,7 +98,7 @@ Status ExplainStreamOrder(const Status& st, const std::deque<StreamP2p::Entry>& 
 // stream (its gate is ahead of the send's input copy).
 bool HeldByReceive(const std::deque<StreamP2p::Entry>& active, std::deque<StreamP2p::Entry>::const_iterator send) {
   for (auto it = active.begin(); it != send; ++it)
-    if (!it->send && it->op && send->op && it->op->stream == send->op->stream) return true;
+    if (!it->send && SameStream(*it, *send)) return true;
   return false;
 }
 
@@ -103,7 +108,7 @@ bool HeldByReceive(const std::deque<StreamP2p::Entry>& active, std::deque<Stream
 // queued after it on that stream wait for the stream from now on.
 void StreamP2p::ReleaseSendsBehind(std::deque<Entry>* active, std::deque<Entry>::iterator recv) {
   for (auto it = std::next(recv); it != active->end(); ++it)
-    if (it->send && !it->posted && it->op && recv->op && it->op->stream == recv->op->stream)
+    if (it->send && !it->posted && SameStream(*it, *recv))
       it->ready_deadline = Deadline(timeout_s_);
 }
 
