@@ -123,9 +123,11 @@ int main(int argc, char** argv) {
   CHECK(zc_comm_split(comm, server_only ? ZC_SPLIT_NONE : 0, rank, &workers));
   const char* transport = getenv("ZC_TRANSPORT") ? getenv("ZC_TRANSPORT") : "auto";
   if (rank == 0)
-    printf("# zc_ps_train: %d workers, %d servers (%s), transport %s, %d steps, compute %s\n",
+    printf("# zc_ps_train: %d workers, %d servers (%s), transport %s, placement %s, %d steps, compute %s\n",
            n - servers_only, servers_only ? servers_only : n,
-           servers_only ? "server-only ranks" : "co-located", transport, steps, compute ? "emulated" : "off");
+           servers_only ? "server-only ranks" : "co-located", transport,
+           getenv("ZC_PS_PLACEMENT") ? getenv("ZC_PS_PLACEMENT") : "balanced (default)", steps,
+           compute ? "emulated" : "off");
   if (rank == 0)
     printf("%-11s %9s %7s %7s %10s %10s %12s %10s %8s\n", "model", "MiB", "table", "tensors", "step_ms",
            "ps_comm_ms", "allreduce_ms", "compute_ms", "ps/ar");

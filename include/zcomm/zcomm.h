@@ -349,7 +349,7 @@ zc_status zc_request_notify(zc_request* req, void (*fn)(void* arg, zc_status sta
  * Push/pull of named tensors ("keys") through servers, as in the paper's
  * data-parallel training: workers push gradients, servers aggregate them
  * (sum, or built-in SGD), workers pull the result. Keys are cut into chunks
- * of ZC_PS_PARTITION bytes spread over the servers (ZC_PS_PLACEMENT); each
+ * of at most ZC_PS_PARTITION bytes spread over the servers (ZC_PS_PLACEMENT); each
  * push is one one-sided write per chunk into a slot registered on the
  * server at declare time, and each reply is written by the server straight
  * into the worker's registered reply place: no RPC, no serialization. */

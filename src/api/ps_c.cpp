@@ -144,8 +144,10 @@ zc_status zc_ps_create(zc_comm* comm, zc_ps_role role, const zc_ps_options* opti
     o.sgd_lr = options->sgd_lr;
   }
   o.server_threads = comm->config.ps_server_threads;
-  auto policy = comm->config.ps_placement == "hash" ? zc::ps::PlacementPolicy::kHash
-                                                    : zc::ps::PlacementPolicy::kRoundRobin;
+  const std::string& place = comm->config.ps_placement;
+  auto policy = place == "hash"         ? zc::ps::PlacementPolicy::kHash
+                : place == "roundrobin" ? zc::ps::PlacementPolicy::kRoundRobin
+                                        : zc::ps::PlacementPolicy::kBalanced;
   auto ps = std::make_unique<zc_ps>();
   ZC_TRY(zc_comm_dup(comm, &ps->comm));
   zc_comm* dup = ps->comm;

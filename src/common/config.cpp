@@ -69,8 +69,9 @@ const std::vector<ConfigVar>& ConfigVars() {
       {"ZC_PS_PARTITION", "4M",
        "parameter server: keys are cut into chunks of this many bytes spread over the servers"},
       {"ZC_PS_SERVER_THREADS", "2", "parameter server: aggregation threads per server (1..64)"},
-      {"ZC_PS_PLACEMENT", "roundrobin",
-       "parameter server: chunk placement, roundrobin (in declaration order) or hash (of key and chunk)"},
+      {"ZC_PS_PLACEMENT", "balanced",
+       "parameter server: chunk placement, balanced (equal chunks, the same bytes on every server), "
+       "roundrobin (whole partitions in declaration order) or hash (of key and chunk)"},
       {"ZC_FUSION_THRESHOLD", "128M",
        "engine: largest fused allreduce (bytes of the registered fusion buffer); 0 = no fusion"},
       {"ZC_CYCLE_TIME", "1", "engine: milliseconds between negotiation cycles (0.01..10000)"},
@@ -372,9 +373,10 @@ Status ReadCollectives(Config* c) {
       return Bad("ZC_PS_PARTITION", v, "a size between 64 bytes and 1G");
   }
   if ((v = Get("ZC_PS_PLACEMENT"))) {
-    if (strcasecmp(v, "roundrobin") == 0) c->ps_placement = "roundrobin";
+    if (strcasecmp(v, "balanced") == 0) c->ps_placement = "balanced";
+    else if (strcasecmp(v, "roundrobin") == 0) c->ps_placement = "roundrobin";
     else if (strcasecmp(v, "hash") == 0) c->ps_placement = "hash";
-    else return Bad("ZC_PS_PLACEMENT", v, "roundrobin or hash");
+    else return Bad("ZC_PS_PLACEMENT", v, "balanced, roundrobin or hash");
   }
   return Status::Ok();
 }

@@ -50,7 +50,7 @@ struct Config {
   size_t gpu_chunk_bytes = 1u << 20;    // ZC_GPU_CHUNK_BYTES: stream-ordered staging pipeline chunk
   size_t ps_partition_bytes = 4u << 20;  // ZC_PS_PARTITION: parameter-server chunk (BytePS's 4 MB)
   int ps_server_threads = 2;            // ZC_PS_SERVER_THREADS: aggregation threads per server
-  std::string ps_placement = "roundrobin";  // ZC_PS_PLACEMENT: roundrobin|hash
+  std::string ps_placement = "balanced";  // ZC_PS_PLACEMENT: balanced|roundrobin|hash
 
   // Engine (src/engine, include/zcomm/zcomm_engine.h).
   size_t fusion_threshold = 128u << 20;  // ZC_FUSION_THRESHOLD: fusion buffer bytes; 0 = no fusion

@@ -102,8 +102,8 @@ Status Instance::Create(Group* group, Role role, const Options& options, uint64_
     if (o.partition != h.partition || o.policy != h.policy)
       return fail(Error(ZC_ERR_MISMATCH, "ranks disagree on ZC_PS_PARTITION or ZC_PS_PLACEMENT: "
                         "rank %d has %llu bytes (%s), rank %d has %llu bytes (%s)", group->rank(),
-                        static_cast<unsigned long long>(h.partition), h.policy ? "hash" : "roundrobin", r,
-                        static_cast<unsigned long long>(o.partition), o.policy ? "hash" : "roundrobin"));
+                        static_cast<unsigned long long>(h.partition), PolicyName(h.policy), r,
+                        static_cast<unsigned long long>(o.partition), PolicyName(o.policy)));
     if (o.role < 0 || o.role > 2)
       return fail(Error(ZC_ERR_INVALID_ARG, "rank %d: unknown role %d", r, o.role));
     auto rr = static_cast<Role>(o.role);

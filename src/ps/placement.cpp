@@ -13,28 +13,70 @@ uint64_t Mix(uint64_t x) {
 }
 }  // namespace
 
+const char* PolicyName(uint32_t policy) {
+  switch (static_cast<PlacementPolicy>(policy)) {
+    case PlacementPolicy::kRoundRobin: return "roundrobin";
+    case PlacementPolicy::kHash: return "hash";
+    case PlacementPolicy::kBalanced: return "balanced";
+  }
+  return "unknown";
+}
+
+void Declared::Add(const std::vector<ChunkPlace>& chunks, size_t elem_size) {
+  chunks_ += chunks.size();
+  for (const ChunkPlace& c : chunks) bytes_[static_cast<size_t>(c.server)] += c.elems * elem_size;
+}
+
+int Declared::Lightest() const {
+  return static_cast<int>(std::min_element(bytes_.begin(), bytes_.end()) - bytes_.begin());
+}
+
 uint64_t Placement::ChunkElems(size_t elem_size) const {
   return std::max<uint64_t>(1, partition_ / std::max<size_t>(1, elem_size));
 }
 
-uint64_t Placement::NumChunks(uint64_t count, size_t elem_size) const {
-  uint64_t ce = ChunkElems(elem_size);
-  return (count + ce - 1) / ce;
+std::vector<ChunkPlace> Placement::Bounds(uint64_t count, size_t elem_size) const {
+  const uint64_t ce = ChunkElems(elem_size);
+  std::vector<ChunkPlace> out;
+  if (policy_ != PlacementPolicy::kBalanced) {
+    for (uint64_t off = 0; off < count; off += ce) out.push_back({off, std::min(ce, count - off), 0, 0});
+    return out;
+  }
+  // As many chunks as the partition needs, rounded up to a multiple of S
+  // so that every server holds the same share, unless that makes them
+  // smaller than kMinSplit; equal within one element, none empty.
+  const uint64_t s = static_cast<uint64_t>(std::max(1, servers_));
+  const uint64_t needed = (count + ce - 1) / ce;
+  const uint64_t spread = (needed + s - 1) / s * s;
+  const uint64_t n = std::min(count, std::max(needed, std::min(spread, count * elem_size / kMinSplit)));
+  const uint64_t base = n ? count / n : 0, extra = n ? count % n : 0;
+  for (uint64_t i = 0, off = 0; i < n; ++i) {
+    const uint64_t elems = base + (i < extra ? 1 : 0);
+    out.push_back({off, elems, 0, 0});
+    off += elems;
+  }
+  return out;
+}
+
+int Placement::ServerOf(uint64_t key, uint64_t i, const Declared& before, int first) const {
+  const uint64_t s = static_cast<uint64_t>(std::max(1, servers_));
+  switch (policy_) {
+    case PlacementPolicy::kHash: return static_cast<int>(Mix(key ^ Mix(i)) % s);
+    case PlacementPolicy::kBalanced: return static_cast<int>((static_cast<uint64_t>(first) + i) % s);
+    case PlacementPolicy::kRoundRobin: break;
+  }
+  return static_cast<int>((before.chunks() + i) % s);
 }
 
 std::vector<ChunkPlace> Placement::Cut(uint64_t key, uint64_t count, size_t elem_size,
-                                       uint64_t chunks_before) const {
-  std::vector<ChunkPlace> out;
-  const uint64_t ce = ChunkElems(elem_size);
-  std::vector<uint32_t> per_server(static_cast<size_t>(servers_), 0);
-  for (uint64_t off = 0, i = 0; off < count; off += ce, ++i) {
-    ChunkPlace c;
-    c.offset = off;
-    c.elems = std::min(ce, count - off);
-    uint64_t h = policy_ == PlacementPolicy::kHash ? Mix(key ^ Mix(i)) : chunks_before + i;
-    c.server = static_cast<int>(h % static_cast<uint64_t>(servers_));
-    c.slot = per_server[c.server]++;
-    out.push_back(c);
+                                       const Declared& before) const {
+  std::vector<ChunkPlace> out = Bounds(count, elem_size);
+  const int first = policy_ == PlacementPolicy::kBalanced ? before.Lightest() : 0;
+  std::vector<uint32_t> per_server(static_cast<size_t>(std::max(1, servers_)), 0);
+  for (uint64_t i = 0; i < out.size(); ++i) {
+    ChunkPlace& c = out[i];
+    c.server = ServerOf(key, i, before, first);
+    c.slot = per_server[static_cast<size_t>(c.server)]++;
   }
   return out;
 }

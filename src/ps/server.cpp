@@ -14,7 +14,8 @@
 
 namespace zc::ps {
 
-Server::Server(Shared* shared) : sh_(shared), W_(static_cast<int>(shared->workers.size())) {
+Server::Server(Shared* shared)
+    : sh_(shared), W_(static_cast<int>(shared->workers.size())), declared_(shared->placement.servers()) {
   bye_.assign(static_cast<size_t>(W_), 0);
   dropped_ = std::make_unique<std::atomic<bool>[]>(static_cast<size_t>(W_));
   for (int wi = 0; wi < W_; ++wi) dropped_[wi].store(false);
@@ -270,8 +271,8 @@ Status Server::Declare(uint64_t index, const std::vector<std::string>& msgs, std
   }
   auto dtype = static_cast<zc_dtype>(h0.dtype);
   size_t es = DtypeSize(dtype);
-  std::vector<ChunkPlace> chunk_places = sh_->placement.Cut(h0.key, h0.count, es, chunks_before_);
-  chunks_before_ += chunk_places.size();
+  std::vector<ChunkPlace> chunk_places = sh_->placement.Cut(h0.key, h0.count, es, declared_);
+  declared_.Add(chunk_places, es);
   std::vector<ChunkPlace> places = sh_->placement.Pieces(chunk_places, es);
   std::vector<ChunkPlace> mine;
   for (const auto& p : places)

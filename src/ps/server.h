@@ -184,7 +184,7 @@ class Server {
   // Control thread only.
   std::map<uint64_t, std::vector<std::string>> pending_;  // declaration -> message per worker
   uint64_t next_index_ = 0;
-  uint64_t chunks_before_ = 0;
+  Declared declared_;  // the keys declared so far (where placement goes on)
   std::vector<uint8_t> bye_;
   std::unique_ptr<std::atomic<bool>[]> dropped_;  // per worker index
   std::atomic<bool> done_{false};

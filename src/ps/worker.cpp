@@ -11,7 +11,8 @@
 
 namespace zc::ps {
 
-Worker::Worker(Shared* shared, Server* colocated) : sh_(shared), colocated_(colocated) {
+Worker::Worker(Shared* shared, Server* colocated)
+    : sh_(shared), colocated_(colocated), declared_(shared->placement.servers()) {
   // The engine sleeps on notifications only when every flag it waits for is
   // stored by a thread of this process (tcp's progress threads, verbs', or
   // this rank's server) and wakes it.
@@ -115,7 +116,7 @@ Status Worker::Declare(uint64_t key, size_t count, zc_dtype dtype, const void* i
     return st;
   }
   ++declarations_;
-  chunks_before_ += k->placement_chunks;
+  declared_.Add(k->placed, k->es);
   if (k->sends_init) {
     if (Status sent = SendInitialValue(*k, init, dl); !sent.ok()) {
       FreeKey(k.get());
@@ -132,9 +133,8 @@ std::unique_ptr<Worker::Key> Worker::CutKey(uint64_t key, size_t count, zc_dtype
   k->count = count;
   k->dtype = dtype;
   k->es = DtypeSize(dtype);
-  std::vector<ChunkPlace> chunks = sh_->placement.Cut(key, count, k->es, chunks_before_);
-  k->placement_chunks = chunks.size();
-  k->chunks = sh_->placement.Pieces(chunks, k->es);
+  k->placed = sh_->placement.Cut(key, count, k->es, declared_);
+  k->chunks = sh_->placement.Pieces(k->placed, k->es);
   k->s.resize(sh_->servers.size());
   for (const auto& c : k->chunks) {
     PerServer& ps = k->s[c.server];

@@ -98,7 +98,7 @@ class Worker {
     zc_dtype dtype = ZC_FLOAT32;
     size_t es = 0;
     std::vector<ChunkPlace> chunks;  // the pieces
-    uint64_t placement_chunks = 0;   // chunks of the placement (round-robin's count)
+    std::vector<ChunkPlace> placed;  // the placement's chunks (Declared::Add once declared)
     std::vector<PerServer> s;  // by server index
     // Order state (calling thread): rounds admitted, and whether this
     // round's push has been admitted (synchronous mode).
@@ -190,7 +190,7 @@ class Worker {
   Clock::time_point last_check_{};
   std::map<uint64_t, std::unique_ptr<Key>> keys_;
   uint64_t declarations_ = 0;
-  uint64_t chunks_before_ = 0;
+  Declared declared_;  // the keys declared so far (where placement goes on)
   Status broken_;  // a failed declaration leaves servers out of step
 };
 

@@ -78,6 +78,7 @@ struct SumsCase {
   const char* transport;
   int ranks;
   bool separate;
+  const char* placement = nullptr;  // ZC_PS_PLACEMENT; nullptr: the default (balanced)
 };
 
 int SumsBody(int rank, const SumsCase& p, const std::vector<zc_dtype>& dtypes,
@@ -147,8 +148,9 @@ TEST_P(Sums, EveryDtypeAndSize) {
   std::vector<size_t> counts = {1, 7, 64, 257, 3001};
   if (tcp) dtypes = {ZC_INT8, ZC_UINT32, ZC_FLOAT16, ZC_BFLOAT16, ZC_FLOAT32, ZC_FLOAT64,
                      ZC_INT16, ZC_UINT16, ZC_BOOL};
-  auto res = RunRanks(p.ranks, [&](int rank) { return SumsBody(rank, p, dtypes, counts, 3); },
-                      PsEnv(p.transport), 240);
+  Env env = PsEnv(p.transport);
+  if (p.placement) env.push_back({"ZC_PS_PLACEMENT", p.placement});
+  auto res = RunRanks(p.ranks, [&](int rank) { return SumsBody(rank, p, dtypes, counts, 3); }, env, 240);
   EXPECT_TRUE(AllOk(res)) << Describe(res);
 }
 
@@ -156,11 +158,16 @@ std::vector<SumsCase> SumsCases(const char* t) {
   std::vector<SumsCase> v;
   for (int n = 1; n <= 5; ++n) v.push_back({t, n, false});
   for (int n = 2; n <= 5; ++n) v.push_back({t, n, true});
+  // The other placements: several servers, both layouts.
+  v.push_back({t, 3, false, "roundrobin"});
+  v.push_back({t, 5, true, "roundrobin"});
+  v.push_back({t, 4, false, "hash"});
   return v;
 }
 std::string SumsName(const ::testing::TestParamInfo<SumsCase>& info) {
   return std::string(info.param.transport) + "_" + std::to_string(info.param.ranks) +
-         (info.param.separate ? "_servers" : "_both");
+         (info.param.separate ? "_servers" : "_both") +
+         (info.param.placement ? std::string("_") + info.param.placement : std::string());
 }
 INSTANTIATE_TEST_SUITE_P(Shm, Sums, ::testing::ValuesIn(SumsCases("shm")), SumsName);
 INSTANTIATE_TEST_SUITE_P(Tcp, Sums, ::testing::ValuesIn(SumsCases("tcp")), SumsName);
@@ -354,6 +361,25 @@ TEST(BadInput, ClearErrors) {
     auto res = RunRanks(3, BadInputBody, PsEnv(t), 120);
     EXPECT_TRUE(AllOk(res)) << t << "\n" << Describe(res);
   }
+}
+
+// Ranks set to different ZC_PS_PLACEMENT would place chunks differently:
+// zc_ps_create refuses on every rank, naming both policies.
+int PlacementMismatchBody(int rank) {
+  setenv("ZC_PS_PLACEMENT", rank == 1 ? "hash" : "balanced", 1);
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  zc_ps* ps = nullptr;
+  EXPECT_FAIL(zc_ps_create(comm, ZC_PS_BOTH, nullptr, &ps), ZC_ERR_MISMATCH, "ZC_PS_PLACEMENT");
+  const char* last = zc_last_error(comm);
+  CHILD_CHECK(strstr(last, "hash") && strstr(last, "balanced"), "rank %d: %s", rank, last);
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+
+TEST(BadInput, PlacementDisagreement) {
+  auto res = RunRanks(3, PlacementMismatchBody, PsEnv("shm"), 120);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
 }
 
 // Pipelined transfers: keys cut into chunks (ZC_PS_PARTITION 16 KiB) and the

@@ -5,9 +5,11 @@
 // The same step as perf/zc_ps_train.cpp, on the same tensors
 // (perf/common/ps_models.h): the table's computation time (emulated by
 // sleeping), then every worker pushes every gradient and pulls every value.
-// Placement as zcomm's PS: each tensor is cut into chunks of ZC_PS_PARTITION
-// bytes (default 4M = 4 MiB), and the g-th chunk of the model, counting over
-// all tensors in order, lives on server g mod S. One unary call per chunk and
+// Placement as zcomm's PS, with zcomm's own code (src/ps/placement.h): chunks
+// of at most ZC_PS_PARTITION bytes (default 4M = 4 MiB) placed as
+// ZC_PS_PLACEMENT says (default balanced: every tensor spread evenly over
+// the servers; roundrobin: whole partitions, the g-th chunk of the model on
+// server g mod S). One unary call per chunk and
 // direction, all issued at once (pushes first, then pulls) on one channel per
 // server. Synchronous rounds: a server sums the round's pushes of all workers
 // and answers the round's pulls once all have pushed.
@@ -27,6 +29,7 @@
 // counts mismatches; any mismatch fails the run).
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
+#include <strings.h>
 #include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -48,6 +51,7 @@
 #include <vector>
 
 #include "common/ps_models.h"
+#include "ps/placement.h"
 #include "ps.grpc.pb.h"
 
 namespace {
@@ -96,15 +100,26 @@ struct Chunk {
   int server;
 };
 
-// The model's chunks in declaration order, as zcomm's roundrobin placement.
+// ZC_PS_PLACEMENT as zcomm reads it (balanced when unset).
+zc::ps::PlacementPolicy PolicyFromEnv() {
+  const char* v = getenv("ZC_PS_PLACEMENT");
+  if (v && !strcasecmp(v, "roundrobin")) return zc::ps::PlacementPolicy::kRoundRobin;
+  if (v && !strcasecmp(v, "hash")) return zc::ps::PlacementPolicy::kHash;
+  return zc::ps::PlacementPolicy::kBalanced;
+}
+
+// The model's chunks in declaration order (tensor i is key i), placed by
+// zcomm's Placement: the chunks zcomm's PS moves for the same model.
 std::vector<Chunk> Cut(const Model& m, size_t partition, int servers) {
+  const zc::ps::Placement placement(partition, PolicyFromEnv(), servers);
+  zc::ps::Declared declared(servers);
   std::vector<Chunk> out;
-  const size_t ce = std::max<size_t>(1, partition / 4);
   size_t base = 0;
-  for (size_t count : m.elems) {
-    for (size_t off = 0; off < count; off += ce)
-      out.push_back(Chunk{base + off, std::min(ce, count - off), static_cast<int>(out.size() % servers)});
-    base += count;
+  for (size_t key = 0; key < m.elems.size(); ++key) {
+    const std::vector<zc::ps::ChunkPlace> chunks = placement.Cut(key, m.elems[key], sizeof(float), declared);
+    for (const zc::ps::ChunkPlace& c : chunks) out.push_back(Chunk{base + c.offset, c.elems, c.server});
+    declared.Add(chunks, sizeof(float));
+    base += m.elems[key];
   }
   return out;
 }
@@ -261,8 +276,9 @@ void WriteJson(const Opts& o, const std::vector<Row>& rows, bool complete, const
   fprintf(f,
           "{\"benchmark\": \"ps_train\", \"library\": \"grpc\", \"transport\": \"grpc/tcp(127.0.0.1)\", "
           "\"workers\": %d, \"servers\": %d, \"colocated\": %s, \"steps\": %d, \"partition_bytes\": %zu, "
-          "\"complete\": %s, \"error\": ",
+          "\"placement\": \"%s\", \"complete\": %s, \"error\": ",
           o.workers, o.servers, o.colocated ? "true" : "false", o.steps, PartitionBytes(),
+          zc::ps::PolicyName(static_cast<uint32_t>(PolicyFromEnv())),
           complete ? "true" : "false");
   if (error) {
     fputc('"', f);
@@ -327,9 +343,10 @@ int RunWorker(const Child& c, const Opts& o, const std::vector<int>& ports) {
   std::vector<Row> rows;
   if (c.worker == 0) {
     printf("# grpc_ps_train: %d workers, %d servers (%s), gRPC %s over 127.0.0.1, partition %zu bytes, "
-           "%d steps, compute %s\n",
+           "placement %s, %d steps, compute %s\n",
            W, o.servers, o.colocated ? "co-located, in the workers' processes" : "server-only processes",
-           grpc::Version().c_str(), partition, o.steps, o.compute ? "emulated" : "off");
+           grpc::Version().c_str(), partition, zc::ps::PolicyName(static_cast<uint32_t>(PolicyFromEnv())),
+           o.steps, o.compute ? "emulated" : "off");
     printf("%-11s %9s %7s %7s %7s %10s %12s %10s %10s\n", "model", "MiB", "table", "tensors", "chunks",
            "step_ms", "step_med_ms", "comm_ms", "compute_ms");
     fflush(stdout);
