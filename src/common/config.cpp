@@ -67,7 +67,7 @@ const std::vector<ConfigVar>& ConfigVars() {
        "stream-ordered allreduce, broadcast and reduce: staging copies and host collective overlap in "
        "chunks of this many bytes (0: one piece); the same on every rank"},
       {"ZC_PS_PARTITION", "4M",
-       "parameter server: keys are cut into chunks of this many bytes spread over the servers"},
+       "parameter server: keys are cut into chunks of at most this many bytes spread over the servers"},
       {"ZC_PS_SERVER_THREADS", "2", "parameter server: aggregation threads per server (1..64)"},
       {"ZC_PS_PLACEMENT", "balanced",
        "parameter server: chunk placement, balanced (equal chunks, the same bytes on every server), "
