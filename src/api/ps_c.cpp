@@ -144,10 +144,9 @@ zc_status zc_ps_create(zc_comm* comm, zc_ps_role role, const zc_ps_options* opti
     o.sgd_lr = options->sgd_lr;
   }
   o.server_threads = comm->config.ps_server_threads;
-  const std::string& place = comm->config.ps_placement;
-  auto policy = place == "hash"         ? zc::ps::PlacementPolicy::kHash
-                : place == "roundrobin" ? zc::ps::PlacementPolicy::kRoundRobin
-                                        : zc::ps::PlacementPolicy::kBalanced;
+  // The name was checked when the configuration was read (ZC_PS_PLACEMENT).
+  auto policy = zc::ps::PlacementPolicy::kBalanced;
+  zc::ps::PolicyFromName(comm->config.ps_placement.c_str(), &policy);
   auto ps = std::make_unique<zc_ps>();
   ZC_TRY(zc_comm_dup(comm, &ps->comm));
   zc_comm* dup = ps->comm;

@@ -1,5 +1,7 @@
 #include "ps/placement.h"
 
+#include <strings.h>
+
 #include <algorithm>
 
 namespace zc::ps {
@@ -20,6 +22,15 @@ const char* PolicyName(uint32_t policy) {
     case PlacementPolicy::kBalanced: return "balanced";
   }
   return "unknown";
+}
+
+bool PolicyFromName(const char* name, PlacementPolicy* out) {
+  for (PlacementPolicy p : {PlacementPolicy::kRoundRobin, PlacementPolicy::kHash, PlacementPolicy::kBalanced})
+    if (name && strcasecmp(name, PolicyName(static_cast<uint32_t>(p))) == 0) {
+      *out = p;
+      return true;
+    }
+  return false;
 }
 
 void Declared::Add(const std::vector<ChunkPlace>& chunks, size_t elem_size) {
@@ -45,7 +56,7 @@ std::vector<ChunkPlace> Placement::Bounds(uint64_t count, size_t elem_size) cons
   // As many chunks as the partition needs, rounded up to a multiple of S
   // so that every server holds the same share, unless that makes them
   // smaller than kMinSplit; equal within one element, none empty.
-  const uint64_t s = static_cast<uint64_t>(std::max(1, servers_));
+  const uint64_t s = static_cast<uint64_t>(servers_);
   const uint64_t needed = (count + ce - 1) / ce;
   const uint64_t spread = (needed + s - 1) / s * s;
   const uint64_t n = std::min(count, std::max(needed, std::min(spread, count * elem_size / kMinSplit)));
@@ -59,7 +70,7 @@ std::vector<ChunkPlace> Placement::Bounds(uint64_t count, size_t elem_size) cons
 }
 
 int Placement::ServerOf(uint64_t key, uint64_t i, const Declared& before, int first) const {
-  const uint64_t s = static_cast<uint64_t>(std::max(1, servers_));
+  const uint64_t s = static_cast<uint64_t>(servers_);
   switch (policy_) {
     case PlacementPolicy::kHash: return static_cast<int>(Mix(key ^ Mix(i)) % s);
     case PlacementPolicy::kBalanced: return static_cast<int>((static_cast<uint64_t>(first) + i) % s);
@@ -72,7 +83,7 @@ std::vector<ChunkPlace> Placement::Cut(uint64_t key, uint64_t count, size_t elem
                                        const Declared& before) const {
   std::vector<ChunkPlace> out = Bounds(count, elem_size);
   const int first = policy_ == PlacementPolicy::kBalanced ? before.Lightest() : 0;
-  std::vector<uint32_t> per_server(static_cast<size_t>(std::max(1, servers_)), 0);
+  std::vector<uint32_t> per_server(static_cast<size_t>(servers_), 0);
   for (uint64_t i = 0; i < out.size(); ++i) {
     ChunkPlace& c = out[i];
     c.server = ServerOf(key, i, before, first);

@@ -26,6 +26,8 @@ namespace zc::ps {
 enum class PlacementPolicy : uint32_t { kRoundRobin = 0, kHash = 1, kBalanced = 2 };
 // "roundrobin", "hash", "balanced" (ZC_PS_PLACEMENT's values).
 const char* PolicyName(uint32_t policy);
+// The policy of one of those names (any case); false for another name.
+bool PolicyFromName(const char* name, PlacementPolicy* out);
 
 struct ChunkPlace {
   uint64_t offset = 0;  // first element
@@ -54,7 +56,7 @@ class Declared {
 class Placement {
  public:
   Placement(uint64_t partition_bytes, PlacementPolicy policy, int servers, uint64_t piece_bytes = 0)
-      : partition_(partition_bytes), policy_(policy), servers_(servers), piece_(piece_bytes) {}
+      : partition_(partition_bytes), policy_(policy), servers_(servers > 0 ? servers : 1), piece_(piece_bytes) {}
   // The chunks of a key of count elements of elem_size bytes, declared
   // after the keys in `before`. count 0: no chunk.
   std::vector<ChunkPlace> Cut(uint64_t key, uint64_t count, size_t elem_size, const Declared& before) const;

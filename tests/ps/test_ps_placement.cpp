@@ -196,6 +196,17 @@ TEST(Placement, PolicyNames) {
   EXPECT_STREQ(zc::ps::PolicyName(static_cast<uint32_t>(PlacementPolicy::kRoundRobin)), "roundrobin");
   EXPECT_STREQ(zc::ps::PolicyName(static_cast<uint32_t>(PlacementPolicy::kHash)), "hash");
   EXPECT_STREQ(zc::ps::PolicyName(7), "unknown");
+  for (PlacementPolicy pol : kPolicies) {
+    PlacementPolicy back = PlacementPolicy::kRoundRobin;
+    EXPECT_TRUE(zc::ps::PolicyFromName(zc::ps::PolicyName(static_cast<uint32_t>(pol)), &back));
+    EXPECT_EQ(back, pol);
+  }
+  PlacementPolicy got = PlacementPolicy::kHash;
+  EXPECT_TRUE(zc::ps::PolicyFromName("Balanced", &got));
+  EXPECT_EQ(got, PlacementPolicy::kBalanced);
+  EXPECT_FALSE(zc::ps::PolicyFromName("even", &got));
+  EXPECT_FALSE(zc::ps::PolicyFromName(nullptr, &got));
+  EXPECT_EQ(got, PlacementPolicy::kBalanced) << "untouched when the name is refused";
 }
 
 }  // namespace

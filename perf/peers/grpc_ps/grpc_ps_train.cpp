@@ -29,7 +29,6 @@
 // counts mismatches; any mismatch fails the run).
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
-#include <strings.h>
 #include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -100,12 +99,16 @@ struct Chunk {
   int server;
 };
 
-// ZC_PS_PLACEMENT as zcomm reads it (balanced when unset).
+// ZC_PS_PLACEMENT as zcomm reads it (balanced when unset); a name zcomm
+// refuses ends the program, as it fails zcomm's run.
 zc::ps::PlacementPolicy PolicyFromEnv() {
   const char* v = getenv("ZC_PS_PLACEMENT");
-  if (v && !strcasecmp(v, "roundrobin")) return zc::ps::PlacementPolicy::kRoundRobin;
-  if (v && !strcasecmp(v, "hash")) return zc::ps::PlacementPolicy::kHash;
-  return zc::ps::PlacementPolicy::kBalanced;
+  auto policy = zc::ps::PlacementPolicy::kBalanced;
+  if (v && *v && !zc::ps::PolicyFromName(v, &policy)) {
+    fprintf(stderr, "grpc_ps_train: ZC_PS_PLACEMENT=%s: must be balanced, roundrobin or hash\n", v);
+    exit(2);
+  }
+  return policy;
 }
 
 // The model's chunks in declaration order (tensor i is key i), placed by
@@ -517,6 +520,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "error: need workers >= 1, servers >= 1, steps >= 1 (--colocated: servers == workers)\n");
     return 2;
   }
+  PolicyFromEnv();  // a bad ZC_PS_PLACEMENT ends here, before any process starts
   signal(SIGPIPE, SIG_IGN);
   const int np = o.colocated ? o.workers : o.workers + o.servers;
   std::vector<Child> kids(np);
