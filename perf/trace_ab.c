@@ -12,9 +12,10 @@
  * milliseconds apart, so both see one phase; the ratio on / off is taken
  * pair by pair and printed as min / median / max with each side's median.
  *
- *   zcrun -np 2 build/perf/trace_ab [allreduce|p2p] [ROUNDS [BLOCK]]
+ *   zcrun -np 2 build/perf/trace_ab [allreduce|varied|p2p] [ROUNDS [BLOCK]]
  *     (defaults: allreduce 400 2000)
- * allreduce: zc_allreduce of 2 floats, per-call time of rank 0's block.
+ * allreduce: zc_allreduce of 2 floats (max), per-call time of rank 0's block.
+ * varied: the same with max and min in turn (no two calls in a row alike).
  * p2p: a ping-pong of 8 bytes between ranks 0 and 1 (zc_send/zc_recv),
  * one-way latency = round trip / 2. */
 #include <stdio.h>
@@ -34,13 +35,17 @@
   } while (0)
 
 /* ns per call of one block on comm (rank 0's clock; other ranks return 0). */
-static double block(zc_comm* comm, int p2p, int calls, int rank) {
+enum mode { ALLREDUCE, VARIED, P2P };
+
+static double block(zc_comm* comm, enum mode mode, int calls, int rank) {
+  const int p2p = mode == P2P;
   float buf[2] = {1.0f, (float)rank};
   CHECK(zc_barrier(comm));
   double t0 = bu_now_us();
   for (int i = 0; i < calls; ++i) {
     if (!p2p) {
-      CHECK(zc_allreduce(comm, buf, buf, 2, ZC_FLOAT32, ZC_MAX));
+      const zc_op op = mode == VARIED && (i & 1) ? ZC_MIN : ZC_MAX;
+      CHECK(zc_allreduce(comm, buf, buf, 2, ZC_FLOAT32, op));
     } else if (rank == 0) {
       CHECK(zc_send(comm, buf, 8, 1, 7));
       CHECK(zc_recv(comm, buf, 8, 1, 7));
@@ -54,11 +59,17 @@ static double block(zc_comm* comm, int p2p, int calls, int rank) {
 }
 
 int main(int argc, char** argv) {
-  int p2p = argc > 1 && strcmp(argv[1], "p2p") == 0;
+  const char* name = argc > 1 ? argv[1] : "allreduce";
+  const enum mode mode = strcmp(name, "p2p") == 0 ? P2P : strcmp(name, "varied") == 0 ? VARIED : ALLREDUCE;
+  const int p2p = mode == P2P;
+  if (mode == ALLREDUCE && strcmp(name, "allreduce") != 0) {
+    fprintf(stderr, "trace_ab: unknown mode '%s' (allreduce, varied or p2p)\n", name);
+    return 2;
+  }
   int rounds = argc > 2 ? atoi(argv[2]) : 400;
   int calls = argc > 3 ? atoi(argv[3]) : 2000;
   if (rounds < 2 || calls < 1) {
-    fprintf(stderr, "usage: trace_ab [allreduce|p2p] [ROUNDS>=2 [BLOCK>=1]]\n");
+    fprintf(stderr, "usage: trace_ab [allreduce|varied|p2p] [ROUNDS>=2 [BLOCK>=1]]\n");
     return 2;
   }
   zc_comm* on = NULL;
@@ -79,15 +90,15 @@ int main(int argc, char** argv) {
   double* ratio = malloc(sizeof(double) * (size_t)rounds);
   double* t_on = malloc(sizeof(double) * (size_t)rounds);
   double* t_off = malloc(sizeof(double) * (size_t)rounds);
-  block(on, p2p, calls, rank);  /* warm-up: connections, caches */
-  block(off, p2p, calls, rank);
+  block(on, mode, calls, rank);  /* warm-up: connections, caches */
+  block(off, mode, calls, rank);
   for (int r = 0; r < rounds; ++r) {
     if (r % 2 == 0) {
-      t_on[r] = block(on, p2p, calls, rank);
-      t_off[r] = block(off, p2p, calls, rank);
+      t_on[r] = block(on, mode, calls, rank);
+      t_off[r] = block(off, mode, calls, rank);
     } else {
-      t_off[r] = block(off, p2p, calls, rank);
-      t_on[r] = block(on, p2p, calls, rank);
+      t_off[r] = block(off, mode, calls, rank);
+      t_on[r] = block(on, mode, calls, rank);
     }
     ratio[r] = t_on[r] / t_off[r];
   }
@@ -98,7 +109,7 @@ int main(int argc, char** argv) {
     bu_min_med_max(ratio, rounds, &lo, &m, &hi);
     printf("%s 8 B, %d ranks, %d pairs of %d calls: recorder on %.1f ns, off %.1f ns (medians); "
            "on/off per pair min %.3f median %.3f max %.3f\n",
-           p2p ? "send/recv one-way" : "allreduce", size, rounds, calls, m_on, m_off, lo, m, hi);
+           p2p ? "send/recv one-way" : mode == VARIED ? "allreduce (max, min in turn)" : "allreduce", size, rounds, calls, m_on, m_off, lo, m, hi);
   }
   free(ratio);
   free(t_on);

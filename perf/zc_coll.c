@@ -93,7 +93,9 @@ static void usage(FILE* f) {
 "                       all); bool's sum and max are or, prod and min are and\n"
 "  -r, --root R         root of broadcast and reduce (default 0), or all\n"
 "  -n, --iters N        timed iterations per repetition (default 20; above\n"
-"                       1 MiB fewer, in proportion to the size)\n"
+"                       1 MiB fewer, in proportion to the size; more where\n"
+"                       N calls take under 2 ms: as many as fill 2 ms, going\n"
+"                       by the slowest rank's warm-up calls)\n"
 "      --min-iters N    fewest timed iterations at large sizes (default 3)\n"
 "  -w, --warmup_iters N untimed iterations before timing each size\n"
 "                       (default 5; at most 1 above 64 KiB), and N calls at\n"
@@ -306,6 +308,7 @@ typedef struct {
   double avg;           /* mean over ranks, median over repetitions */
   double algbw, busbw;  /* from time */
   long long wrong;      /* -1: not checked */
+  int iters;            /* timed calls per repetition */
   char algo[32];
 } half_t;
 
@@ -351,11 +354,21 @@ static void measure(const opts* o, const call_t* c, int inplace, half_t* h,
     ZC_CHECK(zc_allreduce(g_comm, &w, &h->wrong, 1, ZC_INT64, ZC_SUM),
              "allreduce of #wrong");
   }
-  const int it_n = bu_iters_for(c->size, o->iters, o->min_iters, BU_COLL_KNEE);
   const int it_w = c->size <= 64 * BU_KiB ? o->warmup
                                           : (o->warmup < 1 ? o->warmup : 1);
-  for (int it = 0; it < it_w; it++)
+  double t_warm = 0;
+  for (int it = 0; it < it_w; it++) {
+    if (it == 1) t_warm = bu_now_us();
     ZC_CHECK(run_coll(c->coll, send, recv, c->count, c->dt, c->op, c->root), what);
+  }
+  int it_n = bu_iters_for(c->size, o->iters, o->min_iters, BU_COLL_KNEE);
+  if (it_w > 1) {  /* bu_iters_to_fill: the slowest rank's warm-up call */
+    double per = (bu_now_us() - t_warm) / (it_w - 1), slowest_per = 0;
+    ZC_CHECK(zc_allreduce(g_comm, &per, &slowest_per, 1, ZC_FLOAT64, ZC_MAX),
+             "allreduce of warm-up times");
+    it_n = bu_iters_to_fill(it_n, slowest_per);
+  }
+  h->iters = it_n;
   double shown[MAX_REPS], slowest[MAX_REPS], avg[MAX_REPS];
   for (int r = 0; r < o->reps; r++) {
     ZC_CHECK(zc_barrier(g_comm), "barrier before timing");
@@ -604,7 +617,7 @@ int main(int argc, char** argv) {
                 memset(&row, 0, sizeof row);
                 row.size = c.size;
                 row.count = c.size / ts;
-                row.iters = bu_iters_for(c.size, o.iters, o.min_iters, BU_COLL_KNEE);
+                row.iters = top->iters;
                 row.time_us = top->slowest;
                 row.algbw = (double)c.size / (top->slowest * 1e3);
                 row.busbw = row.algbw * bu_busbw_factor(coll, n);

@@ -208,6 +208,23 @@ BU_INLINE int bu_iters_for(size_t bytes, int iters, int min_iters,
   return n < 1 ? 1 : n;
 }
 
+/* Calls of well under a microsecond, timed `iters` times, time mostly the
+ * clock and how far apart the ranks left the barrier before them (an
+ * 8-byte allreduce of 0.2 us on 2 ranks, 20 times: 4 us against a skew of
+ * 0.1-0.5 us). So every collective sweep program times its warm-up calls
+ * after the first, takes the slowest rank's time per call, and times as
+ * many calls as fill BU_FILL_US: at least `iters`, at most
+ * BU_FILL_MAX_ITERS. Calls slower than BU_FILL_US / iters keep `iters`.
+ * (perf/peers/torch_allreduce.py mirrors this formula.) */
+#define BU_FILL_US 2000.0
+#define BU_FILL_MAX_ITERS 100000
+BU_INLINE int bu_iters_to_fill(int iters, double us_per_call) {
+  if (!(us_per_call > 0)) return iters;
+  double n = BU_FILL_US / us_per_call;
+  if (n > BU_FILL_MAX_ITERS) n = BU_FILL_MAX_ITERS;
+  return n > (double)iters ? (int)n : iters;
+}
+
 /* The largest size of the sweep min, min*factor, ... up to max (the size a
  * program warms up at before it, as nccl-tests does); 0 when min > max. */
 BU_INLINE size_t bu_sweep_largest(size_t min, size_t max, size_t factor) {

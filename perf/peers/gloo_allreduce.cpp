@@ -173,9 +173,14 @@ int Bench(const Args& a, const std::shared_ptr<gloo::Context>& ctx,
     }
     int it_n = bu_iters_for(size, a.iters, a.min_iters, BU_COLL_KNEE);
     int it_w = size <= 64 * BU_KiB ? a.warmup : (a.warmup < 1 ? a.warmup : 1);
-    row.iters = it_n;
-    for (int it = 0; it < it_w; it++)
+    double t_warm = 0;
+    for (int it = 0; it < it_w; it++) {
+      if (it == 1) t_warm = bu_now_us();
       RunOnce<T>(a.algo, ctx, in, res, count, tag++, &cached);
+    }
+    if (it_w > 1)  // bu_iters_to_fill: the slowest rank's warm-up call
+      it_n = bu_iters_to_fill(it_n, MaxOverRanks(ctx, (bu_now_us() - t_warm) / (it_w - 1)));
+    row.iters = it_n;
     gloo::BarrierAllToAll(ctx).run();
     double t0 = bu_now_us();
     for (int it = 0; it < it_n; it++)

@@ -160,11 +160,18 @@ int main(int argc, char** argv) {
     }
     int it_n = bu_iters_for(size, iters, min_iters, BU_COLL_KNEE);
     int it_w = size <= 64 * BU_KiB ? warmup : (warmup < 1 ? warmup : 1);
-    row.iters = it_n;
+    double t_warm = 0;
     for (int it = 0; it < it_w; it++) {
+      if (it == 1) t_warm = bu_now_us();
       MPI_Allreduce(send, recvbuf, (int)count, mt, mo, MPI_COMM_WORLD);
       if (op == BU_AVG) scale(recvbuf, count, dt, n);
     }
+    if (it_w > 1) { /* bu_iters_to_fill: the slowest rank's warm-up call */
+      double per = (bu_now_us() - t_warm) / (it_w - 1), slowest_per = 0;
+      MPI_Allreduce(&per, &slowest_per, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      it_n = bu_iters_to_fill(it_n, slowest_per);
+    }
+    row.iters = it_n;
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = bu_now_us();
     for (int it = 0; it < it_n; it++) {

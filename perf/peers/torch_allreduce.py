@@ -45,6 +45,18 @@ def iters_for(nbytes, iters, min_iters):
     return max(1, min(iters, max(n, min_iters)))
 
 
+FILL_US = 2000.0
+FILL_MAX_ITERS = 100000
+
+
+def iters_to_fill(iters, us_per_call):
+    """Same as bu_iters_to_fill() in perf/common/bench_util.h: enough calls
+    to fill FILL_US, at least iters, at most FILL_MAX_ITERS."""
+    if not us_per_call > 0:
+        return iters
+    return max(iters, int(min(FILL_US / us_per_call, FILL_MAX_ITERS)))
+
+
 def write_json(path, rep, complete):
     if not path:
         return
@@ -115,8 +127,16 @@ def run_rank(a):
                 wrong = int(w.item())
             it_n = iters_for(size, a.iters, a.min_iters)
             it_w = a.warmup if size <= (64 << 10) else min(a.warmup, 1)
-            for _ in range(it_w):
+            t_warm = 0.0
+            for i in range(it_w):
+                if i == 1:
+                    t_warm = time.perf_counter()
                 dist.all_reduce(t)
+            if it_w > 1:  # iters_to_fill: the slowest rank's warm-up call
+                per = (time.perf_counter() - t_warm) * 1e6 / (it_w - 1)
+                tw = torch.tensor([per], dtype=torch.float64)
+                dist.all_reduce(tw, op=dist.ReduceOp.MAX)
+                it_n = iters_to_fill(it_n, float(tw.item()))
             dist.barrier()
             t0 = time.perf_counter()
             for _ in range(it_n):

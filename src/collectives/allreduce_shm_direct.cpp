@@ -97,7 +97,7 @@ Status ShmDirect::Allreduce(const Signature& sig, const void* send, void* recv, 
   if (bytes <= kSmallBytes && bytes <= shard_bytes_ &&
       bytes * static_cast<size_t>(n_ - 1) <= kSmallFanoutBytes)
     return SmallRound(sig, in, out, count, dtype, op, dl);
-  if (bytes >= kZeroCopyMinBytes) {
+  if (bytes >= kZeroCopyMinShardBytes * static_cast<size_t>(n_) && ZeroCopyWorthTrying(bytes)) {
     bool done = false;
     ZC_RETURN_IF_ERROR(ZeroCopyRound(sig, in, out, count, dtype, op, dl, &done));
     if (done) return Status::Ok();
@@ -106,6 +106,13 @@ Status ShmDirect::Allreduce(const Signature& sig, const void* send, void* recv, 
     ZC_RETURN_IF_ERROR(Round(sig, in, out, base, std::min(per_round, count - base), dtype, op, dl));
   StreamFence();  // the output's non-temporal stores before the caller's next store
   return Status::Ok();
+}
+
+bool ShmDirect::ZeroCopyWorthTrying(size_t bytes) {
+  if (bytes >= kZeroCopyAlwaysBytes || !last_try_found_user_memory_) return true;
+  if (++calls_without_try_ < kZeroCopyRetryCalls) return false;
+  calls_without_try_ = 0;
+  return true;
 }
 
 Status ShmDirect::WriteInput(const Signature& sig, uint64_t tag, uint64_t g, int set, int p,

@@ -36,17 +36,17 @@
 // release of its result area (done >= g - 2) never waits for a round that
 // used none.
 //
-// Large vectors (at least kZeroCopyMinBytes) take a zero-copy round instead
-// (allreduce_shm_zero_copy.cpp): every rank publishes where its input and
-// output are (a pool buffer's segment and offset, or user memory's pid and
-// address) in its input slot of every peer, then each owner reduces its
-// shard straight from every rank's input into every rank's output, chunk by
-// chunk in cache: pool memory through the peers' mappings, user memory
-// through cross-memory attach. Every input byte is read once and every output
-// byte written once, as in the machine's ideal allreduce; one flag per peer
-// says an owner is done. Where a peer's user memory cannot be reached
-// (cross-memory attach refused on some rank) every rank sees it in the
-// published descriptors and takes the sharded rounds instead.
+// Larger vectors (at least kZeroCopyMinShardBytes per rank) take a
+// zero-copy round instead (allreduce_shm_zero_copy.cpp) when every rank's
+// buffers are pool memory: every rank publishes where its input and output
+// are (a pool buffer's segment and offset) in its input slot of every peer,
+// then each owner reduces its shard straight from every rank's input into
+// every rank's output, chunk by chunk in cache, through the peers'
+// mappings. Every input byte is read once and every output byte written
+// once, as in the machine's ideal allreduce; one flag per peer says an
+// owner is done. User memory on any rank (an empty descriptor) sends every
+// rank to the sharded rounds for that call; below kZeroCopyAlwaysBytes the
+// round is then not tried for a while (ZeroCopyWorthTrying).
 #pragma once
 
 #include <zcomm/zcomm.h>
@@ -66,9 +66,23 @@ class ShmDirect {
   // outside a core's L2: 2 ranks, 2-16 MiB took 1.1-1.5x the time with 1 MiB
   // shards than with 256 KiB ones (docs/PERFORMANCE.md, issue 14).
   static constexpr size_t kMaxShardBytes = 256 * 1024;
-  // The zero-copy round from here on: below, its two flag exchanges per
-  // call and the descriptor lookups cost more than the copies they save.
-  static constexpr size_t kZeroCopyMinBytes = 1024 * 1024;
+  // The zero-copy round (pool buffers) from this many bytes per owner (16
+  // KiB on 2 ranks, 32 KiB on 4): below, its two flag exchanges per call
+  // and the descriptor lookups cost more than the copies they save. On the
+  // project's VM, out of place, 8 KiB on 2 ranks took 2.9 us against 2.1 us
+  // in a sharded round, 16 KiB on 3 and 4 ranks 1.2 times as long, 32 KiB
+  // on 4 ranks 0.9 times, 64 KiB-512 KiB on 2-4 ranks half as long
+  // (docs/PERFORMANCE.md).
+  static constexpr size_t kZeroCopyMinShardBytes = 8 * 1024;
+  // User memory cannot take the round, and every rank learns that only once
+  // the descriptors are exchanged, which costs a sharded allreduce of 16-64
+  // KiB 5-15% (about 1 us on 2 ranks). So below this size a round is tried
+  // only while the communicator's last try found pool buffers on every rank,
+  // and after a try that found user memory, once every kZeroCopyRetryCalls
+  // calls that could have tried (buffers change: a torch tensor, then a
+  // zc_mem_alloc buffer).
+  static constexpr size_t kZeroCopyAlwaysBytes = 1024 * 1024;
+  static constexpr uint32_t kZeroCopyRetryCalls = 64;
   // An owner's chunk, reduced in cache and then written to every output.
   // Measured at 64 MiB on 2 ranks (docs/PERFORMANCE.md): out of place
   // (non-temporal stores) 16 KiB was ahead of 4 and 64 KiB; in place, where
@@ -134,6 +148,10 @@ class ShmDirect {
   Status SmallRound(const Signature& sig, const char* send, char* recv, size_t count,
                     zc_dtype dtype, zc_op op, const Deadline& dl);
 
+  // Whether a call of `bytes` (at least kZeroCopyMinShardBytes per rank) tries the
+  // zero-copy round. Every rank decides alike: the state changes only with
+  // what every rank sees (the calls, the descriptors of a try).
+  bool ZeroCopyWorthTrying(size_t bytes);
   // The zero-copy round (allreduce_shm_zero_copy.cpp). Returns false in
   // *done when some rank's buffer cannot be reached: the caller then runs
   // the sharded rounds.
@@ -170,6 +188,10 @@ class ShmDirect {
   void ReduceOwnShard(const void** srcs, char* result, char* own_out, size_t count, zc_dtype dtype,
                       zc_op op, bool in_place);
   uint64_t round_ = 0;  // last round started (global across calls)
+  // The last zero-copy try found user memory on some rank, and the calls
+  // since that did not try (ZeroCopyWorthTrying).
+  bool last_try_found_user_memory_ = false;
+  uint32_t calls_without_try_ = 0;
 };
 
 }  // namespace zc::coll

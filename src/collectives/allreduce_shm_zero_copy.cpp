@@ -160,8 +160,10 @@ Status ShmDirect::ZeroCopyRound(const Signature& sig, const char* send, char* re
   // reachable only through cross-memory attach, which copies at a third of
   // memcpy's speed (5 against 15 GB/s on the project's VM): the sharded
   // rounds, whose copies are plain loads and stores, are faster for it.
+  last_try_found_user_memory_ = false;
   for (const PeerBuffers& b : bufs)
-    if (b.user_memory) return Status::Ok();
+    if (b.user_memory) last_try_found_user_memory_ = true;
+  if (last_try_found_user_memory_) return Status::Ok();
 
   ZC_RETURN_IF_ERROR(ReduceShard(bufs, SegBegin(count, n_, me_), SegLen(count, n_, me_), dtype,
                                  op));

@@ -130,14 +130,16 @@ INSTANTIATE_TEST_SUITE_P(Tcp, AllreduceMatrix,
 
 // ---- shm: the zero-copy round on pool buffers ----
 
-// Buffers from zc_mem_alloc on every rank take the zero-copy round from 1 MiB
-// on (owners reduce straight from every rank's input into every rank's
-// output); user memory on any rank sends every rank to the sharded rounds.
-// Counts around the threshold and the chunk size of every element size,
-// pointers at odd offsets inside the pool buffers, every dtype and op, in
-// place and out of place, calls of every path interleaved on the same
-// buffers (the slots and flags they share), then one rank on user memory.
-enum class Memory { kPool, kUserOnLastRank };
+// Buffers from zc_mem_alloc on every rank take the zero-copy round from 8
+// KiB per rank on (owners reduce straight from every rank's input into every rank's
+// output); user memory on any rank sends every rank to the sharded rounds,
+// and below 1 MiB keeps them there without a try for a while
+// (ShmDirect::ZeroCopyWorthTrying). Counts around both thresholds and the
+// chunk size of every element size, pointers at odd offsets inside the pool
+// buffers, every dtype and op, in place and out of place, calls of every
+// path interleaved on the same buffers (the slots and flags they share),
+// then one rank on user memory, then one rank switching between the two.
+enum class Memory { kPool, kUserOnLastRank, kSwitchingOnLastRank };
 
 int ZeroCopyBody(int rank, Memory memory) {
   zc_comm* comm = nullptr;
@@ -148,16 +150,42 @@ int ZeroCopyBody(int rank, Memory memory) {
   void* r = nullptr;
   CHILD_OK(zc_mem_alloc(comm, max_bytes + 64, &s));
   CHILD_OK(zc_mem_alloc(comm, max_bytes + 64, &r));
-  std::vector<char> user_s, user_r;
+  void* const pool_s = s;
+  void* const pool_r = r;
+  std::vector<char> user_s(max_bytes + 64), user_r(max_bytes + 64);
   if (memory == Memory::kUserOnLastRank && rank == n - 1) {
-    user_s.resize(max_bytes + 64);
-    user_r.resize(max_bytes + 64);
     s = user_s.data();
     r = user_r.data();
   }
   char* sb = static_cast<char*>(s) + 8;  // inside the pool buffer, not at its start
   char* rb = static_cast<char*>(r) + 24;
   int it = 200;
+  if (memory == Memory::kSwitchingOnLastRank) {
+    // 64 KiB calls (below 1 MiB: tried only while likely to run) with the
+    // last rank on user memory in runs of 1, 2, 70 (past the retry period)
+    // and 5 calls, each run followed by pool calls; a 1 MiB call (always
+    // tried) in between. Every sum checked.
+    const int user_runs[] = {1, 2, 70, 5};
+    int call = 0;
+    for (int run_len : user_runs)
+      for (int k = 0; k < run_len + 3; ++k, ++call) {
+        const bool user = rank == n - 1 && k < run_len;
+        sb = static_cast<char*>(user ? static_cast<void*>(user_s.data()) : pool_s) + 8;
+        rb = static_cast<char*>(user ? static_cast<void*>(user_r.data()) : pool_r) + 24;
+        const size_t count = call % 37 == 36 ? (size_t{1} << 18) + 5 : 16384 + call % 7;
+        ++it;
+        FillInput(ZC_FLOAT32, ZC_SUM, sb, count, rank, it);
+        char* out = call % 2 ? sb : rb;
+        CHILD_OK(zc_allreduce(comm, sb, out, count, ZC_FLOAT32, ZC_SUM));
+        std::string err = CheckReducedRange(ZC_FLOAT32, ZC_SUM, out, count, 0, n, it);
+        CHILD_CHECK(err.empty(), "rank %d call %d (%s memory) count %zu: %s", rank, call,
+                    user ? "user" : "pool", count, err.c_str());
+      }
+    CHILD_OK(zc_mem_free(comm, pool_s));
+    CHILD_OK(zc_mem_free(comm, pool_r));
+    CHILD_OK(zc_finalize(comm));
+    return 0;
+  }
   auto run = [&](zc_dtype d, zc_op op, size_t count, bool inplace) -> int {
     ++it;
     FillInput(d, op, sb, count, rank, it);
@@ -173,26 +201,26 @@ int ZeroCopyBody(int rank, Memory memory) {
     }
     return 0;
   };
-  const size_t threshold = size_t{1} << 20, chunk = 64 * 1024;
-  for (zc_dtype d : kAllDtypes) {
-    const size_t es = DtypeSize(d);
-    for (zc_op op : OpsFor(d))
-      for (int inplace = 0; inplace < 2; ++inplace)
-        if (run(d, op, threshold / es + 1, inplace)) return 1;
-    for (size_t count : {threshold / es - 1, threshold / es, threshold / es + chunk / es * n - 1,
-                         threshold / es + chunk / es * n + 1, size_t{(1u << 21) / es - 13}})
-      for (int inplace = 0; inplace < 2; ++inplace)
-        if (run(d, d == ZC_BOOL ? ZC_MAX : ZC_SUM, count, inplace)) return 1;
-  }
+  const size_t chunk = 64 * 1024;
+  // kZeroCopyMinShardBytes per rank, kZeroCopyAlwaysBytes
+  for (size_t threshold : {size_t{8192} * static_cast<size_t>(n), size_t{1} << 20})
+    for (zc_dtype d : kAllDtypes) {
+      const size_t es = DtypeSize(d);
+      for (zc_op op : OpsFor(d))
+        for (int inplace = 0; inplace < 2; ++inplace)
+          if (run(d, op, threshold / es + 1, inplace)) return 1;
+      for (size_t count : {threshold / es - 1, threshold / es, threshold / es + chunk / es * n - 1,
+                           threshold / es + chunk / es * n + 1, size_t{(1u << 21) / es - 13}})
+        for (int inplace = 0; inplace < 2; ++inplace)
+          if (run(d, d == ZC_BOOL ? ZC_MAX : ZC_SUM, count, inplace)) return 1;
+    }
   // Small, sharded and zero-copy calls back to back, in both buffer sets.
   for (size_t count : {size_t{3}, size_t{262147}, size_t{524309}, size_t{5}, size_t{524309},
                        size_t{524309}, size_t{1021}, size_t{262147}})
     for (int inplace = 0; inplace < 2; ++inplace)
       if (run(ZC_FLOAT32, ZC_SUM, count, inplace)) return 1;
-  if (memory == Memory::kPool || rank != n - 1) {
-    CHILD_OK(zc_mem_free(comm, s));
-    CHILD_OK(zc_mem_free(comm, r));
-  }
+  CHILD_OK(zc_mem_free(comm, pool_s));
+  CHILD_OK(zc_mem_free(comm, pool_r));
   CHILD_OK(zc_finalize(comm));
   return 0;
 }
@@ -211,10 +239,16 @@ TEST_P(ShmZeroCopy, OneRankOnUserMemory) {
   EXPECT_TRUE(AllOk(res)) << Describe(res);
 }
 
+TEST_P(ShmZeroCopy, OneRankSwitchingBetweenPoolAndUserMemory) {
+  auto res = RunRanks(GetParam(), [&](int rank) { return ZeroCopyBody(rank, Memory::kSwitchingOnLastRank); },
+                      BaseEnv("shm", "auto", "120"), 300);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, ShmZeroCopy, ::testing::Values(1, 2, 3, 4, 5));
 
 // Ranks that disagree on the count of a zero-copy allreduce, or take
-// different paths for it (rank 1's count is below the threshold), fail with
+// different paths for it (rank 1's count is below the zero-copy round's), fail with
 // ZC_ERR_MISMATCH naming both calls, well before the deadline (ZC_TIMEOUT=10).
 int ZeroCopyMismatchBody(int rank, size_t count, size_t odd_count) {
   zc_comm* comm = nullptr;
@@ -238,7 +272,7 @@ int ZeroCopyMismatchBody(int rank, size_t count, size_t odd_count) {
 }
 
 TEST(ShmZeroCopyMismatch, CountAndPath) {
-  for (size_t odd : {size_t{300001}, size_t{200000}})
+  for (size_t odd : {size_t{300001}, size_t{3000}})
     for (int n : {2, 3}) {
       auto res = RunRanks(n, [&](int rank) { return ZeroCopyMismatchBody(rank, 300000, odd); },
                           BaseEnv("shm", "auto", "10"), 60);
