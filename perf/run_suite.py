@@ -1691,7 +1691,7 @@ def bestmpi_stats(jobs, field):
                     for s in lib})
     out = []
     for size in sizes:
-        e = dict(size=size, ratio=[], best=[])
+        e = dict(size=size, ratio=[])
         for lib in libs:
             e[lib] = mmm([rd.get(lib, {}).get(size) for rd in rounds.values()])
         mpis = [(e[lib][1], lib) for lib in libs

@@ -110,9 +110,7 @@ Status ShmDirect::Allreduce(const Signature& sig, const void* send, void* recv, 
 
 bool ShmDirect::ZeroCopyWorthTrying(size_t bytes) {
   if (bytes >= kZeroCopyAlwaysBytes || !last_try_found_user_memory_) return true;
-  if (++calls_without_try_ < kZeroCopyRetryCalls) return false;
-  calls_without_try_ = 0;
-  return true;
+  return ++calls_without_try_ >= kZeroCopyRetryCalls;  // ZeroCopyRound restarts the count
 }
 
 Status ShmDirect::WriteInput(const Signature& sig, uint64_t tag, uint64_t g, int set, int p,

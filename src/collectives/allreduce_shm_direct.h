@@ -189,7 +189,7 @@ class ShmDirect {
                       zc_op op, bool in_place);
   uint64_t round_ = 0;  // last round started (global across calls)
   // The last zero-copy try found user memory on some rank, and the calls
-  // since that did not try (ZeroCopyWorthTrying).
+  // since that try that did not try (ZeroCopyWorthTrying; a try resets it).
   bool last_try_found_user_memory_ = false;
   uint32_t calls_without_try_ = 0;
 };

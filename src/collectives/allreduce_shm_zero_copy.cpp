@@ -1,6 +1,7 @@
 // The zero-copy round of the direct shared-memory allreduce (see
 // allreduce_shm_direct.h): owners reduce straight from every rank's input
 // into every rank's output.
+#include <algorithm>
 #include <cstring>
 
 #include "collectives/allreduce_shm_direct.h"
@@ -160,9 +161,10 @@ Status ShmDirect::ZeroCopyRound(const Signature& sig, const char* send, char* re
   // reachable only through cross-memory attach, which copies at a third of
   // memcpy's speed (5 against 15 GB/s on the project's VM): the sharded
   // rounds, whose copies are plain loads and stores, are faster for it.
-  last_try_found_user_memory_ = false;
-  for (const PeerBuffers& b : bufs)
-    if (b.user_memory) last_try_found_user_memory_ = true;
+  // (ZeroCopyWorthTrying counts the calls from this try on.)
+  last_try_found_user_memory_ =
+      std::any_of(bufs.begin(), bufs.end(), [](const PeerBuffers& b) { return b.user_memory; });
+  calls_without_try_ = 0;
   if (last_try_found_user_memory_) return Status::Ok();
 
   ZC_RETURN_IF_ERROR(ReduceShard(bufs, SegBegin(count, n_, me_), SegLen(count, n_, me_), dtype,
