@@ -45,6 +45,11 @@ Status SystemError(int err, const char* fmt, ...) {
   return Status(ZC_ERR_SYSTEM, std::move(s), ErrorOrigin::kErrno, err);
 }
 
+const std::string& Status::EmptyMessage() {
+  static const std::string empty;
+  return empty;
+}
+
 const char* ErrorOriginName(ErrorOrigin o) {
   switch (o) {
     case ErrorOrigin::kNone: return "none";

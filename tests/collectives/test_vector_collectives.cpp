@@ -220,7 +220,7 @@ int QueuedBody(int rank) {
   const size_t gext = Layout(counts, -1, &displs);
   Layout(scounts, -1, &sdispls);
   const size_t rext = Layout(rcounts, rank, &rdispls);
-  std::vector<char> gin(c * es + 8), gout(gext * es + 8), ain(4096), aout(rext * es + 8), tin(c * es),
+  std::vector<char> gin(counts[rank] * es + 8), gout(gext * es + 8), ain(4096), aout(rext * es + 8), tin(c * es),
       tout(c * n * es + 8), sin(c * n * es), sout(c * es + 8);
   FillInput(d, ZC_SUM, gin.data(), counts[rank], rank, 1);
   for (int p = 0; p < n; ++p) FillInput(d, ZC_SUM, ain.data() + sdispls[p] * es, scounts[p], rank * n + p, 2);

@@ -60,4 +60,56 @@ TEST(Status, IgnoreErrorAcceptsAnyStatus) {
   SUCCEED();
 }
 
+// A success holds nothing (one pointer); a failure's copies, moves and
+// assignments keep code, message and origin apart from the original.
+TEST(Status, SuccessIsOnePointer) {
+  EXPECT_EQ(sizeof(Status), sizeof(void*));
+  Status ok;
+  EXPECT_TRUE(ok.ok());
+  EXPECT_EQ(ok.code(), ZC_OK);
+  EXPECT_EQ(ok.message(), "");
+  EXPECT_TRUE(ok.with_context("rank 0: send").ok());
+  EXPECT_EQ(ok.with_context("rank 0: send").message(), "");
+}
+
+TEST(Status, CopiesAreIndependent) {
+  Status a = zc::SystemError(ETIMEDOUT, "connect");
+  Status b = a;
+  a = a.with_context("rank 1");
+  EXPECT_EQ(b.message(), std::string("connect: ") + strerror(ETIMEDOUT));
+  EXPECT_EQ(a.message(), std::string("rank 1: connect: ") + strerror(ETIMEDOUT));
+  EXPECT_EQ(b.origin_code(), ETIMEDOUT);
+  b = Status::Ok();
+  EXPECT_TRUE(b.ok());
+  EXPECT_FALSE(a.ok());
+  b = a;
+  EXPECT_EQ(b.code(), ZC_ERR_SYSTEM);
+  EXPECT_EQ(b.origin(), ErrorOrigin::kErrno);
+}
+
+TEST(Status, MovesAndSelfAssignment) {
+  Status a = zc::Error(ZC_ERR_MISMATCH, "recv of %d bytes", 7);
+  Status& same = a;
+  a = same;
+  EXPECT_EQ(a.message(), "recv of 7 bytes");
+  a = std::move(same);
+  EXPECT_EQ(a.code(), ZC_ERR_MISMATCH);
+  Status b = std::move(a);
+  EXPECT_EQ(b.message(), "recv of 7 bytes");
+  EXPECT_TRUE(a.ok());  // NOLINT(bugprone-use-after-move): a moved-from status is a success
+  Status c;
+  c = std::move(b);
+  EXPECT_EQ(c.code(), ZC_ERR_MISMATCH);
+  static_assert(std::is_nothrow_move_constructible<Status>::value, "moves never throw");
+}
+
+// A message given with ZC_OK is kept (some peers report text with success).
+TEST(Status, OkWithMessageKeepsIt) {
+  Status st(ZC_OK, "note");
+  EXPECT_TRUE(st.ok());
+  EXPECT_EQ(st.message(), "note");
+  Status copy = st;
+  EXPECT_EQ(copy.message(), "note");
+}
+
 }  // namespace
