@@ -11,6 +11,7 @@
 
 #include <cstdarg>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -29,28 +30,19 @@ class [[nodiscard]] Status {
  public:
   Status() = default;
   Status(zc_status code, std::string message)
-      : rep_(code == ZC_OK && message.empty() ? nullptr : new Rep{code, std::move(message), ErrorOrigin::kNone, 0}) {}
+      : rep_(code == ZC_OK && message.empty()
+                 ? nullptr
+                 : std::make_unique<Rep>(Rep{code, std::move(message), ErrorOrigin::kNone, 0})) {}
   Status(zc_status code, std::string message, ErrorOrigin origin, int origin_code)
-      : rep_(new Rep{code, std::move(message), origin, origin_code}) {}
-  Status(const Status& o) : rep_(o.rep_ ? new Rep(*o.rep_) : nullptr) {}
-  Status(Status&& o) noexcept : rep_(o.rep_) { o.rep_ = nullptr; }
+      : rep_(std::make_unique<Rep>(Rep{code, std::move(message), origin, origin_code})) {}
+  Status(const Status& o) : rep_(o.rep_ ? std::make_unique<Rep>(*o.rep_) : nullptr) {}
+  Status(Status&&) noexcept = default;  // leaves a success behind
   Status& operator=(const Status& o) {
-    if (this != &o) {
-      Rep* copy = o.rep_ ? new Rep(*o.rep_) : nullptr;
-      delete rep_;
-      rep_ = copy;
-    }
+    if (this != &o) rep_ = o.rep_ ? std::make_unique<Rep>(*o.rep_) : nullptr;
     return *this;
   }
-  Status& operator=(Status&& o) noexcept {
-    if (this != &o) {
-      delete rep_;
-      rep_ = o.rep_;
-      o.rep_ = nullptr;
-    }
-    return *this;
-  }
-  ~Status() { delete rep_; }
+  Status& operator=(Status&&) noexcept = default;
+  ~Status() = default;
 
   static Status Ok() { return Status(); }
 
@@ -83,7 +75,7 @@ class [[nodiscard]] Status {
     int origin_code;
   };
   static const std::string& EmptyMessage();
-  Rep* rep_ = nullptr;
+  std::unique_ptr<Rep> rep_;
 };
 
 // Drops a status on purpose (best effort, e.g. on a shutdown path); `why`
