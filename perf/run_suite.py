@@ -32,7 +32,8 @@ In one run:
              its default collectives, with han (coll_han_priority 100) and
              with adapt (coll_adapt_priority 100), and MPICH (each MPI's
              programs built against it, started by its own mpirun);
-             allreduce 8 B-64 MiB on 2 and N ranks, p2p one-way latency;
+             allreduce 8 B-64 MiB on 2 and N ranks, p2p one-way latency
+             (3 times per round: its jobs take a fraction of a second);
              in rounds, each ratio against the best MPI of its round;
   * limit:   the machine's own limit: zcomm's allreduce at 16-256 MiB, out
              of place and in place, on zc_mem_alloc buffers and on malloc'd
