@@ -2,6 +2,7 @@
 
 #include "collectives/reduce_kernels.h"
 #include "common/log.h"
+#include "common/page_prefetch.h"
 #include "common/stream_copy.h"
 
 namespace zc::coll {
@@ -207,6 +208,12 @@ void ShmDirect::ReduceOwnShard(const void** srcs, char* result, char* own_out, s
   for (size_t done = 0; done < count; done += chunk) {
     const size_t m = std::min(chunk, count - done), off = done * es, bytes = m * es;
     for (int p = 0; p < n_; ++p) a[p] = static_cast<const char*>(srcs[p]) + off;
+    // The next chunk's pages (common/page_prefetch.h): the inputs, and my
+    // output (the result area's pages are the same every round).
+    if (const size_t next = std::min(chunk, count - done - m) * es) {
+      for (int p = 0; p < n_; ++p) PrefetchPages(static_cast<const char*>(a[p]) + bytes, next);
+      if (!in_place) PrefetchPagesForWrite(own_out + off + bytes, next);
+    }
     ReduceN(dtype, op, acc, a, n_, m);
     if (op == ZC_AVG) ScaleDiv(dtype, acc, m, n_);
     put(result + off, acc, bytes, true);

@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/page_prefetch.h"
+
 #if defined(__x86_64__)
 #include <emmintrin.h>
 #endif
@@ -10,6 +12,10 @@
 namespace zc {
 
 void StreamCopy(void* dst, const void* src, size_t bytes) {
+  StreamCopyAhead(dst, src, bytes, kPrefetchAheadBytes);
+}
+
+void StreamCopyAhead(void* dst, const void* src, size_t bytes, size_t ahead) {
 #if defined(__x86_64__)
   char* d = static_cast<char*>(dst);
   const char* s = static_cast<const char*>(src);
@@ -22,6 +28,11 @@ void StreamCopy(void* dst, const void* src, size_t bytes) {
   bytes -= head;
   size_t body = bytes & ~size_t{63};
   for (size_t i = 0; i < body; i += 64) {
+    // One line of every page, `ahead` bytes ahead of the copy.
+    if ((i & (kPageBytes - 1)) == 0 && ahead && i + ahead < body) {
+      __builtin_prefetch(s + i + ahead, 0, 0);
+      __builtin_prefetch(d + i + ahead, 1, 0);
+    }
     __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
     __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
     __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
@@ -33,6 +44,7 @@ void StreamCopy(void* dst, const void* src, size_t bytes) {
   }
   memcpy(d + body, s + body, bytes - body);
 #else
+  (void)ahead;
   memcpy(dst, src, bytes);
 #endif
 }

@@ -11,7 +11,11 @@ namespace zc {
 // (x86-64), plain memcpy elsewhere. Non-temporal stores are weakly ordered:
 // call StreamFence() before a store that tells another core the bytes are
 // there (a flag).
+// Every page of src and dst is prefetched kPrefetchAheadBytes ahead of the
+// copy (common/page_prefetch.h).
 void StreamCopy(void* dst, const void* src, size_t bytes);
+// The same, prefetching `ahead` bytes ahead (0: none); for benchmarks.
+void StreamCopyAhead(void* dst, const void* src, size_t bytes, size_t ahead);
 // Orders every earlier StreamCopy before later stores (sfence).
 void StreamFence();
 // A copy another core reads next (a push into another process's slot, a

@@ -8,6 +8,7 @@
 #include "collectives/dtype.h"
 #include "collectives/reduce_kernels.h"
 #include "common/log.h"
+#include "common/page_prefetch.h"
 #include "common/stream_copy.h"
 #include "p2p/device.h"
 #include "ps/sgd.h"
@@ -519,6 +520,11 @@ void Server::SumInto(zc_dtype dtype, char* const* outs, int nouts, const void* c
   for (size_t off = 0; off < elems; off += per) {
     const size_t m = std::min(per, elems - off);
     for (int i = 0; i < n; ++i) at[i] = static_cast<const char*>(srcs[i]) + off * es;
+    // The next block's pages (common/page_prefetch.h).
+    if (const size_t next = std::min(per, elems - off - m) * es) {
+      for (int i = 0; i < n; ++i) PrefetchPages(static_cast<const char*>(at[i]) + m * es, next);
+      for (int o = 0; o < nouts; ++o) PrefetchPagesForWrite(outs[o] + (off + m) * es, next);
+    }
     ReduceN(dtype, ZC_SUM, block, at.data(), n, m);
     for (int o = 0; o < nouts; ++o) StreamCopy(outs[o] + off * es, block, m * es);
   }
