@@ -49,6 +49,12 @@ Status Socket::SendIov(struct iovec* iov, int k, const Deadline& dl) {
   if (!st.ok() && st.code() == ZC_ERR_PEER_LOST) {
     dead.store(true);
     host->OnPeerLost(peer, st.with_context(Format("tcp send to peer %d", peer)));
+    // As the health record says it ("peer N lost: ...", or the alert of the
+    // rank that saw it go first), the words every other path uses, so that
+    // a write that meets the closed socket before the reader notices names
+    // the lost peer the same way.
+    Status lost = PeerLost();
+    if (!lost.ok()) return lost;
   }
   return st.ok() ? st : st.with_context(Format("tcp write to peer %d", peer));
 }
