@@ -10,14 +10,13 @@
 // the VM's phase. So copies always prefetch (StreamCopy), and of the
 // reduction loops those whose streams are mostly cold user memory and
 // parameter-server regions (the sharded allreduce rounds, the server's
-// sums), where the library before and after measured 0.89-0.96x; the
+// sums), where the library before and after measured 0.89-0.97x; the
 // zero-copy allreduce round, whose reductions read every rank's input at
 // once, measured 0.96-1.03x with it and does without
 // (docs/PERFORMANCE.md, "Pages ahead").
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
 
 namespace zc {
 
