@@ -41,6 +41,9 @@ const std::vector<ConfigVar>& ConfigVars() {
        "tcp point to point: a receive of 64 KiB or more posted before its message arrives "
        "announces its buffer and the sender writes straight into it (on), or every message "
        "goes eager or rendezvous (off)"},
+      {"ZC_TCP_POLL_US", "200",
+       "tcp: microseconds a waiting thread polls its sockets before it sleeps in epoll (0..100000; "
+       "0 = sleep at once); no polling while ranks outnumber the host's cores"},
       {"ZC_NUM_CQS", "4", "progress threads (the paper's CQ polling threads)"},
       {"ZC_QPS_PER_PEER", "4", "connections (QPs) per peer, spread over the progress threads"},
       {"ZC_POOL_CHUNK", "64M", "registered pool growth step"},
@@ -181,6 +184,7 @@ Status ReadJob(Config* c) {
       {"ZC_LAUNCHER_PID", &c->launcher_pid, 0, 1 << 30},
       {"ZC_SOCKETS_PER_PEER", &c->sockets_per_peer, 1, 16},
       {"ZC_NUM_CQS", &c->num_cqs, 1, 64},
+      {"ZC_TCP_POLL_US", &c->tcp_poll_us, 0, 100000},
       {"ZC_QPS_PER_PEER", &c->qps_per_peer, 1, 64},
       {"ZC_IB_PORT", &c->ib_port, 1, 255},
       {"ZC_PS_SERVER_THREADS", &c->ps_server_threads, 1, 64},

@@ -36,6 +36,7 @@ struct Config {
   std::string tcp_congestion = "auto";  // ZC_TCP_CONGESTION: auto|system|NAME (reno, cubic, bbr...)
   bool tcp_recv_post = true;         // ZC_TCP_RECV_POST: on|off (receiver-posted transfers, p2p/recv_post.h)
   int num_cqs = 4;                   // ZC_NUM_CQS: progress (CQ) threads
+  int tcp_poll_us = 200;             // ZC_TCP_POLL_US: a waiter's polling of its sockets before it sleeps
   int qps_per_peer = 4;              // ZC_QPS_PER_PEER: connections per peer
   size_t pool_chunk_bytes = 64u << 20;  // ZC_POOL_CHUNK: pool growth step
   size_t pool_max_bytes = 0;         // ZC_POOL_MAX: 0 = unlimited

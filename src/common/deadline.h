@@ -158,7 +158,7 @@ class Backoff {
       const int cap = notified_ ? 10000 : slept_us_ < 20000 ? 100 : 1000;
       sleep_us_ = sleep_us_ ? std::min(sleep_us_ * 2, cap) : notified_ ? 2000 : 20;
       if (notified_ && driver_) {
-        driver_->Sleep(epoch_, sleep_us_);
+        driver_->Sleep(epoch_, sleep_us_, /*poll_first=*/slept_us_ == 0);
       } else if (notified_) {
         Wakeup::Sleep(epoch_, sleep_us_);
       } else {

@@ -27,9 +27,13 @@ class Wakeup {
 // Wakeup::Sleep does, but while it waits the calling thread may take the
 // peer's next message off the socket itself (one thread wake-up per message
 // instead of two: the progress thread's, then the waiter's).
+//
+// poll_first: the wait has just begun (Backoff's first sleep, a post's
+// short wait): the driver may poll its sockets for a while before it
+// sleeps (tcp_progress.h). Later sleeps of a long wait do not poll again.
 class WaitDriver {
  public:
-  virtual void Sleep(uint32_t epoch, int timeout_us) = 0;
+  virtual void Sleep(uint32_t epoch, int timeout_us, bool poll_first) = 0;
 
  protected:
   ~WaitDriver() = default;

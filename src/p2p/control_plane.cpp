@@ -8,9 +8,9 @@
 
 namespace zc {
 namespace {
-SlotLayout ControlLayout(uint64_t max_message) {
+SlotLayout ControlLayout(uint64_t max_message, uint32_t slots) {
   SlotLayout l;
-  l.slots = ControlPlane::kSlots;
+  l.slots = slots;
   l.slot_bytes = max_message;
   l.spread = false;  // small messages: one connection, one progress thread per hop
   l.lazy_credit = true;
@@ -30,13 +30,16 @@ Status ControlPlane::Create(ChannelTable* channels, PeerHealth* health, LocalReg
   auto max_message = [channels](int q) {
     return channels->kind(q) == TransportKind::kShm ? kMaxMessage : kMaxNetworkMessage;
   };
+  auto layout_for = [&](int q) {
+    return ControlLayout(max_message(q), channels->kind(q) == TransportKind::kTcp ? kTcpSlots : kSlots);
+  };
   ZC_RETURN_IF_ERROR(regions->Allocate(64, &cp->alert_));
   memset(cp->alert_->data(), 0, 64);
   std::vector<MemRegion*> inbound(n, nullptr), credit(n, nullptr);
   std::string blob = cp->alert_->remote().Serialize();
   for (int q = 0; q < n; ++q) {
     if (q != me) {
-      ZC_RETURN_IF_ERROR(regions->Allocate(ControlLayout(max_message(q)).reader_bytes(), &inbound[q]));
+      ZC_RETURN_IF_ERROR(regions->Allocate(layout_for(q).reader_bytes(), &inbound[q]));
       ZC_RETURN_IF_ERROR(regions->Allocate(SlotLayout::kWriterBytes, &credit[q]));
       memset(inbound[q]->data(), 0, inbound[q]->size());
       memset(credit[q]->data(), 0, credit[q]->size());
@@ -63,8 +66,8 @@ Status ControlPlane::Create(ChannelTable* channels, PeerHealth* health, LocalReg
     p->send_mu.set_spins(health->spins());
     p->recv_mu.set_spins(health->spins());
     p->max_message = max_message(q);
-    p->max_span = channels->kind(q) == TransportKind::kTcp ? kSlots : 1;
-    const SlotLayout layout = ControlLayout(p->max_message);
+    p->max_span = channels->kind(q) == TransportKind::kTcp ? kSpanSlots : 1;
+    const SlotLayout layout = layout_for(q);
     // I write into q's inbound-from-me slots; q returns credits into my credit[q].
     p->writer.Init(channels, health, q, layout, credit[q], their_inbound_from_me);
     // q writes into my inbound[q]; I return credits into q's credit-for-me word.

@@ -30,11 +30,21 @@ class ControlPlane {
   static constexpr uint64_t kMaxMessage = 16 * 1024 - 64;
   static constexpr uint64_t kMaxNetworkMessage = 32 * 1024 + 64;
   static constexpr uint32_t kSlots = 8;
-  // To a tcp peer a message may span up to every slot (SlotWriter::PutSpan),
-  // so that zc_send stays eager, one hop and one copy, up to 256 KiB, where a
-  // rendezvous costs three hops of some 30 us each (issue 14); the receiver
-  // gets the parts in place, as pieces.
-  static constexpr uint64_t kMaxSpanMessage = kSlots * kMaxNetworkMessage;
+  // To a tcp peer a message may span up to kSpanSlots slots
+  // (SlotWriter::PutSpan), so that zc_send stays eager, one hop and one
+  // copy, up to 256 KiB, where a rendezvous costs three hops of some 30 us
+  // each (issue 14); the receiver gets the parts in place, as pieces.
+  static constexpr uint32_t kSpanSlots = 8;
+  static constexpr uint64_t kMaxSpanMessage = kSpanSlots * kMaxNetworkMessage;
+  // A tcp stream has one slot more than its largest message spans: a
+  // receive posts (recv_post.h) only when a slot is free, and its peer
+  // returns the slots of a message it has read with its own next message
+  // (lazy credit). With every slot taken by a 256 KiB eager message, the
+  // next receive went unposted, so the next message went eager too, and a
+  // ping-pong stayed eager from its first missed post on (24 us more a
+  // message, docs/PERFORMANCE.md "TCP point to point against a plain
+  // loopback socket").
+  static constexpr uint32_t kTcpSlots = kSpanSlots + 1;
 
   // An exchange through the bootstrap (Device::AllGather): every rank
   // calls it with the same key and gets every rank's record.

@@ -161,7 +161,8 @@ void Device::NoteOversubscription() {
   // The host's online CPUs, not this process's affinity: a launcher that
   // binds each rank to one core must not make every rank look crowded.
   int cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
-  if (local > cores) {
+  oversubscribed_ = local > cores;
+  if (oversubscribed_) {
     health_->SetOversubscribed(true);
     ZC_INFO(kP2p, "%d ranks on this host share %d cores: waits yield without spinning", local, cores);
   }
@@ -176,6 +177,7 @@ Status Device::CreateTransports(const TransportPlan& plan) {
   setup.size = size_;
   setup.config = config_;
   setup.job_key = job_key_;
+  setup.oversubscribed = oversubscribed_;
   // Every rank creates every transport some pair of the job uses.
   for (const TransportEntry* e : plan.used) {
     std::unique_ptr<Transport> t;

@@ -94,6 +94,7 @@ class Device : public TransportHost {
   Status ChooseTransports(const std::vector<PeerInfo>& all, TransportPlan* plan);
   // Which host each rank is on (host_of).
   void NumberHosts(const std::vector<PeerInfo>& all);
+  // Sets oversubscribed_ and the waits' spin setting.
   void NoteOversubscription();
   Status CreateTransports(const TransportPlan& plan);
   void CreateRegions();
@@ -108,6 +109,7 @@ class Device : public TransportHost {
   std::string job_key_;  // authenticates data connections
   std::string job_tag_;  // first 16 hex chars of the job key (segment names)
   std::vector<bool> local_;
+  bool oversubscribed_ = false;  // more ranks on this host than cores
   std::vector<int> host_index_;  // see host_of
   std::vector<int> peer_pid_;
   int allgather_seq_ = 0;

@@ -214,7 +214,7 @@ bool DirectSend::AwaitPost(Device* dev, int peer, uint32_t context, int tag, siz
     if (left <= 0) return false;
     // Driving: the post comes on this peer's sockets, which no other
     // thread may be reading now (tcp_progress.h).
-    if (driver) driver->Sleep(epoch, static_cast<int>(left));
+    if (driver) driver->Sleep(epoch, static_cast<int>(left), /*poll_first=*/true);
     else Wakeup::Sleep(epoch, static_cast<int>(left));
   }
 }

@@ -25,7 +25,7 @@ class Device;
 // costs two more network hops than the eager copy out of the slot.
 constexpr size_t kEagerLimit = 8192;
 constexpr size_t kNetworkEagerLimit = 32768;
-// tcp: a message spans up to every control slot (ControlPlane::kMaxSpanMessage),
+// tcp: a message spans up to 8 control slots (ControlPlane::kMaxSpanMessage),
 // so the eager copy stays cheaper than a rendezvous's three hops up to here.
 constexpr size_t kTcpEagerLimit = 256 * 1024;
 

@@ -58,6 +58,9 @@ struct TransportSetup {
   int size = 1;
   Config config;
   std::string job_key;  // authenticates data connections (tcp)
+  // More ranks on this host than cores: a waiting thread sleeps at once
+  // (its polling would keep the rank that must answer it off the core).
+  bool oversubscribed = false;
 };
 
 // What a backend is told before it connects: the peers it serves and the

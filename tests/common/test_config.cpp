@@ -39,6 +39,7 @@ TEST(Config, DefaultsWhenUnset) {
   EXPECT_DOUBLE_EQ(c.timeout_s, 300.0);
   EXPECT_EQ(c.algo, "auto");
   EXPECT_FALSE(c.trace_precise_clock);
+  EXPECT_EQ(c.tcp_poll_us, 200);
 }
 
 struct BadCase {
@@ -60,6 +61,8 @@ TEST(Config, BadValuesNameTheVariable) {
       {"ZC_IB_PORT", "300"},         {"ZC_TCP_CONGESTION", "reno;x"},
       {"ZC_TCP_CONGESTION", "a_name_far_too_long"},
       {"ZC_TRACE_CLOCK", "exact"},   {"ZC_TRACE_CLOCK", "Precise "},
+      {"ZC_TCP_POLL_US", "-1"},      {"ZC_TCP_POLL_US", "100001"},
+      {"ZC_TCP_POLL_US", "5ms"},
   };
   for (const auto& bc : cases) {
     EnvGuard g(bc.name, bc.value);
@@ -91,9 +94,10 @@ TEST(Config, RankMustBeBelowSize) {
 TEST(Config, GoodValuesParse) {
   EnvGuard a("ZC_TIMEOUT", "2.5"), b("ZC_POOL_CHUNK", "128M"), d("ZC_DEBUG", "trace"),
       e("ZC_TRANSPORT", "TCP"), f("ZC_DEBUG_SUBSYS", "^p2p,tcp"), g("ZC_CHUNK", "256k"),
-      h("ZC_TCP_CONGESTION", "cubic"), i("ZC_TRACE_CLOCK", "precise");
+      h("ZC_TCP_CONGESTION", "cubic"), i("ZC_TRACE_CLOCK", "precise"), j("ZC_TCP_POLL_US", "0");
   zc::Config c;
   ASSERT_TRUE(Load(&c).ok());
+  EXPECT_EQ(c.tcp_poll_us, 0);
   EXPECT_TRUE(c.trace_precise_clock);
   EXPECT_DOUBLE_EQ(c.timeout_s, 2.5);
   EXPECT_EQ(c.pool_chunk_bytes, 128u << 20);

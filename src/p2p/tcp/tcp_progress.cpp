@@ -2,6 +2,7 @@
 // tcp_progress.h.
 #include "p2p/tcp/tcp_progress.h"
 
+#include <sched.h>
 #include <sys/eventfd.h>
 
 #include <algorithm>
@@ -48,12 +49,16 @@ class MuteWindow {
       const uint64_t ms = std::max<uint64_t>(
           1, std::chrono::duration_cast<std::chrono::milliseconds>(now - start_).count());
       muted_ = d - seen_ >= kMinDriven * ms && d - seen_ > 2 * took_;
+      shared_ = took_ > 0 && d - seen_ <= 2 * took_;
       seen_ = d;
       took_ = 0;
       start_ = now;
     }
     return muted_;
   }
+  // Whether this thread took at least a third as many messages as the
+  // driver in the last window (Next decides it).
+  bool shared() const { return shared_; }
 
  private:
   // Passes that took messages in the current window of kWindow: the
@@ -65,6 +70,7 @@ class MuteWindow {
   uint64_t took_ = 0;
   Clock::time_point start_;
   bool muted_ = false;
+  bool shared_ = false;
 };
 
 // The sockets a progress thread left to the driver. It was woken for them
@@ -228,6 +234,8 @@ void Progress::ProgressLoop(ProgressGroup* g) {
     for (Socket* s : g->sockets) live += !s->dead.load();
     if (!live) return ParkUntilStopped();
     const bool muted = mute.Next();
+    if (mute.shared())
+      g->shared_at.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
     const int n = Wait(g, evs, 32, muted, &active_turns);
     for (Socket* s : g->sockets) s->FlushDeferred(std::chrono::microseconds(muted || n > 0 ? 1000 : 0), stop_);
     left.ServeUnserved([&](Socket* s) { mute.Took(Service(s, false)); });
@@ -272,7 +280,7 @@ int Progress::Wait(ProgressGroup* g, epoll_event* evs, int max, bool muted, int*
   return n;
 }
 
-void Progress::Sleep(uint32_t epoch, int timeout_us, bool count) {
+void Progress::SleepOrDrive(uint32_t epoch, int timeout_us, bool poll_first, bool count) {
   std::unique_lock<std::mutex> drive(drive_mu_, std::try_to_lock);
   if (!drive.owns_lock()) {
     // Counted, then tried again: a driver leaving after our first try
@@ -291,33 +299,44 @@ void Progress::Sleep(uint32_t epoch, int timeout_us, bool count) {
     Wakeup::Sleep(epoch, timeout_us);
     return;
   }
-  Drive(epoch, timeout_us, count);
+  Drive(epoch, timeout_us, poll_first, count);
   drive.unlock();
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (passengers_.load(std::memory_order_seq_cst) > 0) Wakeup::Notify();
 }
 
-void Progress::Drive(uint32_t epoch, int timeout_us, bool count) {
-  // Announce, then look at the epoch: a thread that set a flag after our
-  // caller's check either changed the epoch before this load or sees
-  // driver_waiting_ and writes the eventfd (Notify).
-  driver_waiting_.store(true, std::memory_order_seq_cst);
-  if (Wakeup::Epoch() != epoch) {
-    driver_waiting_.store(false, std::memory_order_relaxed);
-    return;
+bool Progress::DriverLeads() const {
+  const int64_t recent = (Clock::now() - ProgressGroup::kShareFresh).time_since_epoch().count();
+  for (const auto& g : groups_)
+    if (g->shared_at.load(std::memory_order_relaxed) > recent) return false;
+  return true;
+}
+
+int Progress::Poll(uint32_t epoch, int budget_us, epoll_event* evs, int max) {
+  const auto until = Clock::now() + std::chrono::microseconds(budget_us);
+  for (;;) {
+    const int n = epoll_wait(drive_ep_, evs, max, 0);
+    if (n != 0) return std::max(n, 0);
+    if (Wakeup::Epoch() != epoch || stop_.load(std::memory_order_relaxed)) return -1;
+    if (Clock::now() >= until) return 0;
+    sched_yield();
   }
+}
+
+void Progress::Drive(uint32_t epoch, int timeout_us, bool poll_first, bool count) {
   epoll_event evs[32];
-  int n;
-  if (timeout_us < 1000) {
-    // A short wait (a post that may be on its way, recv_post.h): not a
-    // whole millisecond.
-    const timespec ts{0, std::max(1, timeout_us) * 1000L};
-    n = epoll_pwait2(drive_ep_, evs, 32, &ts, nullptr);
-    if (n < 0 && errno == ENOSYS) n = epoll_wait(drive_ep_, evs, 32, 1);
-  } else {
-    n = epoll_wait(drive_ep_, evs, 32, timeout_us / 1000);
+  int n = 0;
+  int sleep_us = timeout_us;
+  // Not announced while polling (driver_waiting_): a flag set meanwhile
+  // moves the epoch, which the poll reads, and its setter need not write
+  // the eventfd.
+  if (poll_first && poll_us_ > 0 && DriverLeads()) {
+    const int budget = std::min(poll_us_, timeout_us);
+    n = Poll(epoch, budget, evs, 32);
+    if (n < 0) return;
+    sleep_us -= budget;
   }
-  driver_waiting_.store(false, std::memory_order_relaxed);
+  if (n == 0 && sleep_us > 0) n = SleepInEpoll(epoch, sleep_us, evs, 32);
   for (int i = 0; i < n; ++i) {
     if (!evs[i].data.ptr) {
       uint64_t v;
@@ -328,6 +347,29 @@ void Progress::Drive(uint32_t epoch, int timeout_us, bool count) {
     Socket* s = static_cast<Socket*>(evs[i].data.ptr);
     if (Service(s, true) && count && s->group) s->group->driven.fetch_add(1, std::memory_order_relaxed);
   }
+}
+
+int Progress::SleepInEpoll(uint32_t epoch, int timeout_us, epoll_event* evs, int max) {
+  // Announce, then look at the epoch: a thread that set a flag after our
+  // caller's check either changed the epoch before this load or sees
+  // driver_waiting_ and writes the eventfd (Notify).
+  driver_waiting_.store(true, std::memory_order_seq_cst);
+  if (Wakeup::Epoch() != epoch) {
+    driver_waiting_.store(false, std::memory_order_relaxed);
+    return 0;
+  }
+  int n;
+  if (timeout_us < 1000) {
+    // A short wait (a post that may be on its way, recv_post.h): not a
+    // whole millisecond.
+    const timespec ts{0, std::max(1, timeout_us) * 1000L};
+    n = epoll_pwait2(drive_ep_, evs, max, &ts, nullptr);
+    if (n < 0 && errno == ENOSYS) n = epoll_wait(drive_ep_, evs, max, 1);
+  } else {
+    n = epoll_wait(drive_ep_, evs, max, timeout_us / 1000);
+  }
+  driver_waiting_.store(false, std::memory_order_relaxed);
+  return std::max(n, 0);
 }
 
 }  // namespace zc::tcp

@@ -8,7 +8,9 @@
 //   the driver        one thread waiting for a flag at a time waits in
 //                     epoll on every socket itself and takes what arrives
 //                     (Sleep, the transport's WaitDriver): one wake-up per
-//                     message instead of two;
+//                     message instead of two; as a wait begins it polls
+//                     first (ZC_TCP_POLL_US), so that a message that comes
+//                     within that time costs no wake-up at all;
 //   Service           one thread at a time per socket pumps it
 //                     (MessageHandler) and reports a dropped or finished one.
 // Every epoll is edge-triggered, with exclusive entries; the driver's come
@@ -19,6 +21,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -55,6 +58,17 @@ struct ProgressGroup {
   // driver reads, would wake the progress thread too (the driver has left
   // epoll_wait): a second wake-up per message, ~10 us one way here.
   std::atomic<uint64_t> driven{0};
+  // When this thread last ended a window (of ProgressLoop's MuteWindow) in
+  // which it took at least a third as many of these sockets' messages as
+  // the driver (steady clock ticks). A driver polls (Progress::Poll) only
+  // when no progress thread did so within kShareFresh: while it polls it is
+  // no waiter in epoll, so each segment wakes the progress thread instead,
+  // and where that thread carries a share of the traffic (a window of
+  // nonblocking messages) the poll only took cores from the threads moving
+  // data (5-14% of windowed bandwidth at 1-64 KiB). A verdict expires: a
+  // thread that sleeps long leaves no stale veto behind.
+  std::atomic<int64_t> shared_at{0};
+  static constexpr auto kShareFresh = std::chrono::milliseconds(2);
 
   // While the driver reads a large payload off s (Socket::TakeBytes), this
   // group's entry is off s's wait queue: each segment would wake this
@@ -69,8 +83,9 @@ struct ProgressGroup {
 
 class Progress final : public WaitDriver {
  public:
-  Progress(TransportHost* host, PendingReads* reads, double timeout_s)
-      : host_(host), timeout_s_(timeout_s), messages_(host, reads, this, timeout_s) {}
+  // poll_us: how long a driver that begins a wait polls (0: never).
+  Progress(TransportHost* host, PendingReads* reads, double timeout_s, int poll_us)
+      : host_(host), timeout_s_(timeout_s), poll_us_(poll_us), messages_(host, reads, this, timeout_s) {}
 
   // Watches the connected sockets and starts the threads.
   Status Start(const std::vector<std::unique_ptr<Socket>>& sockets, int num_cqs);
@@ -83,15 +98,19 @@ class Progress final : public WaitDriver {
   // not two: the progress thread's, then the waiter's). The progress
   // threads' epoll entries are exclusive and registered after the
   // driver's, so while it waits the kernel wakes it alone.
-  void Sleep(uint32_t epoch, int timeout_us) override { Sleep(epoch, timeout_us, true); }
+  void Sleep(uint32_t epoch, int timeout_us, bool poll_first) override {
+    SleepOrDrive(epoch, timeout_us, poll_first, true);
+  }
   // count: the passes that take messages count in ProgressGroup::driven.
-  void Sleep(uint32_t epoch, int timeout_us, bool count);
+  void SleepOrDrive(uint32_t epoch, int timeout_us, bool poll_first, bool count);
   // Drives for a one-sided read, without counting in ProgressGroup::driven: a
   // window of rendezvous reads is bulk data, where the progress threads
   // take their share (muting them cost ~10% of 512 KiB bandwidth).
   struct ReadDriver : WaitDriver {
     explicit ReadDriver(Progress* p) : p(p) {}
-    void Sleep(uint32_t epoch, int timeout_us) override { p->Sleep(epoch, timeout_us, false); }
+    void Sleep(uint32_t epoch, int timeout_us, bool poll_first) override {
+      p->SleepOrDrive(epoch, timeout_us, poll_first, false);
+    }
     Progress* p;
   };
   WaitDriver* read_driver() { return &read_driver_; }
@@ -117,7 +136,22 @@ class Progress final : public WaitDriver {
   // One turn's wait in the group's epoll; the events go to evs.
   int Wait(ProgressGroup* g, epoll_event* evs, int max, bool muted, int* active_turns);
   // Sleep's wait in epoll, as the one driving thread.
-  void Drive(uint32_t epoch, int timeout_us, bool count);
+  void Drive(uint32_t epoch, int timeout_us, bool poll_first, bool count);
+  // The driver's polls of its epoll, for up to budget_us, before it sleeps:
+  // a wake-up from epoll_wait costs 20-30 us on this project's VM (the
+  // vCPU leaves its halt), more than a small message's whole trip, and a
+  // ping-pong's next message comes within about one message's time. Each
+  // empty poll yields the core to any thread that wants it. Returns the
+  // events found, 0 when the budget ran out, -1 when a flag was set
+  // (the epoch moved).
+  int Poll(uint32_t epoch, int budget_us, epoll_event* evs, int max);
+  // No progress thread took a share of the messages lately
+  // (ProgressGroup::shared_at, kShareFresh): the driver takes them, and
+  // may poll.
+  bool DriverLeads() const;
+  // The driver's sleep in epoll (the eventfd wakes it when another thread
+  // sets a flag). Returns the events found.
+  int SleepInEpoll(uint32_t epoch, int timeout_us, epoll_event* evs, int max);
   // Pump (one thread at a time, see Socket::service_req), then what a
   // dropped or finished socket needs.
   // Returns whether it took a message off the socket. by_driver: the
@@ -137,6 +171,7 @@ class Progress final : public WaitDriver {
 
   TransportHost* host_;
   const double timeout_s_;
+  const int poll_us_;  // ZC_TCP_POLL_US; 0 when ranks outnumber cores
   MessageHandler messages_;
   std::vector<Socket*> sockets_;  // all of them (owned by the transport)
   std::vector<std::unique_ptr<ProgressGroup>> groups_;  // one per progress thread
