@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "collectives/reduce_kernels.h"
+#include "common/config.h"
 #include "common/page_prefetch.h"
 #include "common/stream_copy.h"
 
@@ -86,15 +87,6 @@ Stats Summarize(std::vector<double> t) {
   return {t.front(), t[t.size() / 2], t.back()};
 }
 
-size_t ParseBytes(const char* s) {
-  char* end = nullptr;
-  size_t v = strtoull(s, &end, 10);
-  if (*end == 'K' || *end == 'k') v <<= 10;
-  else if (*end == 'M' || *end == 'm') v <<= 20;
-  else if (*end == 'G' || *end == 'g') v <<= 30;
-  return v;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -102,7 +94,7 @@ int main(int argc, char** argv) {
   int reps = 15, inputs = 2;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--bytes" && i + 1 < argc) bytes = ParseBytes(argv[++i]);
+    if (a == "--bytes" && i + 1 < argc && zc::ParseBytes(argv[i + 1], &bytes)) ++i;
     else if (a == "--reps" && i + 1 < argc) reps = atoi(argv[++i]);
     else if (a == "--inputs" && i + 1 < argc) inputs = atoi(argv[++i]);
     else {

@@ -48,8 +48,9 @@ class MuteWindow {
       const uint64_t d = driven_.load(std::memory_order_relaxed);
       const uint64_t ms = std::max<uint64_t>(
           1, std::chrono::duration_cast<std::chrono::milliseconds>(now - start_).count());
-      muted_ = d - seen_ >= kMinDriven * ms && d - seen_ > 2 * took_;
-      shared_ = took_ > 0 && d - seen_ <= 2 * took_;
+      const bool driver_leads = d - seen_ > 2 * took_;
+      muted_ = driver_leads && d - seen_ >= kMinDriven * ms;
+      shared_ = !driver_leads && took_ > 0;
       seen_ = d;
       took_ = 0;
       start_ = now;

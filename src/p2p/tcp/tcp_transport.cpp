@@ -45,7 +45,8 @@ class TcpTransport final : public Transport {
  public:
   TcpTransport(TransportHost* host, const TransportSetup& setup)
       : host_(host), setup_(setup), key_(setup.job_key), tuner_(setup.config.tcp_congestion),
-        listener_(setup, &tuner_), progress_(host, &reads_, setup.config.timeout_s, setup.oversubscribed ? 0 : setup.config.tcp_poll_us) {}
+        listener_(setup, &tuner_),
+        progress_(host, &reads_, setup.config.timeout_s, setup.oversubscribed ? 0 : setup.config.tcp_poll_us) {}
   ~TcpTransport() override { Shutdown(); }
 
   TransportKind kind() const override { return TransportKind::kTcp; }
