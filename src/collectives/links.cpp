@@ -13,6 +13,9 @@ constexpr uint64_t kLinkTag = ControlTag(0, TagClass::kLinks, 0);
 Links::Links(Group* group, size_t chunk_bytes) : group_(group) {
   layout_.slots = kSlots;
   layout_.slot_bytes = (std::max<size_t>(chunk_bytes, 64) + 63) & ~size_t{63};
+  // OpCtx::Release(peer, reply_follows) may leave a credit to ride with
+  // the next message to the peer.
+  layout_.lazy_credit = true;
 }
 
 Links::~Links() {

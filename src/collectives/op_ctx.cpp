@@ -83,12 +83,17 @@ Status OpCtx::Recv(int peer, size_t expect_bytes, uint64_t tag, const void** pay
   return CheckSlotMessage(sig_, rank_, tag, expect_bytes, block, h->aux, h->bytes, peer);
 }
 
-Status OpCtx::Release(int peer) {
+Status OpCtx::Release(int peer, bool reply_follows) {
   // The credit only matters to the peer's next message. A peer that has
   // finished and exited (the last message of a collective before
   // zc_finalize) is not an error here; a peer that really died fails the
   // next wait or write that needs it.
-  return IgnorePeerLost(links_->at(peer).reader.Release(dl_));
+  SlotReader& reader = links_->at(peer).reader;
+  if (!reply_follows) return IgnorePeerLost(reader.Release(dl_));
+  // Credits owed for half the slots still go at once (Release), so the
+  // peer never waits for a lazy one while it has messages to send.
+  ZC_RETURN_IF_ERROR(IgnorePeerLost(reader.Release(dl_, 1, /*credit=*/false)));
+  return IgnorePeerLost(reader.Credit(dl_, /*lazy=*/true));
 }
 
 }  // namespace zc::coll

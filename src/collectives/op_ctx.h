@@ -47,7 +47,12 @@ class OpCtx {
   // block (when given) and size; *payload stays valid until Release(peer).
   Status Recv(int peer, size_t expect_bytes, uint64_t tag, const void** payload,
               const Block* block = nullptr);
-  Status Release(int peer);
+  // Returns the slot to `peer`. reply_follows: my next message goes to
+  // the same peer soon (a pairwise exchange), so over tcp the credit may
+  // wait to travel in that message's system call (SlotLayout::lazy_credit;
+  // at most about a millisecond when none comes): one send per step, not
+  // two. A credit whose peer gets nothing back from me (a ring) goes at once.
+  Status Release(int peer, bool reply_follows = false);
 
   // ---- direct writes (the ring allreduce's allgather half) ----
   // True when writes to `peer` had better go straight into its buffer
@@ -108,7 +113,7 @@ class OpCtx {
         const void* payload = nullptr;
         ZC_RETURN_IF_ERROR(Recv(from, m * es_, MessageTag(step, i), &payload, recv_block));
         if (m) consume(off, payload, m);
-        ZC_RETURN_IF_ERROR(Release(from));
+        ZC_RETURN_IF_ERROR(Release(from, /*reply_follows=*/from == to));
       }
     }
     return Status::Ok();

@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <zcomm/zcomm.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -423,6 +424,110 @@ INSTANTIATE_TEST_SUITE_P(Ops, Bitwise,
                                            MatrixCase{"auto", "shm", 1}, MatrixCase{"ring", "tcp", 2},
                                            MatrixCase{"hd", "tcp", 3}),
                          CaseName);
+
+// ---- every rank gets the same bits ----
+
+// Floating-point sums whose rounding depends on the order of the operands
+// (values of 1e8 and below 1 from alternating ranks), and max/min over -0.0
+// and +0.0 (max(-0.0, +0.0) is either, by the order of the operands): the
+// result every rank holds is gathered and compared byte for byte with rank
+// 0's, for counts on both sides of halving-doubling's whole-vector limit
+// (64 KiB), in place and out of place, on the same buffers every call.
+// Replicas whose results differ in the last bit drift apart in training.
+int SameBitsBody(int rank, const char* expect_algo) {
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  const int n = zc_size(comm);
+  const size_t counts[] = {1, 7, 1021, 8191, 16411, 65537};
+  const size_t maxc = 65537;
+  std::vector<char> in(maxc * 8 + 16), out(maxc * 8 + 16), all(maxc * 8 * n + 16);
+  char* sb = in.data() + 8;
+  char* rb = out.data() + 8;
+  int it = 0;
+  for (zc_dtype d : {ZC_FLOAT32, ZC_FLOAT64, ZC_BFLOAT16})
+    for (zc_op op : {ZC_SUM, ZC_AVG, ZC_MAX, ZC_MIN})
+      for (size_t count : counts) {
+        ++it;
+        const size_t es = DtypeSize(d);
+        for (size_t i = 0; i < count; ++i) {
+          double v = op == ZC_SUM || op == ZC_AVG
+                         ? (rank % 2 ? 1e8 : 0.37) * (1.0 + 0.013 * static_cast<double>((i * 7 + it) % 101)) *
+                               (rank % 3 == 2 ? -1.0 : 1.0)
+                         : ((i + rank) % 2 ? -0.0 : 0.0);
+          SetF(d, sb, i, v);
+        }
+        const bool inplace = it % 2 == 0;
+        char* res = inplace ? sb : rb;
+        CHILD_OK(zc_allreduce(comm, sb, res, count, d, op));
+        if (expect_algo && n > 1)
+          CHILD_CHECK(strcmp(zc_last_algorithm(comm), expect_algo) == 0, "algorithm %s, expected %s",
+                      zc_last_algorithm(comm), expect_algo);
+        CHILD_OK(zc_allgather(comm, res, all.data(), count * es, ZC_UINT8));
+        for (int r = 1; r < n; ++r) {
+          const char* theirs = all.data() + static_cast<size_t>(r) * count * es;
+          CHILD_CHECK(memcmp(all.data(), theirs, count * es) == 0,
+                      "%s %s count %zu %s: rank %d's result differs from rank 0's (byte %zu)", DtypeName(d),
+                      zc::OpName(op), count, inplace ? "in place" : "out of place", r,
+                      static_cast<size_t>(std::mismatch(all.data(), all.data() + count * es, theirs).first -
+                                          all.data()));
+        }
+      }
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+
+class SameBits : public ::testing::TestWithParam<MatrixCase> {};
+
+TEST_P(SameBits, FloatSumsAndSignedZerosAlikeOnEveryRank) {
+  const MatrixCase& p = GetParam();
+  const char* expect = strcmp(p.algo, "auto") == 0 ? nullptr : p.algo;
+  auto res = RunRanks(p.ranks, [&](int rank) { return SameBitsBody(rank, expect); },
+                      BaseEnv(p.transport, p.algo), 120);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, SameBits,
+                         ::testing::Values(MatrixCase{"hd", "shm", 2}, MatrixCase{"hd", "shm", 3},
+                                           MatrixCase{"hd", "shm", 4}, MatrixCase{"hd", "shm", 5},
+                                           MatrixCase{"ring", "shm", 3}, MatrixCase{"shm", "shm", 4},
+                                           MatrixCase{"auto", "tcp", 2}, MatrixCase{"hd", "tcp", 4}),
+                         CaseName);
+
+// ---- a credit left to ride with a reply still reaches the peer ----
+
+// Over tcp each step of halving-doubling's pairwise exchanges leaves its
+// credit to travel with the next message to the same peer (OpCtx::Release,
+// reply_follows). After its last allreduce rank 1 sends nothing on the
+// link: rank 0's wait for the credits of all its messages (the wait
+// zc_finalize makes, Collectives::Quiesce) ends only when rank 1's
+// progress thread sends the waiting credit by itself.
+int LazyCreditBody(int rank) {
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  float in[3] = {1.0f * rank, 2.0f, 3.0f}, out[3] = {};
+  for (int i = 0; i < 3; ++i) CHILD_OK(zc_allreduce(comm, in, out, 3, ZC_FLOAT32, ZC_SUM));
+  CHILD_CHECK(strcmp(zc_last_algorithm(comm), "hd") == 0, "algorithm %s", zc_last_algorithm(comm));
+  CHILD_CHECK(out[0] == 1.0f && out[1] == 4.0f && out[2] == 6.0f, "sum %g %g %g", out[0], out[1], out[2]);
+  int token = 7;
+  if (rank == 0) {
+    zc::Status q;
+    {
+      std::lock_guard<zc::SpinLock> lock(comm->coll_mu);
+      q = comm->coll->Quiesce();
+    }
+    CHILD_CHECK(q.ok(), "rank 0 waiting for rank 1's credits: %s", q.message().c_str());
+    CHILD_OK(zc_send(comm, &token, sizeof(token), 1, 5));
+  } else {
+    CHILD_OK(zc_recv(comm, &token, sizeof(token), 0, 5));
+  }
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+
+TEST(LazyCredit, ReachesAPeerThatGetsNoReply) {
+  auto res = RunRanks(2, [&](int rank) { return LazyCreditBody(rank); }, BaseEnv("tcp", "auto", "5"), 60);
+  EXPECT_TRUE(AllOk(res)) << Describe(res);
+}
 
 // ---- the appended dtypes (int16, uint16, bool) through every collective ----
 
