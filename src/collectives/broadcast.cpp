@@ -60,7 +60,9 @@ Status BroadcastTree(OpCtx& c, void* buf, size_t count, int root, bool chain) {
       const void* payload;
       ZC_RETURN_IF_ERROR(c.Recv(t.parent, m * es, tag, &payload));
       memcpy(p + off * es, payload, m * es);
-      ZC_RETURN_IF_ERROR(c.Release(t.parent));
+      // My next message goes to the parent when it is my ring neighbour
+      // (2 ranks): the next collective's agreement.
+      ZC_RETURN_IF_ERROR(c.Release(t.parent, /*reply_follows=*/t.parent == (c.rank() + 1) % c.size()));
     }
     for (int child : t.children) ZC_RETURN_IF_ERROR(c.Send(child, p + off * es, m * es, tag));
   }
@@ -90,7 +92,9 @@ Status ReduceTree(OpCtx& c, const void* send, void* recv, size_t count, zc_dtype
       ZC_RETURN_IF_ERROR(c.Recv(child, m * es, tag, &payload));
       if (k == 0) Reduce2(dtype, op, acc, mine, payload, m);
       else ReduceInto(dtype, op, acc, payload, m);
-      ZC_RETURN_IF_ERROR(c.Release(child));
+      // As in BroadcastTree: a child that is my ring neighbour gets my next
+      // message (2 ranks).
+      ZC_RETURN_IF_ERROR(c.Release(child, /*reply_follows=*/child == (c.rank() + 1) % c.size()));
       result = acc;
     }
     if (t.parent >= 0) {

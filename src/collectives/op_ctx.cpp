@@ -54,7 +54,9 @@ Status OpCtx::TakeAgreement() {
   agree_from_ = -1;
   const void* payload = nullptr;
   ZC_RETURN_IF_ERROR(Recv(from, 0, MessageTag(kAgreeStep, 0), &payload));
-  return Release(from);
+  // With 2 ranks my left neighbour is also my right one, which gets my
+  // next message (this collective's data or the next one's agreement).
+  return Release(from, /*reply_follows=*/from == (rank_ + 1) % size_);
 }
 
 Status OpCtx::AwaitWatchingAgreement(int peer) {

@@ -48,10 +48,11 @@ class OpCtx {
   Status Recv(int peer, size_t expect_bytes, uint64_t tag, const void** payload,
               const Block* block = nullptr);
   // Returns the slot to `peer`. reply_follows: my next message goes to
-  // the same peer soon (a pairwise exchange), so over tcp the credit may
-  // wait to travel in that message's system call (SlotLayout::lazy_credit;
-  // at most about a millisecond when none comes): one send per step, not
-  // two. A credit whose peer gets nothing back from me (a ring) goes at once.
+  // the same peer soon (a pairwise exchange; with 2 ranks, the next
+  // collective's agreement), so over tcp the credit may wait to travel in
+  // that message's system call (SlotLayout::lazy_credit; at most about a
+  // millisecond when none comes): one send per step, not two. A credit
+  // whose peer gets nothing back from me (a ring) goes at once.
   Status Release(int peer, bool reply_follows = false);
 
   // ---- direct writes (the ring allreduce's allgather half) ----
