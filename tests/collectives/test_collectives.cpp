@@ -495,12 +495,13 @@ INSTANTIATE_TEST_SUITE_P(Ranks, SameBits,
 
 // ---- a credit left to ride with a reply still reaches the peer ----
 
-// Over tcp each step of halving-doubling's pairwise exchanges leaves its
-// credit to travel with the next message to the same peer (OpCtx::Release,
-// reply_follows). After its last allreduce rank 1 sends nothing on the
-// link: rank 0's wait for the credits of all its messages (the wait
-// zc_finalize makes, Collectives::Quiesce) ends only when rank 1's
-// progress thread sends the waiting credit by itself.
+// Over tcp each step of halving-doubling's pairwise exchanges, and with 2
+// ranks a broadcast's or reduce's receive and the agreement, leave the
+// credit to travel with the next message to the same peer
+// (OpCtx::Release, reply_follows). After the last collective neither rank
+// sends anything: each one's wait for the credits of all its messages (the
+// wait zc_finalize makes, Collectives::Quiesce) ends only when the peer's
+// progress thread sends the waiting credits by itself.
 int LazyCreditBody(int rank) {
   zc_comm* comm = nullptr;
   CHILD_OK(zc_init(&comm));
@@ -508,18 +509,18 @@ int LazyCreditBody(int rank) {
   for (int i = 0; i < 3; ++i) CHILD_OK(zc_allreduce(comm, in, out, 3, ZC_FLOAT32, ZC_SUM));
   CHILD_CHECK(strcmp(zc_last_algorithm(comm), "hd") == 0, "algorithm %s", zc_last_algorithm(comm));
   CHILD_CHECK(out[0] == 1.0f && out[1] == 4.0f && out[2] == 6.0f, "sum %g %g %g", out[0], out[1], out[2]);
-  int token = 7;
-  if (rank == 0) {
-    zc::Status q;
-    {
-      std::lock_guard<zc::SpinLock> lock(comm->coll_mu);
-      q = comm->coll->Quiesce();
-    }
-    CHILD_CHECK(q.ok(), "rank 0 waiting for rank 1's credits: %s", q.message().c_str());
-    CHILD_OK(zc_send(comm, &token, sizeof(token), 1, 5));
-  } else {
-    CHILD_OK(zc_recv(comm, &token, sizeof(token), 0, 5));
+  float b[2] = {rank ? 0.0f : 5.0f, rank ? 0.0f : 6.0f};
+  CHILD_OK(zc_broadcast(comm, b, 2, ZC_FLOAT32, 0));
+  CHILD_CHECK(b[0] == 5.0f && b[1] == 6.0f, "broadcast %g %g", b[0], b[1]);
+  float r[2] = {};
+  CHILD_OK(zc_reduce(comm, in, rank == 1 ? r : nullptr, 2, ZC_FLOAT32, ZC_SUM, 1));
+  if (rank == 1) CHILD_CHECK(r[0] == 1.0f && r[1] == 4.0f, "reduce %g %g", r[0], r[1]);
+  zc::Status q;
+  {
+    std::lock_guard<zc::SpinLock> lock(comm->coll_mu);
+    q = comm->coll->Quiesce();
   }
+  CHILD_CHECK(q.ok(), "rank %d waiting for the peer's credits: %s", rank, q.message().c_str());
   CHILD_OK(zc_finalize(comm));
   return 0;
 }
