@@ -1,8 +1,10 @@
 // Recursive halving-doubling allreduce (Rabenseifner): a reduce-scatter by
 // recursive halving, then an allgather by recursive doubling, log2(p) steps
-// each. With a rank count that is not a power of two the first 2*extra ranks
-// fold in pairs first (even ranks hand their vector to the odd neighbour and
-// get the result back at the end). docs/algorithms.md has the details.
+// each; small vectors take one recursive doubling of the whole vector
+// instead (DoubleWhole). With a rank count that is not a power of two the
+// first 2*extra ranks fold in pairs first (even ranks hand their vector to
+// the odd neighbour and get the result back at the end). docs/algorithms.md
+// has the details.
 #include "collectives/collectives.h"
 #include "collectives/op_ctx.h"
 #include "collectives/reduce_kernels.h"
