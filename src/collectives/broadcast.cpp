@@ -62,7 +62,7 @@ Status BroadcastTree(OpCtx& c, void* buf, size_t count, int root, bool chain) {
       memcpy(p + off * es, payload, m * es);
       // My next message goes to the parent when it is my ring neighbour
       // (2 ranks): the next collective's agreement.
-      ZC_RETURN_IF_ERROR(c.Release(t.parent, /*reply_follows=*/t.parent == (c.rank() + 1) % c.size()));
+      ZC_RETURN_IF_ERROR(c.Release(t.parent, /*reply_follows=*/t.parent == c.agreement_peer()));
     }
     for (int child : t.children) ZC_RETURN_IF_ERROR(c.Send(child, p + off * es, m * es, tag));
   }
@@ -94,7 +94,7 @@ Status ReduceTree(OpCtx& c, const void* send, void* recv, size_t count, zc_dtype
       else ReduceInto(dtype, op, acc, payload, m);
       // As in BroadcastTree: a child that is my ring neighbour gets my next
       // message (2 ranks).
-      ZC_RETURN_IF_ERROR(c.Release(child, /*reply_follows=*/child == (c.rank() + 1) % c.size()));
+      ZC_RETURN_IF_ERROR(c.Release(child, /*reply_follows=*/child == c.agreement_peer()));
       result = acc;
     }
     if (t.parent >= 0) {

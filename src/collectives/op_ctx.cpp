@@ -42,7 +42,7 @@ Status OpCtx::AwaitDirect(int peer, uint32_t q) {
 Status OpCtx::BeginAgreement() {
   if (size_ < 2) return Status::Ok();
   ZC_RETURN_IF_ERROR(Ensure(RingPeers(rank_, size_)));
-  ZC_RETURN_IF_ERROR(Send((rank_ + 1) % size_, nullptr, 0, MessageTag(kAgreeStep, 0)));
+  ZC_RETURN_IF_ERROR(Send(agreement_peer(), nullptr, 0, MessageTag(kAgreeStep, 0)));
   agree_from_ = (rank_ + size_ - 1) % size_;
   return Status::Ok();
 }
@@ -56,7 +56,7 @@ Status OpCtx::TakeAgreement() {
   ZC_RETURN_IF_ERROR(Recv(from, 0, MessageTag(kAgreeStep, 0), &payload));
   // With 2 ranks my left neighbour is also my right one, which gets my
   // next message (this collective's data or the next one's agreement).
-  return Release(from, /*reply_follows=*/from == (rank_ + 1) % size_);
+  return Release(from, /*reply_follows=*/from == agreement_peer());
 }
 
 Status OpCtx::AwaitWatchingAgreement(int peer) {

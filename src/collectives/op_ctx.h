@@ -85,6 +85,9 @@ class OpCtx {
   // round of latency.
   Status BeginAgreement();
   Status EndAgreement();
+  // The rank every agreement of mine goes to (my right ring neighbour).
+  // A credit owed to it may wait for that message (Release's reply_follows).
+  int agreement_peer() const { return (rank_ + 1) % size_; }
 
   // Sends send_n elements from src to `to` and receives recv_n elements
   // from `from`, chunk by chunk in lockstep (send chunk i, then receive chunk

@@ -86,6 +86,10 @@ std::string CaseName(const ::testing::TestParamInfo<MatrixCase>& info) {
   return std::string(info.param.algo) + "_" + info.param.transport + "_" + std::to_string(info.param.ranks);
 }
 
+// The algorithm a case forces (ZC_ALGO), which zc_last_algorithm must
+// report; nullptr for "auto".
+const char* ForcedAlgo(const MatrixCase& p) { return strcmp(p.algo, "auto") == 0 ? nullptr : p.algo; }
+
 zc::test::Env BaseEnv(const char* transport, const char* algo = "auto", const char* timeout = "60") {
   // A small chunk so that even mid-size messages stream through many slots.
   zc::test::Env env = {{"ZC_TRANSPORT", transport}, {"ZC_ALGO", algo}, {"ZC_TIMEOUT", timeout},
@@ -98,7 +102,7 @@ class AllreduceMatrix : public ::testing::TestWithParam<MatrixCase> {};
 
 TEST_P(AllreduceMatrix, EveryDtypeOpCount) {
   const MatrixCase& p = GetParam();
-  const char* expect = strcmp(p.algo, "auto") == 0 ? nullptr : p.algo;
+  const char* expect = ForcedAlgo(p);
   std::vector<size_t> counts = {1, 2, 3, 7, 13, 1024, 65537};
   std::vector<zc_dtype> dtypes(std::begin(kAllDtypes), std::end(kAllDtypes));
   size_t big = (1u << 20) + 3;
@@ -412,7 +416,7 @@ class Bitwise : public ::testing::TestWithParam<MatrixCase> {};
 
 TEST_P(Bitwise, BandBorBxorEveryIntegerDtype) {
   const MatrixCase& p = GetParam();
-  const char* expect = strcmp(p.algo, "auto") == 0 ? nullptr : p.algo;
+  const char* expect = ForcedAlgo(p);
   auto res = RunRanks(p.ranks, [&](int rank) { return BitwiseBody(rank, expect); },
                       BaseEnv(p.transport, p.algo), 120);
   EXPECT_TRUE(AllOk(res)) << Describe(res);
@@ -480,7 +484,7 @@ class SameBits : public ::testing::TestWithParam<MatrixCase> {};
 
 TEST_P(SameBits, FloatSumsAndSignedZerosAlikeOnEveryRank) {
   const MatrixCase& p = GetParam();
-  const char* expect = strcmp(p.algo, "auto") == 0 ? nullptr : p.algo;
+  const char* expect = ForcedAlgo(p);
   auto res = RunRanks(p.ranks, [&](int rank) { return SameBitsBody(rank, expect); },
                       BaseEnv(p.transport, p.algo), 120);
   EXPECT_TRUE(AllOk(res)) << Describe(res);
@@ -726,7 +730,7 @@ class NewDtypes : public ::testing::TestWithParam<MatrixCase> {};
 
 TEST_P(NewDtypes, EveryOpEveryCollective) {
   const MatrixCase& p = GetParam();
-  const char* expect = strcmp(p.algo, "auto") == 0 ? nullptr : p.algo;
+  const char* expect = ForcedAlgo(p);
   auto res = RunRanks(p.ranks, [&](int rank) { return NewDtypesBody(rank, expect); },
                       BaseEnv(p.transport, p.algo), 240);
   EXPECT_TRUE(AllOk(res)) << Describe(res);
