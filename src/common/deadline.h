@@ -3,6 +3,8 @@
 // a busy-polling rank must not starve the one that would set the flag).
 #pragma once
 
+#include <sched.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -144,6 +146,7 @@ class Backoff {
 #elif defined(__aarch64__)
       asm volatile("yield");
 #endif
+      if (n_ == kCpuCheckSpins && setter_cpu_) EndSpinningIfSetterSharesCpu();
       if ((n_ & (kClockSpins - 1)) == 0) EndSpinningAfterSpinTime();
     } else if (yielding_ && !notified_) {
       // Yield for about a millisecond: with more ranks than cores this hands
@@ -177,6 +180,19 @@ class Backoff {
     yielding_ = true;
     yield_start_ = Clock::time_point();
   }
+  // Where this rank and the flag's setter last waited (PeerHealth::
+  // AttachCpuWords): from the kCpuCheckSpins-th pause on, a wait whose setter
+  // last waited on this very CPU yields instead of spinning. Two ranks on one
+  // core (pinned there, or put there by the scheduler while other work holds
+  // the other cores) hand the core to each other at every wait, and the spin
+  // phase (about 4 us with its clock) only delays the setter: with both
+  // ranks of a torch job on one core, the spins were a fifth of each small
+  // call (docs/PERFORMANCE.md "Two ranks on one core").
+  void WatchSetter(std::atomic<uint64_t>* mine, const std::atomic<uint64_t>* setter) {
+    my_cpu_ = mine;
+    setter_cpu_ = setter;
+  }
+  static constexpr uint64_t kCpuCheckSpins = 8;
   // How many iterations so far.
   uint64_t count() const { return n_; }
   // Whether the next Pause() still spins (rather than yields or sleeps).
@@ -196,6 +212,10 @@ class Backoff {
       spins_ = n_ + 1;
   }
 
+  // Publishes this thread's CPU (+1; 0: unknown) in my_cpu_, and ends the
+  // spin phase when the setter's word names the same CPU.
+  void EndSpinningIfSetterSharesCpu();
+
   static constexpr uint64_t kNotifiedSpins = 64;
   static constexpr uint64_t kCheckSpins = 256;  // a power of two
   static constexpr int kYieldUs = 1000;
@@ -210,6 +230,17 @@ class Backoff {
   uint64_t n_ = 0;
   int sleep_us_ = 0;
   int64_t slept_us_ = 0;
+  std::atomic<uint64_t>* my_cpu_ = nullptr;
+  const std::atomic<uint64_t>* setter_cpu_ = nullptr;
 };
+
+inline void Backoff::EndSpinningIfSetterSharesCpu() {
+  const int cpu = sched_getcpu();
+  if (cpu < 0) return;
+  const uint64_t word = static_cast<uint64_t>(cpu) + 1;
+  // Stored only when it changed: the line stays shared in the peers' caches.
+  if (my_cpu_->load(std::memory_order_relaxed) != word) my_cpu_->store(word, std::memory_order_relaxed);
+  if (setter_cpu_->load(std::memory_order_relaxed) == word) spins_ = n_ + 1;
+}
 
 }  // namespace zc

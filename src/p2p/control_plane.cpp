@@ -20,6 +20,7 @@ SlotLayout ControlLayout(uint64_t max_message, uint32_t slots) {
 }  // namespace
 
 std::atomic<uint64_t>* ControlPlane::alert_word() const { return FlagAt(alert_, 0); }
+std::atomic<uint64_t>* ControlPlane::cpu_word() const { return FlagAt(alert_, kCpuWordOffset); }
 
 Status ControlPlane::Create(ChannelTable* channels, PeerHealth* health, LocalRegions* regions,
                            const Exchange& exchange, std::unique_ptr<ControlPlane>* out) {
@@ -33,8 +34,10 @@ Status ControlPlane::Create(ChannelTable* channels, PeerHealth* health, LocalReg
   auto layout_for = [&](int q) {
     return ControlLayout(max_message(q), channels->kind(q) == TransportKind::kTcp ? kTcpSlots : kSlots);
   };
-  ZC_RETURN_IF_ERROR(regions->Allocate(64, &cp->alert_));
-  memset(cp->alert_->data(), 0, 64);
+  // Line 0: the alert word, which peers write; line 1: the CPU word, which
+  // this rank writes and local peers read (cpu_word).
+  ZC_RETURN_IF_ERROR(regions->Allocate(2 * 64, &cp->alert_));
+  memset(cp->alert_->data(), 0, 2 * 64);
   std::vector<MemRegion*> inbound(n, nullptr), credit(n, nullptr);
   std::string blob = cp->alert_->remote().Serialize();
   for (int q = 0; q < n; ++q) {

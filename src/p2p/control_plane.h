@@ -138,6 +138,11 @@ class ControlPlane {
   // The word peers write to report an abort (value: code << 32 | rank + 1).
   std::atomic<uint64_t>* alert_word() const;
   const RemoteRegion& peer_alert(int peer) const { return peer_alert_[peer]; }
+  // The CPU this rank's threads last waited on (Backoff::WatchSetter), in
+  // the alert word's region at kCpuWordOffset, where a peer on this host
+  // reads it through its mapping of peer_alert (PeerHealth::AttachCpuWords).
+  static constexpr uint64_t kCpuWordOffset = 64;
+  std::atomic<uint64_t>* cpu_word() const;
 
  private:
   struct Peer {

@@ -271,6 +271,16 @@ Status Device::CreateControlPlane() {
     if (t) targets[p] = {t->connection(p, 0), control_->peer_alert(p)};
   }
   health_->AttachAlerts(control_->alert_word(), std::move(targets));
+  // A peer on this host: its CPU word through this process's mapping of its
+  // alert region (null where the transport has no load/store address).
+  std::vector<const std::atomic<uint64_t>*> cpu_words(size_, nullptr);
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_ || transport_to(p) != TransportKind::kShm) continue;
+    char* base = channel(p, 0).DirectAddress(control_->peer_alert(p));
+    if (base)
+      cpu_words[p] = reinterpret_cast<const std::atomic<uint64_t>*>(base + ControlPlane::kCpuWordOffset);
+  }
+  health_->AttachCpuWords(control_->cpu_word(), std::move(cpu_words));
   return Status::Ok();
 }
 

@@ -82,7 +82,16 @@ void PeerHealth::AttachAlerts(std::atomic<uint64_t>* mine, std::vector<AlertTarg
   alert_word_ = mine;
 }
 
-void PeerHealth::DetachAlerts() { alert_word_ = nullptr; }
+void PeerHealth::DetachAlerts() {
+  alert_word_ = nullptr;
+  my_cpu_.store(nullptr, std::memory_order_release);
+}
+
+void PeerHealth::AttachCpuWords(std::atomic<uint64_t>* mine,
+                                std::vector<const std::atomic<uint64_t>*> peers) {
+  peer_cpu_ = std::move(peers);
+  my_cpu_.store(mine, std::memory_order_release);
+}
 
 void PeerHealth::OnPeerLost(int peer, const Status& why) {
   if (peer < 0 || peer >= size_) return;

@@ -158,8 +158,20 @@ class PeerHealth {
   // only: another Device of the process keeps its own setting.
   void SetOversubscribed(bool on) { spins_.store(Backoff::SpinsFor(on), std::memory_order_relaxed); }
   uint64_t spins() const { return spins_.load(std::memory_order_relaxed); }
-  // The pause for a loop that waits on what peer writes (see Backoff).
-  Backoff BackoffFor(int peer) const { return Backoff(FlagsNotified(peer), DriverFor(peer), spins()); }
+  // The pause for a loop that waits on what peer writes (see Backoff); it
+  // watches where peer last waited when that is known (AttachCpuWords).
+  Backoff BackoffFor(int peer) const {
+    Backoff b(FlagsNotified(peer), DriverFor(peer), spins());
+    std::atomic<uint64_t>* mine = my_cpu_.load(std::memory_order_acquire);
+    if (mine && peer >= 0 && static_cast<size_t>(peer) < peer_cpu_.size() && peer_cpu_[peer])
+      b.WatchSetter(mine, peer_cpu_[peer]);
+    return b;
+  }
+  // The words where this rank (mine) and each peer on this host (peers[p],
+  // null for the others) publish the CPU their waits last ran on
+  // (Backoff::WatchSetter). Set once, before any wait uses them; detached
+  // with the alerts (the words' memory goes with the control plane).
+  void AttachCpuWords(std::atomic<uint64_t>* mine, std::vector<const std::atomic<uint64_t>*> peers);
   // The pause for a loop that waits on something else of this Device's
   // (several peers, a thread of this process); notified: see Backoff.
   Backoff NewBackoff(bool notified = false) const { return Backoff(notified, nullptr, spins()); }
@@ -214,6 +226,8 @@ class PeerHealth {
   std::vector<int> local_pid_;  // see WatchProcesses
   std::vector<bool> notified_;  // see SetWaits
   std::vector<WaitDriver*> driver_;
+  std::vector<const std::atomic<uint64_t>*> peer_cpu_;  // see AttachCpuWords
+  std::atomic<std::atomic<uint64_t>*> my_cpu_{nullptr};
 
   std::atomic<uint64_t> spins_{Backoff::kSpins};  // see SetOversubscribed
   std::atomic<bool> aborted_{false};

@@ -1,7 +1,9 @@
 // Backoff (every wait's spin, yield, sleep): a waiter whose flag is set by a
 // thread that shares its only core hands the core over once its spin time
 // is up, not after the whole pause count; Reset starts a full spin phase
-// again; the short spin phases (oversubscribed, notified) stay as they are.
+// again; the short spin phases (oversubscribed, notified) stay as they are;
+// a wait whose flag's setter last waited on this very CPU yields from its
+// kCpuCheckSpins-th pause on, and publishes the CPU it runs on.
 #include <gtest/gtest.h>
 #include <sched.h>
 
@@ -83,6 +85,44 @@ TEST(Backoff, ShortSpinPhasesAreKept) {
     ++spins;
   }
   EXPECT_LT(spins, Backoff::kClockSpins);  // no clock read: the phase ends before one
+}
+
+// Pauses a wait spends spinning when its setter's CPU word says setter_cpu
+// (+1; 0: unknown), the caller bound to one CPU; *mine: the waiter's word after.
+uint64_t SpinsWithSetterOn(uint64_t setter_word, uint64_t* mine) {
+  std::atomic<uint64_t> my_word{0}, setter{setter_word};
+  Backoff backoff;
+  backoff.WatchSetter(&my_word, &setter);
+  while (backoff.spinning()) backoff.Pause();
+  *mine = my_word.load();
+  return backoff.count();
+}
+
+TEST(Backoff, YieldsAtOnceWhenTheSetterLastWaitedOnThisCpu) {
+  cpu_set_t original;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(original), &original), 0);
+  const int cpu = sched_getcpu();
+  if (cpu < 0 || !BindTo(cpu)) GTEST_SKIP() << "cannot bind threads to one CPU here";
+  const uint64_t here = static_cast<uint64_t>(cpu) + 1;
+  uint64_t mine = 0;
+  // The setter waits on this CPU: the spin phase ends at the check.
+  EXPECT_EQ(SpinsWithSetterOn(here, &mine), Backoff::kCpuCheckSpins);
+  EXPECT_EQ(mine, here) << "the waiter publishes the CPU it waits on";
+  // Elsewhere, or not known yet: the whole spin phase, as without a watch
+  // (it ends by its clock, at or after the first clock read).
+  EXPECT_GE(SpinsWithSetterOn(here + 1, &mine), Backoff::kClockSpins);
+  EXPECT_EQ(mine, here);
+  EXPECT_GE(SpinsWithSetterOn(0, &mine), Backoff::kClockSpins);
+  sched_setaffinity(0, sizeof(original), &original);
+}
+
+TEST(Backoff, AWaitShorterThanTheCheckReadsNoCpu) {
+  std::atomic<uint64_t> my_word{0}, setter{1};
+  Backoff backoff;
+  backoff.WatchSetter(&my_word, &setter);
+  for (uint64_t i = 1; i < Backoff::kCpuCheckSpins; ++i) backoff.Pause();
+  EXPECT_TRUE(backoff.spinning());
+  EXPECT_EQ(my_word.load(), 0u);
 }
 
 }  // namespace
