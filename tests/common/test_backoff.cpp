@@ -116,6 +116,27 @@ TEST(Backoff, YieldsAtOnceWhenTheSetterLastWaitedOnThisCpu) {
   sched_setaffinity(0, sizeof(original), &original);
 }
 
+// Counts the sleeps a wait hands to its driver.
+struct CountingDriver final : WaitDriver {
+  void Sleep(uint32_t, int, bool) override { ++sleeps; }
+  int sleeps = 0;
+};
+
+TEST(Backoff, ADrivenWaitDrivesAtOnce) {
+  CountingDriver driver;
+  Backoff driven(/*notified=*/true, &driver);
+  uint64_t spins = 0;
+  while (driven.spinning()) {
+    driven.Pause();
+    ++spins;
+  }
+  EXPECT_LE(spins, Backoff::kDrivenSpins);
+  EXPECT_EQ(driver.sleeps, 0);
+  driven.Pause();
+  driven.Pause();
+  EXPECT_EQ(driver.sleeps, 2) << "every pause past the spins drives";
+}
+
 TEST(Backoff, AWaitShorterThanTheCheckReadsNoCpu) {
   std::atomic<uint64_t> my_word{0}, setter{1};
   Backoff backoff;
