@@ -13,6 +13,7 @@
 
 #include "api/comm.h"
 #include "harness/multiproc.h"
+#include "p2p/control_plane.h"
 #include "p2p/device.h"
 
 namespace {
@@ -50,8 +51,10 @@ bool YieldsAtCheck(zc_comm* comm, int peer) {
 // publishes this rank's CPU (the peer given only picks whose word is read).
 void PublishMyCpu(zc_comm* comm, int peer) { (void)YieldsAtCheck(comm, peer); }
 
-// Rank r on cpus[r]; each rank publishes, then checks its peer.
-// shared: whether the peer's word can be read at all.
+// Rank r on cpus[r]; each rank publishes, then checks its word and its
+// peer's. shared: whether the peer's word can be read at all (shm; over tcp
+// no wait watches a peer, so none publishes, and a tcp wait's spin phase is
+// 2 pauses before it drives the sockets anyway).
 int Body(int rank, const std::vector<int>& cpus, bool shared) {
   const int cpu = cpus[rank];
   CHILD_CHECK(BindTo(cpu), "rank %d: cannot bind to CPU %d", rank, cpu);
@@ -61,12 +64,15 @@ int Body(int rank, const std::vector<int>& cpus, bool shared) {
   const int peer = 1 - rank;
   PublishMyCpu(comm, peer);
   CHILD_OK(zc_barrier(comm));
+  const uint64_t mine = comm->device->control()->cpu_word()->load();
+  const uint64_t want = shared ? static_cast<uint64_t>(cpu) + 1 : 0;
+  CHILD_CHECK(mine == want, "rank %d (CPU %d): its CPU word holds %llu, expected %llu", rank, cpu,
+              static_cast<unsigned long long>(mine), static_cast<unsigned long long>(want));
   const bool same_cpu = cpus[0] == cpus[1];
-  for (int round = 0; round < 3; ++round) {  // repeated waits read the same words
+  for (int round = 0; shared && round < 3; ++round) {  // repeated waits read the same words
     const bool yields = YieldsAtCheck(comm, peer);
-    CHILD_CHECK(yields == (shared && same_cpu),
-                "rank %d (CPU %d), peer %d (CPU %d), round %d: the wait %s at the CPU check", rank, cpu, peer,
-                cpus[peer], round, yields ? "stopped spinning" : "spun on");
+    CHILD_CHECK(yields == same_cpu, "rank %d (CPU %d), peer %d (CPU %d), round %d: the wait %s at the CPU check",
+                rank, cpu, peer, cpus[peer], round, yields ? "stopped spinning" : "spun on");
   }
   CHILD_OK(zc_barrier(comm));
   CHILD_OK(zc_finalize(comm));
