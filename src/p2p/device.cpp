@@ -275,7 +275,7 @@ Status Device::CreateControlPlane() {
   // alert region (null where the transport has no load/store address).
   std::vector<const std::atomic<uint64_t>*> cpu_words(size_, nullptr);
   for (int p = 0; p < size_; ++p) {
-    if (p == rank_ || transport_to(p) != TransportKind::kShm) continue;
+    if (p == rank_) continue;
     char* base = channel(p, 0).DirectAddress(control_->peer_alert(p));
     if (base)
       cpu_words[p] = reinterpret_cast<const std::atomic<uint64_t>*>(base + ControlPlane::kCpuWordOffset);

@@ -23,6 +23,27 @@ bool BindTo(int cpu) {
   return sched_setaffinity(0, sizeof(set), &set) == 0;
 }
 
+// Binds the calling thread to the CPU it runs on, for the object's life,
+// and gives the thread its former CPUs back at the end. cpu() < 0: not bound.
+class BoundHere {
+ public:
+  BoundHere() {
+    if (sched_getaffinity(0, sizeof(original_), &original_) != 0) return;
+    const int cpu = sched_getcpu();
+    if (cpu >= 0 && BindTo(cpu)) cpu_ = cpu;
+  }
+  ~BoundHere() {
+    if (cpu_ >= 0) sched_setaffinity(0, sizeof(original_), &original_);
+  }
+  BoundHere(const BoundHere&) = delete;
+  BoundHere& operator=(const BoundHere&) = delete;
+  int cpu() const { return cpu_; }
+
+ private:
+  cpu_set_t original_;
+  int cpu_ = -1;
+};
+
 // Pauses a waiter spends before it sees a flag that another thread, bound
 // to the same CPU and runnable all along, sets as soon as it runs.
 uint64_t PausesUntilCoreMateSets(int cpu) {
@@ -44,10 +65,9 @@ uint64_t PausesUntilCoreMateSets(int cpu) {
 }
 
 TEST(Backoff, HandsTheOnlyCoreToTheSetterAfterTheSpinTime) {
-  cpu_set_t original;
-  ASSERT_EQ(sched_getaffinity(0, sizeof(original), &original), 0);
-  const int cpu = sched_getcpu();
-  if (cpu < 0 || !BindTo(cpu)) GTEST_SKIP() << "cannot bind threads to one CPU here";
+  BoundHere bound;
+  const int cpu = bound.cpu();
+  if (cpu < 0) GTEST_SKIP() << "cannot bind threads to one CPU here";
   // With the spin phase counted in pauses alone, every trial spins all
   // kSpins pauses (49 us on an AMD EPYC VM, ~100 us on recent Intel CPUs)
   // before the setter can run; kSpinTime ends it far earlier on any CPU
@@ -56,7 +76,6 @@ TEST(Backoff, HandsTheOnlyCoreToTheSetterAfterTheSpinTime) {
     const uint64_t pauses = PausesUntilCoreMateSets(cpu);
     EXPECT_LT(pauses, Backoff::kSpins) << "trial " << trial;
   }
-  sched_setaffinity(0, sizeof(original), &original);
 }
 
 TEST(Backoff, ResetStartsAFullSpinPhase) {
@@ -99,10 +118,9 @@ uint64_t SpinsWithSetterOn(uint64_t setter_word, uint64_t* mine) {
 }
 
 TEST(Backoff, YieldsAtOnceWhenTheSetterLastWaitedOnThisCpu) {
-  cpu_set_t original;
-  ASSERT_EQ(sched_getaffinity(0, sizeof(original), &original), 0);
-  const int cpu = sched_getcpu();
-  if (cpu < 0 || !BindTo(cpu)) GTEST_SKIP() << "cannot bind threads to one CPU here";
+  BoundHere bound;
+  const int cpu = bound.cpu();
+  if (cpu < 0) GTEST_SKIP() << "cannot bind threads to one CPU here";
   const uint64_t here = static_cast<uint64_t>(cpu) + 1;
   uint64_t mine = 0;
   // The setter waits on this CPU: the spin phase ends at the check.
@@ -113,7 +131,6 @@ TEST(Backoff, YieldsAtOnceWhenTheSetterLastWaitedOnThisCpu) {
   EXPECT_GE(SpinsWithSetterOn(here + 1, &mine), Backoff::kClockSpins);
   EXPECT_EQ(mine, here);
   EXPECT_GE(SpinsWithSetterOn(0, &mine), Backoff::kClockSpins);
-  sched_setaffinity(0, sizeof(original), &original);
 }
 
 // Counts the sleeps a wait hands to its driver.
