@@ -54,11 +54,19 @@ std::shared_ptr<CollectiveQueue::Task> CollectiveQueue::Submit(std::function<Sta
     t->grace = !running_ && queue_.empty() && waiters_take_new_;
     queue_.push_back(t);
     queued_.store(static_cast<int>(queue_.size()), std::memory_order_release);
-    wake_worker = !worker_timed_;
+    submitted_since_look_ = true;
+    // A worker already woken looks at the queue once it runs: a second
+    // wake-up would only cost a system call (under load the woken worker
+    // may wait for a core for milliseconds, while calls keep coming).
+    wake_worker = !worker_timed_ && !worker_woken_;
+    worker_woken_ = worker_woken_ || wake_worker;
   }
   // No waiter needs to hear of it: a waiter whose task is queued does not
   // sleep while the queue can start (cv_'s predicate in Wait).
-  if (wake_worker) worker_cv_.notify_one();
+  if (wake_worker) {
+    submit_wakes_.fetch_add(1, std::memory_order_relaxed);
+    worker_cv_.notify_one();
+  }
   return t;
 }
 
@@ -134,11 +142,22 @@ std::shared_ptr<CollectiveQueue::Task> CollectiveQueue::NextForWorker() {
   for (;;) {
     if (queue_.empty()) {
       if (stop_) return nullptr;
-      worker_cv_.wait(lock);
+      // While callers submit and take their own tasks, look again after a
+      // grace period rather than be woken by the next submission: one
+      // wake-up per period instead of two, however many calls it holds.
+      // Once a period passes with no submission, sleep until woken.
+      const bool look_again = submitted_since_look_ && waiters_take_new_;
+      submitted_since_look_ = false;
+      if (look_again) {
+        const Clock::time_point until = Clock::now() + kGrace;
+        WorkerSleep(lock, &until);
+      } else {
+        WorkerSleep(lock, nullptr);
+      }
       continue;
     }
     if (running_) {  // the head starts once the running task ends
-      worker_cv_.wait(lock);
+      WorkerSleep(lock, nullptr);
       continue;
     }
     Task& head = *queue_.front();
@@ -154,10 +173,22 @@ std::shared_ptr<CollectiveQueue::Task> CollectiveQueue::NextForWorker() {
     // wait_until reads its deadline again after waking, when a waiter may
     // have taken, run and freed head: wait on a copy.
     const Clock::time_point due = head.due;
-    worker_timed_ = true;
-    worker_cv_.wait_until(lock, due);
-    worker_timed_ = false;
+    WorkerSleep(lock, &due);
   }
+}
+
+void CollectiveQueue::WorkerSleep(std::unique_lock<std::mutex>& lock,
+                                  const Clock::time_point* until) {
+  // It has looked at the queue (under mu_) since any earlier submission:
+  // from now on a submission must wake it again, or its task could sit in
+  // the queue while the worker sleeps.
+  worker_woken_ = false;
+  worker_timed_ = until != nullptr;
+  if (until)
+    worker_cv_.wait_until(lock, *until);
+  else
+    worker_cv_.wait(lock);
+  worker_timed_ = false;
 }
 
 void CollectiveQueue::WorkerLoop() {
@@ -182,7 +213,7 @@ Status CollectiveQueue::Wait(Task* task) {
     }
     RunAndComplete(t);
   }
-  std::lock_guard<std::mutex> nlock(task->notify_mu);
+  // Final before done was set (release), which this thread has seen (acquire).
   return task->status;
 }
 

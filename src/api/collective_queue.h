@@ -22,8 +22,11 @@
 // buckets, whose futures the framework waits on), new tasks start at once
 // until a waiter takes one again.
 // A submission does not wake a worker that sleeps until a grace period
-// ends (it looks at the queue then), so submit-and-wait loops cost no
-// wake-up at all.
+// ends (it looks at the queue then). While callers keep submitting and
+// taking their own tasks, the worker finding the queue empty sleeps one
+// more grace period instead of until woken, so a submit-and-wait loop
+// costs one wake-up of the worker per grace period, not two for each
+// task the worker looks at.
 // A waiter does not sleep at once: it spins briefly (a futex wake-up costs
 // tens of microseconds on a loaded machine) before it blocks.
 #pragma once
@@ -76,6 +79,9 @@ class CollectiveQueue {
   bool Notify(Task* task, std::function<void(const Status&)> fn);
   // Tasks submitted and not done.
   int pending() const { return pending_.load(std::memory_order_acquire); }
+  // Submissions that had to wake the worker: in a loop of submissions each
+  // waited for, only the first after an idle grace period does.
+  uint64_t submit_wakes() const { return submit_wakes_.load(std::memory_order_relaxed); }
   // The queue whose task the calling thread is running (null if none): a
   // task may call its communicator's blocking collectives.
   static const CollectiveQueue* Running();
@@ -89,6 +95,9 @@ class CollectiveQueue {
   // The worker's next task, once it is due (the grace period); null once
   // stopped with nothing queued.
   std::shared_ptr<Task> NextForWorker();
+  // The worker sleeps until woken, or until *until (then a submission need
+  // not wake it: worker_timed_). mu_ held (by lock).
+  void WorkerSleep(std::unique_lock<std::mutex>& lock, const Clock::time_point* until);
   void RunAndComplete(const std::shared_ptr<Task>& t);
   // Sets t done and wakes its waiters; release_queue: t's thread still
   // holds the queue (running_), which it gives up here.
@@ -106,6 +115,11 @@ class CollectiveQueue {
   // then: a submission need not wake it (a blocking framework call, whose
   // waiter runs the task, then costs no wake-up at all).
   bool worker_timed_ = false;
+  // A task was submitted since the worker last found the queue empty: it
+  // looks again after a grace period instead of sleeping until woken.
+  bool submitted_since_look_ = false;
+  // A submission woke the worker, which has not run since.
+  bool worker_woken_ = false;
   // Whether a waiter took the last task it waited for before the worker
   // did: new tasks get a grace period only while waiters come for them.
   bool waiters_take_new_ = true;
@@ -114,6 +128,7 @@ class CollectiveQueue {
   bool stop_ = false;
   std::atomic<int> pending_{0};
   std::atomic<int> queued_{0};  // queue_.size(), read without the lock by a spinning waiter
+  std::atomic<uint64_t> submit_wakes_{0};
   std::thread worker_;
 };
 

@@ -9,9 +9,15 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -86,6 +92,42 @@ TEST(CollectiveQueue, TheWorkerLeavesANewTaskToAWaiterThatComesSoon) {
       << "the worker took tasks whose waiter came 20 us after the submission";
 }
 
+TEST(CollectiveQueue, ASubmitAndWaitLoopWakesTheWorkerOnlyAfterAnIdleSpell) {
+  // 1000 calls, each waited for at once, 30 us apart (busy, as a framework
+  // between two calls): a third of a grace period. Each of them used to wake
+  // the worker when it had found the queue empty, one in four; now the
+  // worker looks again after a grace period while submissions keep coming,
+  // and a submission wakes it only after an idle spell: no submission for a
+  // whole grace period (100 us), which only a descheduling of this thread
+  // makes here (counted below, with some margin: 90 us). Where this thread
+  // was descheduled for longer than a grace period after its submission,
+  // the worker took the task, and new tasks then start at once (each
+  // submission wakes the worker) until a waiter takes one again: up to two
+  // wakes for each task the worker ran.
+  CollectiveQueue q;
+  uint64_t on_worker = 0, idle_spells = 0;
+  auto last = std::chrono::steady_clock::now();
+  for (int i = 0; i < 1000; ++i) {
+    const auto now = std::chrono::steady_clock::now();
+    idle_spells += now - last > std::chrono::microseconds(90);
+    last = now;
+    std::thread::id ran;
+    auto t = q.Submit([&] {
+      ran = std::this_thread::get_id();
+      return Status::Ok();
+    });
+    ASSERT_TRUE(q.Wait(t.get()).ok());
+    on_worker += ran != std::this_thread::get_id();
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(30);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  }
+  const uint64_t wakes = q.submit_wakes();
+  EXPECT_LE(wakes, 1 + idle_spells + 2 * on_worker + 5)
+      << "submissions woke the worker while calls kept coming (" << idle_spells
+      << " idle spells; " << on_worker << " of 1000 tasks ran on the worker)";
+}
+
 // Waits (yielding) until t is done or 10 s have passed; whether it is done.
 bool DoneWithin10s(const CollectiveQueue::Task& t) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -119,6 +161,52 @@ TEST(CollectiveQueue, TheWorkerRunsWhatNobodyWaitsForRightAfterAWaitersTask) {
     });
     ASSERT_TRUE(DoneWithin10s(*t)) << "round " << round << ": a task nobody waits for never ran";
     EXPECT_NE(ran, std::this_thread::get_id());
+  }
+}
+
+// Whether thread `tid` of this process sleeps ('S' in /proc: blocked in a
+// futex, as a worker waiting on its condition variable), within 10 s.
+bool SleepsWithin10s(pid_t tid) {
+  const std::string path = "/proc/self/task/" + std::to_string(tid) + "/stat";
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < until) {
+    std::ifstream f(path);
+    std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const size_t paren = stat.rfind(')');  // the name may hold spaces
+    if (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'S') return true;
+    std::this_thread::yield();
+  }
+  return false;
+}
+
+TEST(CollectiveQueue, ASubmissionWhileTheWorkerRunsLeavesItWakeableOnceAsleep) {
+  // Work nobody waits for (DDP's buckets): the next task is submitted while
+  // the worker runs the one before. That submission finds the worker awake;
+  // once the worker has run both and sleeps, a new submission must still
+  // wake it.
+  CollectiveQueue q;
+  for (int round = 0; round < 5; ++round) {
+    std::atomic<int> started{0};
+    std::atomic<pid_t> worker{0};
+    auto task = [&] {
+      worker = static_cast<pid_t>(syscall(SYS_gettid));
+      started++;
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      return Status::Ok();
+    };
+    auto first = q.Submit(task);
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (started.load() == 0 && std::chrono::steady_clock::now() < limit) std::this_thread::yield();
+    ASSERT_EQ(started.load(), 1) << "round " << round << ": the worker never started a task";
+    auto second = q.Submit(task);  // the worker runs the first one now
+    ASSERT_TRUE(DoneWithin10s(*first));
+    ASSERT_TRUE(DoneWithin10s(*second));
+    ASSERT_TRUE(SleepsWithin10s(worker.load())) << "round " << round << ": the worker never slept";
+    auto last = q.Submit(task);
+    ASSERT_TRUE(DoneWithin10s(*last)) << "round " << round
+                                      << ": a submission to a sleeping worker never ran";
   }
 }
 

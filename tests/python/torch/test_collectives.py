@@ -127,6 +127,14 @@ def check_all(rank, world):
         dist.all_gather(outs, data(torch, rank, n, dt))
         for r in range(world):
             close(torch, outs[r], data(torch, r, n, dt), f"allgather {name} from {r}")
+        # Plain outputs: a gather of up to 64 KiB lands in the group's
+        # scratch buffer, a larger one in a tensor of its own; sizes that grow
+        # and shrink again reuse the scratch (no stale element may show).
+        for m in (1, 23, 8209, 40009, 0, 5, 23):
+            outs = [torch.full((m,), 1, dtype=dt) for _ in range(world)]
+            dist.all_gather(outs, data(torch, rank, m, dt, salt=m))
+            for r in range(world):
+                close(torch, outs[r], data(torch, r, m, dt, salt=m), f"allgather {name} m={m} from {r}")
         flat = torch.empty(world * n, dtype=dt)
         dist._all_gather_base(flat, data(torch, rank, n, dt))
         close(torch, flat, torch.cat([data(torch, r, n, dt) for r in range(world)]),

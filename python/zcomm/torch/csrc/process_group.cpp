@@ -34,23 +34,25 @@ at::Tensor Flatten(const std::vector<at::Tensor>& ts) {
   for (const at::Tensor& t : ts) flat.push_back(t.reshape({-1}));
   return at::cat(flat);
 }
-void Unflatten(const at::Tensor& flat, const std::vector<at::Tensor>& ts) {
-  // Contiguous CPU tensors of the flat tensor's dtype (what all_gather's
-  // outputs usually are): plain copies, without a tensor operation each
-  // (about a microsecond of dispatch per tensor, the larger part of a small
-  // all_gather).
-  bool plain = flat.is_contiguous() && flat.device().is_cpu();
+// Contiguous CPU tensors of one dtype (what all_gather's outputs usually
+// are): filled by plain copies, without a tensor operation each (about a
+// microsecond of dispatch per tensor, the larger part of a small all_gather).
+bool PlainOutputs(const std::vector<at::Tensor>& ts, at::ScalarType type) {
   for (const at::Tensor& t : ts)
-    plain = plain && t.is_contiguous() && t.device().is_cpu() &&
-            t.scalar_type() == flat.scalar_type();
-  if (plain) {
-    const char* src = static_cast<const char*>(flat.data_ptr());
-    const size_t es = flat.element_size();
-    for (const at::Tensor& t : ts) {
-      const size_t bytes = static_cast<size_t>(t.numel()) * es;
-      if (bytes) std::memcpy(t.data_ptr(), src, bytes);
-      src += bytes;
-    }
+    if (!t.is_contiguous() || !t.device().is_cpu() || t.scalar_type() != type) return false;
+  return true;
+}
+// Fills plain outputs (PlainOutputs) in order from src.
+void CopyOut(const char* src, const std::vector<at::Tensor>& ts) {
+  for (const at::Tensor& t : ts) {
+    const size_t bytes = static_cast<size_t>(t.numel()) * t.element_size();
+    if (bytes) std::memcpy(t.data_ptr(), src, bytes);
+    src += bytes;
+  }
+}
+void Unflatten(const at::Tensor& flat, const std::vector<at::Tensor>& ts) {
+  if (flat.is_contiguous() && flat.device().is_cpu() && PlainOutputs(ts, flat.scalar_type())) {
+    CopyOut(static_cast<const char*>(flat.data_ptr()), ts);
     return;
   }
   int64_t off = 0;
@@ -110,20 +112,13 @@ c10::intrusive_ptr<c10d::ProcessGroup> ProcessGroupZcomm::Create(
   return c10::make_intrusive<ProcessGroupZcomm>(store, rank, size, ms);
 }
 
-std::string ProcessGroupZcomm::What(const std::string& name) {
-  return "rank " + std::to_string(rank_) + "/" + std::to_string(size_) + ": " + name + " #" +
-         std::to_string(++seq_);
+CallId ProcessGroupZcomm::NextCall(std::string name) {
+  return CallId{rank_, size_, std::move(name), ++seq_};
 }
 
-std::string ProcessGroupZcomm::TraceLabel(const std::string& what) {
-  // What() is "rank R/S: NAME #N": the label is "NAME #N".
-  const size_t colon = what.find(": ");
-  return colon == std::string::npos ? what : what.substr(colon + 2);
-}
-
-void ProcessGroupZcomm::Check(zc_status st, const std::string& what) const {
+void ProcessGroupZcomm::Check(zc_status st, const CallId& call) const {
   if (st == ZC_OK) return;
-  std::string msg = "zcomm " + what + " failed: " + zc_status_string(st) + ": " +
+  std::string msg = "zcomm " + call.str() + " failed: " + zc_status_string(st) + ": " +
                     zc_last_error(comm_);
   // After the watchdog's abort the first cause says more than "aborted".
   const std::string broken = Broken();
@@ -131,7 +126,7 @@ void ProcessGroupZcomm::Check(zc_status st, const std::string& what) const {
   throw std::runtime_error(msg);
 }
 
-void ProcessGroupZcomm::CheckRoot(int64_t root, const std::string& prefix) const {
+void ProcessGroupZcomm::CheckRoot(int64_t root, const CallPrefix& prefix) const {
   TORCH_CHECK(root >= 0 && root < size_, prefix, "root rank ", root, " is out of range [0, ",
               size_, ")");
 }
@@ -139,12 +134,18 @@ void ProcessGroupZcomm::CheckRoot(int64_t root, const std::string& prefix) const
 void ProcessGroupZcomm::Abort(const std::string& why) {
   {
     std::lock_guard<std::mutex> lock(err_mu_);
-    if (broken_.empty()) broken_ = why;
+    if (broken_.empty()) SetBrokenLocked(why);
   }
   zc_abort(comm_);
 }
 
+void ProcessGroupZcomm::SetBrokenLocked(std::string why) {
+  broken_ = std::move(why);
+  has_broken_.store(true, std::memory_order_release);
+}
+
 std::string ProcessGroupZcomm::Broken() const {
+  if (!has_broken_.load(std::memory_order_acquire)) return std::string();
   std::lock_guard<std::mutex> lock(err_mu_);
   return broken_;
 }
@@ -152,23 +153,23 @@ std::string ProcessGroupZcomm::Broken() const {
 struct ProcessGroupZcomm::Queued {
   ProcessGroupZcomm* group;
   c10::intrusive_ptr<WorkZcomm> work;
-  std::string what;
+  CallId call;
   Body body;
   zc_request* request = nullptr;
   std::exception_ptr error;  // what body threw
 };
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::Enqueue(OpType type, const std::string& name,
+c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::Enqueue(OpType type, const char* name,
                                                           std::vector<at::Tensor> outputs,
                                                           Body body) {
   FreeDoneRequests();
-  std::string what = What(name);
-  auto work = c10::make_intrusive<WorkZcomm>(rank_, type, what, std::move(outputs), timeout_,
+  CallId call = NextCall(name);
+  auto work = c10::make_intrusive<WorkZcomm>(rank_, type, call, std::move(outputs), timeout_,
                                              [this](const std::string& why) { Abort(why); });
-  auto queued = std::make_unique<Queued>(Queued{this, work, std::move(what), std::move(body)});
+  auto queued = std::make_unique<Queued>(Queued{this, work, std::move(call), std::move(body)});
   zc_request* req = nullptr;
   zc_status st = zc_comm_enqueue(comm_, &RunQueued, queued.get(), &req);
-  TORCH_CHECK(st == ZC_OK, "zcomm ", queued->what, " failed: ", zc_status_string(st), ": ",
+  TORCH_CHECK(st == ZC_OK, "zcomm ", queued->call, " failed: ", zc_status_string(st), ": ",
               zc_last_error(comm_));
   queued->request = req;
   work->SetRequest(req, run_in_wait_);
@@ -183,14 +184,16 @@ zc_status ProcessGroupZcomm::RunQueued(void* arg) {
   const std::string broken = q->group->Broken();
   if (!broken.empty()) {
     q->error = std::make_exception_ptr(std::runtime_error(
-        "zcomm " + q->what + " failed: the communicator is broken: " + broken));
+        "zcomm " + q->call.str() + " failed: the communicator is broken: " + broken));
     return ZC_OK;  // the error travels in q->error, with its message
   }
   // The flight recorder labels the call with torch's name for it
   // ("allreduce #12": the op and this group's count of its calls).
-  zc_trace_set_label(TraceLabel(q->what).c_str());
+  char label[48];
+  q->call.Label(label, sizeof label);
+  zc_trace_set_label(label);
   try {
-    q->body(q->what);
+    q->body(q->call);
   } catch (...) {
     q->error = std::current_exception();
   }
@@ -211,13 +214,17 @@ void ProcessGroupZcomm::QueuedDone(void* arg, zc_status) {
   // for its own request.
   std::lock_guard<std::mutex> lock(q->group->done_mu_);
   q->group->done_requests_.push_back(q->request);
+  q->group->has_done_requests_.store(true, std::memory_order_release);
 }
 
 void ProcessGroupZcomm::FreeDoneRequests() {
+  // Most calls find none (a wait() freed its request): no lock then.
+  if (!has_done_requests_.load(std::memory_order_acquire)) return;
   std::vector<zc_request*> done;
   {
     std::lock_guard<std::mutex> lock(done_mu_);
     done.swap(done_requests_);
+    has_done_requests_.store(false, std::memory_order_relaxed);
   }
   for (zc_request* r : done) zc_wait(r);  // complete already: frees it
 }
@@ -226,14 +233,14 @@ void ProcessGroupZcomm::FreeDoneRequests() {
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::allreduce(std::vector<at::Tensor>& tensors,
                                                             const c10d::AllreduceOptions& opts) {
-  const std::string pre = Prefix(rank_, size_, "allreduce");
+  const CallPrefix pre = Prefix(rank_, size_, "allreduce");
   if (tensors.size() == 1 && tensors[0].defined() && tensors[0].is_sparse())
     return SparseAllreduce(tensors[0], opts, pre);
   CheckSingle(tensors, pre, "input");
   at::Tensor t = tensors[0];
   const zc_dtype dt = ToZcDtype(t.scalar_type(), pre);
   const zc_op op = ToZcOp(opts.reduceOp, t.scalar_type(), pre);
-  return Enqueue(OpType::ALLREDUCE, "allreduce", tensors, [this, t, dt, op](const std::string& w) {
+  return Enqueue(OpType::ALLREDUCE, "allreduce", tensors, [this, t, dt, op](const CallId& w) {
     at::Tensor buf = t.contiguous();
     Check(zc_allreduce(comm_, buf.data_ptr(), buf.data_ptr(), Count(buf), dt, op), w);
     CopyBack(t, buf);
@@ -245,14 +252,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::allreduce(std::vector<at::Tens
 // data), summed as one sparse tensor and coalesced into the input.
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::SparseAllreduce(at::Tensor& t,
                                                                   const c10d::AllreduceOptions& opts,
-                                                                  const std::string& pre) {
+                                                                  const CallPrefix& pre) {
   TORCH_CHECK(t.device().is_cpu(), pre, "the sparse input is on ", t.device().str(),
               "; zcomm.torch takes CPU tensors");
   TORCH_CHECK(opts.reduceOp == c10d::ReduceOp::SUM, pre,
               "sparse tensors are reduced with SUM only (as gloo)");
   const zc_dtype dt = ToZcDtype(t.scalar_type(), pre);
   const int n = size_;
-  return Enqueue(OpType::ALLREDUCE, "allreduce(sparse)", {t}, [this, t, dt, n](const std::string& w) {
+  return Enqueue(OpType::ALLREDUCE, "allreduce(sparse)", {t}, [this, t, dt, n](const CallId& w) {
     at::Tensor in = t.coalesce();
     const int64_t dims = in.dim();
     // [nnz, sparse dims, size 0, ..., size dims-1]: a rank with another
@@ -265,7 +272,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::SparseAllreduce(at::Tensor& t,
     for (int r = 0; r < n; ++r)
       for (size_t k = 1; k < m; ++k)
         if (all[r * m + k] != meta[k])
-          throw std::runtime_error("zcomm " + w + " failed: rank " + std::to_string(r) +
+          throw std::runtime_error("zcomm " + w.str() + " failed: rank " + std::to_string(r) +
                                    "'s sparse tensor has another shape or sparse dims than rank " +
                                    std::to_string(rank_) + "'s");
     at::Tensor idx = in._indices().contiguous();  // [sparse dims, nnz], int64
@@ -308,7 +315,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::SparseAllreduce(at::Tensor& t,
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
-  const std::string pre = Prefix(rank_, size_, "allreduce_coalesced");
+  const CallPrefix pre = Prefix(rank_, size_, "allreduce_coalesced");
   TORCH_CHECK(!tensors.empty(), pre, "no tensors");
   // One flat allreduce per dtype, in the order the dtypes first appear.
   std::vector<std::vector<at::Tensor>> groups;
@@ -326,7 +333,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::allreduce_coalesced(
     groups[g].push_back(tensors[i]);
   }
   return Enqueue(OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors,
-                 [this, groups, kinds](const std::string& w) {
+                 [this, groups, kinds](const CallId& w) {
                    for (size_t g = 0; g < groups.size(); ++g) {
                      at::Tensor flat = Flatten(groups[g]);
                      Check(zc_allreduce(comm_, flat.data_ptr(), flat.data_ptr(), Count(flat),
@@ -339,14 +346,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::allreduce_coalesced(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::broadcast(std::vector<at::Tensor>& tensors,
                                                             const c10d::BroadcastOptions& opts) {
-  const std::string pre = Prefix(rank_, size_, "broadcast");
+  const CallPrefix pre = Prefix(rank_, size_, "broadcast");
   CheckSingle(tensors, pre, "input");
   CheckRoot(opts.rootRank, pre);
   TORCH_CHECK(opts.rootTensor == 0, pre, "rootTensor must be 0, got ", opts.rootTensor);
   at::Tensor t = tensors[0];
   const zc_dtype dt = ToZcDtype(t.scalar_type(), pre);
   const int root = static_cast<int>(opts.rootRank);
-  return Enqueue(OpType::BROADCAST, "broadcast", tensors, [this, t, dt, root](const std::string& w) {
+  return Enqueue(OpType::BROADCAST, "broadcast", tensors, [this, t, dt, root](const CallId& w) {
     at::Tensor buf = t.contiguous();
     Check(zc_broadcast(comm_, buf.data_ptr(), Count(buf), dt, root), w);
     CopyBack(t, buf);
@@ -355,7 +362,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::broadcast(std::vector<at::Tens
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::reduce(std::vector<at::Tensor>& tensors,
                                                          const c10d::ReduceOptions& opts) {
-  const std::string pre = Prefix(rank_, size_, "reduce");
+  const CallPrefix pre = Prefix(rank_, size_, "reduce");
   CheckSingle(tensors, pre, "input");
   CheckRoot(opts.rootRank, pre);
   TORCH_CHECK(opts.rootTensor == 0, pre, "rootTensor must be 0, got ", opts.rootTensor);
@@ -365,7 +372,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::reduce(std::vector<at::Tensor>
   const int root = static_cast<int>(opts.rootRank);
   const bool is_root = rank_ == root;
   return Enqueue(OpType::REDUCE, "reduce", tensors,
-                 [this, t, dt, op, root, is_root](const std::string& w) {
+                 [this, t, dt, op, root, is_root](const CallId& w) {
                    at::Tensor in = t.contiguous();
                    at::Tensor out = is_root ? at::empty_like(in) : in;  // unused off the root
                    Check(zc_reduce(comm_, in.data_ptr(), out.data_ptr(), Count(in), dt, op, root),
@@ -377,7 +384,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::reduce(std::vector<at::Tensor>
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions&) {
-  const std::string pre = Prefix(rank_, size_, "allgather");
+  const CallPrefix pre = Prefix(rank_, size_, "allgather");
   CheckSingle(inputs, pre, "input");
   TORCH_CHECK(outputs.size() == 1, pre, "expects one output list, got ", outputs.size());
   TORCH_CHECK(static_cast<int>(outputs[0].size()) == size_, pre, "the output list has ",
@@ -387,8 +394,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::allgather(
   const zc_dtype dt = ToZcDtype(in.scalar_type(), pre);
   std::vector<at::Tensor> outs = outputs[0];
   const int n = size_;
-  return Enqueue(OpType::ALLGATHER, "allgather", outs, [this, in, outs, dt, n](const std::string& w) {
+  return Enqueue(OpType::ALLGATHER, "allgather", outs, [this, in, outs, dt, n](const CallId& w) {
     at::Tensor src = in.contiguous();
+    const size_t bytes = Count(src) * src.element_size() * static_cast<size_t>(n);
+    if (bytes <= kGatherScratchMax && PlainOutputs(outs, src.scalar_type())) {
+      // A small gather lands in the group's scratch (no tensor to make).
+      gather_scratch_.resize(std::max(gather_scratch_.size(), bytes));
+      Check(zc_allgather(comm_, src.data_ptr(), gather_scratch_.data(), Count(src), dt), w);
+      CopyOut(gather_scratch_.data(), outs);
+      return;
+    }
     at::Tensor flat = at::empty({n * src.numel()}, src.options());
     Check(zc_allgather(comm_, src.data_ptr(), flat.data_ptr(), Count(src), dt), w);
     Unflatten(flat, outs);
@@ -397,7 +412,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::allgather(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::_allgather_base(
     at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions&) {
-  const std::string pre = Prefix(rank_, size_, "_allgather_base");
+  const CallPrefix pre = Prefix(rank_, size_, "_allgather_base");
   CheckTensor(input, pre, "input");
   CheckTensor(output, pre, "output");
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), pre, "output dtype ",
@@ -408,7 +423,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::_allgather_base(
   const zc_dtype dt = ToZcDtype(input.scalar_type(), pre);
   at::Tensor in = input, out = output;
   return Enqueue(OpType::_ALLGATHER_BASE, "_allgather_base", {output},
-                 [this, in, out, dt](const std::string& w) {
+                 [this, in, out, dt](const CallId& w) {
                    at::Tensor src = in.contiguous();
                    at::Tensor dst = Staged(out);
                    Check(zc_allgather(comm_, src.data_ptr(), dst.data_ptr(), Count(src), dt), w);
@@ -419,7 +434,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::_allgather_base(
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions&) {
-  const std::string pre = Prefix(rank_, size_, "allgather_coalesced");
+  const CallPrefix pre = Prefix(rank_, size_, "allgather_coalesced");
   TORCH_CHECK(!inputs.empty(), pre, "no input tensors");
   TORCH_CHECK(static_cast<int>(outputs.size()) == size_, pre, "expects one output list per rank (",
               size_, "), got ", outputs.size());
@@ -454,7 +469,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::allgather_coalesced(
   std::vector<std::vector<at::Tensor>> outs = outputs;
   const int n = size_;
   return Enqueue(OpType::ALLGATHER_COALESCED, "allgather_coalesced", all_outputs,
-                 [this, ins, outs, groups, kinds, n](const std::string& w) {
+                 [this, ins, outs, groups, kinds, n](const CallId& w) {
                    for (size_t g = 0; g < groups.size(); ++g) {
                      std::vector<at::Tensor> mine;
                      for (size_t i : groups[g]) mine.push_back(ins[i]);
@@ -476,7 +491,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::allgather_coalesced(
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::gather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::GatherOptions& opts) {
-  const std::string pre = Prefix(rank_, size_, "gather");
+  const CallPrefix pre = Prefix(rank_, size_, "gather");
   CheckSingle(inputs, pre, "input");
   CheckRoot(opts.rootRank, pre);
   const int root = static_cast<int>(opts.rootRank);
@@ -493,7 +508,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::gather(
                 "only the root (rank ", root, ") takes output tensors");
   }
   const int n = size_;
-  return Enqueue(OpType::GATHER, "gather", outs, [this, in, outs, dt, root, n](const std::string& w) {
+  return Enqueue(OpType::GATHER, "gather", outs, [this, in, outs, dt, root, n](const CallId& w) {
     at::Tensor src = in.contiguous();
     at::Tensor flat = outs.empty() ? at::Tensor() : at::empty({n * src.numel()}, src.options());
     Check(zc_gather(comm_, src.data_ptr(), flat.defined() ? flat.data_ptr() : nullptr, Count(src),
@@ -506,7 +521,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::gather(
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ScatterOptions& opts) {
-  const std::string pre = Prefix(rank_, size_, "scatter");
+  const CallPrefix pre = Prefix(rank_, size_, "scatter");
   CheckSingle(outputs, pre, "output");
   CheckRoot(opts.rootRank, pre);
   const int root = static_cast<int>(opts.rootRank);
@@ -522,7 +537,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::scatter(
     TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()), pre,
                 "only the root (rank ", root, ") takes input tensors");
   }
-  return Enqueue(OpType::SCATTER, "scatter", outputs, [this, out, ins, dt, root](const std::string& w) {
+  return Enqueue(OpType::SCATTER, "scatter", outputs, [this, out, ins, dt, root](const CallId& w) {
     at::Tensor flat = ins.empty() ? at::Tensor() : Flatten(ins);
     at::Tensor dst = Staged(out);
     Check(zc_scatter(comm_, flat.defined() ? flat.data_ptr() : nullptr, dst.data_ptr(), Count(dst),
@@ -535,7 +550,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::scatter(
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::reduce_scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ReduceScatterOptions& opts) {
-  const std::string pre = Prefix(rank_, size_, "reduce_scatter");
+  const CallPrefix pre = Prefix(rank_, size_, "reduce_scatter");
   CheckSingle(outputs, pre, "output");
   TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_, pre,
               "needs one input list of ", size_, " tensors");
@@ -545,7 +560,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::reduce_scatter(
   const zc_op op = ToZcOp(opts.reduceOp, out.scalar_type(), pre);
   std::vector<at::Tensor> ins = inputs[0];
   return Enqueue(OpType::REDUCE_SCATTER, "reduce_scatter", outputs,
-                 [this, out, ins, dt, op](const std::string& w) {
+                 [this, out, ins, dt, op](const CallId& w) {
                    at::Tensor flat = Flatten(ins);
                    at::Tensor dst = Staged(out);
                    Check(zc_reduce_scatter(comm_, flat.data_ptr(), dst.data_ptr(), Count(dst), dt,
@@ -557,7 +572,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::reduce_scatter(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-  const std::string pre = Prefix(rank_, size_, "_reduce_scatter_base");
+  const CallPrefix pre = Prefix(rank_, size_, "_reduce_scatter_base");
   CheckTensor(input, pre, "input");
   CheckTensor(output, pre, "output");
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), pre, "output dtype ",
@@ -569,7 +584,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::_reduce_scatter_base(
   const zc_op op = ToZcOp(opts.reduceOp, output.scalar_type(), pre);
   at::Tensor in = input, out = output;
   return Enqueue(OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base", {output},
-                 [this, in, out, dt, op](const std::string& w) {
+                 [this, in, out, dt, op](const CallId& w) {
                    at::Tensor src = in.contiguous();
                    at::Tensor dst = Staged(out);
                    Check(zc_reduce_scatter(comm_, src.data_ptr(), dst.data_ptr(), Count(dst), dt,
@@ -582,7 +597,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::_reduce_scatter_base(
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::alltoall_base(
     at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
     std::vector<int64_t>& input_splits, const c10d::AllToAllOptions&) {
-  const std::string pre = Prefix(rank_, size_, "alltoall_base");
+  const CallPrefix pre = Prefix(rank_, size_, "alltoall_base");
   CheckTensor(input, pre, "input");
   CheckTensor(output, pre, "output");
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), pre, "output dtype ",
@@ -597,7 +612,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::alltoall_base(
     TORCH_CHECK(output.numel() == input.numel(), pre, "output has ", output.numel(),
                 " elements, input ", input.numel());
     return Enqueue(OpType::ALLTOALL_BASE, "alltoall_base", {output},
-                   [this, in, out, dt, n](const std::string& w) {
+                   [this, in, out, dt, n](const CallId& w) {
                      at::Tensor src = in.contiguous();
                      at::Tensor dst = Staged(out);
                      Check(zc_alltoall(comm_, src.data_ptr(), dst.data_ptr(), Count(src) / n, dt),
@@ -635,7 +650,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::alltoall_base(
   auto [sc, sd] = counts(input, input_splits, "input");
   auto [rc, rd] = counts(output, output_splits, "output");
   return Enqueue(OpType::ALLTOALL_BASE, "alltoall_base(uneven)", {output},
-                 [this, in, out, dt, sc, sd, rc, rd](const std::string& w) {
+                 [this, in, out, dt, sc, sd, rc, rd](const CallId& w) {
                    at::Tensor src = in.contiguous();
                    at::Tensor dst = Staged(out);
                    Check(zc_alltoallv(comm_, src.data_ptr(), sc.data(), sd.data(), dst.data_ptr(),
@@ -648,7 +663,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::alltoall_base(
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::alltoall(std::vector<at::Tensor>& outputs,
                                                            std::vector<at::Tensor>& inputs,
                                                            const c10d::AllToAllOptions&) {
-  const std::string pre = Prefix(rank_, size_, "alltoall");
+  const CallPrefix pre = Prefix(rank_, size_, "alltoall");
   const int n = size_;
   TORCH_CHECK(static_cast<int>(inputs.size()) == n && static_cast<int>(outputs.size()) == n, pre,
               "needs ", n, " input and ", n, " output tensors, got ", inputs.size(), " and ",
@@ -672,7 +687,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::alltoall(std::vector<at::Tenso
   }
   std::vector<at::Tensor> ins = inputs, outs = outputs;
   return Enqueue(OpType::ALLTOALL, "alltoall", outputs,
-                 [this, ins, outs, dt, sc, sd, rc, rd, ro](const std::string& w) {
+                 [this, ins, outs, dt, sc, sd, rc, rd, ro](const CallId& w) {
                    at::Tensor src = Flatten(ins);
                    at::Tensor dst = at::empty({static_cast<int64_t>(ro)}, src.options());
                    Check(zc_alltoallv(comm_, src.data_ptr(), sc.data(), sd.data(), dst.data_ptr(),
@@ -684,7 +699,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::alltoall(std::vector<at::Tenso
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::barrier(const c10d::BarrierOptions&) {
   return Enqueue(OpType::BARRIER, "barrier", {},
-                 [this](const std::string& w) { Check(zc_barrier(comm_), w); });
+                 [this](const CallId& w) { Check(zc_barrier(comm_), w); });
 }
 
 // gloo's monitored barrier (its messages, which torch's tests match), with the
@@ -789,7 +804,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::recvAnysource(std::vector<at::
 c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::PostP2p(bool is_send, at::Tensor& t, int peer,
                                                           int tag) {
   const char* name = is_send ? "send" : "recv";
-  const std::string pre = Prefix(rank_, size_, name);
+  const CallPrefix pre = Prefix(rank_, size_, name);
   const bool any = !is_send && peer == ZC_ANY_SOURCE;
   TORCH_CHECK(any || (peer >= 0 && peer < size_ && peer != rank_), pre, "peer ", peer,
               " is out of range [0, ", size_, ") or this rank");
@@ -799,7 +814,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::PostP2p(bool is_send, at::Tens
   const std::string broken = Broken();
   TORCH_CHECK(broken.empty(), pre, "the communicator is broken: ", broken);
   P2p p;
-  p.what = What(std::string(name) +
+  p.call = NextCall(std::string(name) +
                 (is_send ? " to " + std::to_string(peer)
                          : any ? std::string(" from any source") : " from " + std::to_string(peer)) +
                 " tag " + std::to_string(tag));
@@ -808,18 +823,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::PostP2p(bool is_send, at::Tens
   if (!is_send && !p.buf.is_same(t)) p.target = t;
   const size_t bytes = p.buf.numel() * p.buf.element_size();
   p.work = c10::make_intrusive<WorkZcomm>(
-      rank_, is_send ? OpType::SEND : any ? OpType::RECVANYSOURCE : OpType::RECV, p.what,
+      rank_, is_send ? OpType::SEND : any ? OpType::RECVANYSOURCE : OpType::RECV, p.call,
       std::vector<at::Tensor>{t}, timeout_, [this](const std::string& why) { Abort(why); });
   if (!is_send) {
     p.source = std::make_unique<int>(peer);
     p.work->SetSource(any ? -1 : peer);
   }
-  zc_trace_set_label(TraceLabel(p.what).c_str());
+  char label[48];
+  p.call.Label(label, sizeof label);
+  zc_trace_set_label(label);
   zc_status st = is_send ? zc_isend(comm_, p.buf.data_ptr(), bytes, peer, tag, &p.req)
                          : zc_irecv_source(comm_, p.buf.data_ptr(), bytes, peer, tag,
                                            p.source.get(), &p.req);
   zc_trace_set_label(nullptr);
-  TORCH_CHECK(st == ZC_OK, "zcomm ", p.what, " failed: ", zc_status_string(st), ": ",
+  TORCH_CHECK(st == ZC_OK, "zcomm ", p.call, " failed: ", zc_status_string(st), ": ",
               zc_last_error(comm_));
   p.deadline = Clock::now() + timeout_;
   auto work = p.work;
@@ -840,7 +857,7 @@ bool ProcessGroupZcomm::PollP2p(std::vector<P2p>& pending) {
     int done = 0;
     zc_status st = zc_test(p.req, &done);
     if (!done && now > p.deadline) {
-      Abort("zcomm " + p.what + ": not completed within " + std::to_string(timeout_.count()) +
+      Abort("zcomm " + p.call.str() + ": not completed within " + std::to_string(timeout_.count()) +
             " ms: Timed out (the process group's timeout)");
       ++i;  // the abort makes zc_test report it done next round
       continue;
@@ -862,7 +879,7 @@ bool ProcessGroupZcomm::PollP2p(std::vector<P2p>& pending) {
     } else {
       const std::string broken = Broken();
       error = std::make_exception_ptr(std::runtime_error(
-          "zcomm " + p.what + " failed: " + zc_status_string(st) + ": " + detail +
+          "zcomm " + p.call.str() + " failed: " + zc_status_string(st) + ": " + detail +
           (broken.empty() ? "" : " (" + broken + ")")));
     }
     p.work->Complete(error);
@@ -904,8 +921,8 @@ void ProcessGroupZcomm::P2pLoop() {
         // zcomm has already failed the communicator (and told the peers,
         // with the cause): only remember the cause for later calls.
         std::lock_guard<std::mutex> lock(err_mu_);
-        broken_ = "rank " + std::to_string(rank_) + ": " + zc_status_string(err) + ": " +
-                  zc_last_error(comm_);
+        SetBrokenLocked("rank " + std::to_string(rank_) + ": " + zc_status_string(err) + ": " +
+                        zc_last_error(comm_));
       }
     }
     if (pending.empty()) continue;

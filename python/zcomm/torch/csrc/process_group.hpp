@@ -93,11 +93,11 @@ class ProcessGroupZcomm : public c10d::ProcessGroup {
  private:
   // Runs on the communicator's progress thread (or a thread in zc_wait);
   // reports a failure by throwing (Check).
-  using Body = std::function<void(const std::string& what)>;
+  using Body = std::function<void(const CallId& call)>;
   struct Queued;  // one collective on the communicator's queue
   struct P2p {
     c10::intrusive_ptr<WorkZcomm> work;
-    std::string what;
+    CallId call;
     zc_request* req;
     at::Tensor buf;                    // what zcomm reads or writes
     at::Tensor target;                 // a non-contiguous recv's tensor, filled from buf
@@ -105,19 +105,22 @@ class ProcessGroupZcomm : public c10d::ProcessGroup {
     std::unique_ptr<int> source;       // a recv's sender, written by zcomm (zc_irecv_source)
   };
 
-  c10::intrusive_ptr<c10d::Work> Enqueue(c10d::OpType type, const std::string& name,
+  c10::intrusive_ptr<c10d::Work> Enqueue(c10d::OpType type, const char* name,
                                          std::vector<at::Tensor> outputs, Body body);
   c10::intrusive_ptr<c10d::Work> PostP2p(bool is_send, at::Tensor& t, int peer, int tag);
   c10::intrusive_ptr<c10d::Work> SparseAllreduce(at::Tensor& t, const c10d::AllreduceOptions& opts,
-                                                 const std::string& pre);
-  std::string What(const std::string& name);
-  // The flight recorder's label of a call described by What().
-  static std::string TraceLabel(const std::string& what);
-  // Throws std::runtime_error "zcomm <what>: <status>: <zcomm's detail>".
-  void Check(zc_status st, const std::string& what) const;
-  void CheckRoot(int64_t root, const std::string& prefix) const;
+                                                 const CallPrefix& pre);
+  // The next call of this group named `name`.
+  CallId NextCall(std::string name);
+  // Throws std::runtime_error "zcomm <call>: <status>: <zcomm's detail>".
+  void Check(zc_status st, const CallId& call) const;
+  void CheckRoot(int64_t root, const CallPrefix& prefix) const;
   // First cause wins; aborts the communicator so every pending call ends.
   void Abort(const std::string& why);
+  // Records the first cause (under err_mu_).
+  void SetBrokenLocked(std::string why);
+  // The first cause, or "" while the communicator works. Every call asks:
+  // the flag spares it the lock and the copy until something broke.
   std::string Broken() const;
   // zc_comm_enqueue's function and zc_request_notify's callback.
   static zc_status RunQueued(void* arg);
@@ -137,6 +140,13 @@ class ProcessGroupZcomm : public c10d::ProcessGroup {
 
   std::mutex done_mu_;
   std::vector<zc_request*> done_requests_;  // completed, still to be freed
+  std::atomic<bool> has_done_requests_{false};  // done_requests_ may hold some
+
+  // allgather's receive buffer for gathers of up to kGatherScratchMax bytes
+  // into plain outputs; only the group's collectives use it, and they run
+  // one at a time on the communicator's queue.
+  static constexpr size_t kGatherScratchMax = 64 * 1024;
+  std::vector<char> gather_scratch_;
 
   std::mutex p2p_mu_;
   std::condition_variable p2p_cv_;
@@ -146,6 +156,7 @@ class ProcessGroupZcomm : public c10d::ProcessGroup {
 
   mutable std::mutex err_mu_;
   std::string broken_;
+  std::atomic<bool> has_broken_{false};  // broken_ is set
 };
 
 }  // namespace zcomm_torch

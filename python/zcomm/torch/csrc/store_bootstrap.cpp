@@ -15,7 +15,7 @@ constexpr const char* kIdKey = "zcomm_unique_id";
 }
 
 zc_comm* CommFromStore(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size) {
-  const std::string prefix = Prefix(rank, size, "init");
+  const CallPrefix prefix = Prefix(rank, size, "init");
   zc_unique_id id;
   if (rank == 0) {
     zc_status st = zc_get_unique_id(&id);

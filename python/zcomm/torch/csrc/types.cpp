@@ -3,6 +3,10 @@
 #include <c10/util/Exception.h>
 #include <torch/version.h>
 
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+
 // torch has uint16, uint32 and uint64 tensors from 2.3 on.
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
 #define ZC_TORCH_HAS_UNSIGNED 1
@@ -12,11 +16,38 @@
 
 namespace zcomm_torch {
 
-std::string Prefix(int rank, int size, const std::string& op) {
-  return "zcomm rank " + std::to_string(rank) + "/" + std::to_string(size) + ": " + op + ": ";
+std::string CallPrefix::str() const {
+  if (!op_) return text_;
+  return "zcomm rank " + std::to_string(rank_) + "/" + std::to_string(size_) + ": " + op_ + ": ";
 }
 
-zc_dtype ToZcDtype(at::ScalarType t, const std::string& prefix) {
+std::ostream& operator<<(std::ostream& os, const CallPrefix& p) { return os << p.str(); }
+
+std::string CallId::str() const {
+  return "rank " + std::to_string(rank) + "/" + std::to_string(size) + ": " + name + " #" +
+         std::to_string(seq);
+}
+
+std::ostream& operator<<(std::ostream& os, const CallId& c) { return os << c.str(); }
+
+void CallId::Label(char* buf, size_t len) const {
+  if (len == 0) return;
+  char* end = buf + len - 1;  // the terminating NUL's place
+  char* out = buf;
+  auto put = [&](const char* s, size_t n) {
+    n = std::min(n, static_cast<size_t>(end - out));
+    std::memcpy(out, s, n);
+    out += n;
+  };
+  put(name.data(), name.size());
+  put(" #", 2);
+  char digits[24];
+  const auto r = std::to_chars(digits, digits + sizeof digits, seq);
+  put(digits, static_cast<size_t>(r.ptr - digits));
+  *out = '\0';
+}
+
+zc_dtype ToZcDtype(at::ScalarType t, const CallPrefix& prefix) {
   switch (t) {
     case at::kByte: return ZC_UINT8;
     case at::kChar: return ZC_INT8;
@@ -46,7 +77,7 @@ zc_dtype ToZcDtype(at::ScalarType t, const std::string& prefix) {
 
 static bool IsFloating(at::ScalarType t) { return at::isFloatingType(t); }
 
-zc_op ToZcOp(const c10d::ReduceOp& op, at::ScalarType t, const std::string& prefix) {
+zc_op ToZcOp(const c10d::ReduceOp& op, at::ScalarType t, const CallPrefix& prefix) {
   switch (op.op_) {
     case c10d::ReduceOp::SUM: return ZC_SUM;
     case c10d::ReduceOp::PRODUCT: return ZC_PROD;
@@ -70,7 +101,7 @@ zc_op ToZcOp(const c10d::ReduceOp& op, at::ScalarType t, const std::string& pref
               " is not supported (zcomm has SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, BXOR)");
 }
 
-void CheckTensor(const at::Tensor& t, const std::string& prefix, const char* what) {
+void CheckTensor(const at::Tensor& t, const CallPrefix& prefix, const char* what) {
   TORCH_CHECK(t.defined(), prefix, what, " is undefined");
   TORCH_CHECK(t.device().is_cpu(), prefix, what, " is on ", t.device().str(),
               "; zcomm.torch takes CPU tensors");
@@ -79,13 +110,13 @@ void CheckTensor(const at::Tensor& t, const std::string& prefix, const char* wha
   ToZcDtype(t.scalar_type(), prefix);
 }
 
-void CheckSingle(const std::vector<at::Tensor>& ts, const std::string& prefix, const char* what) {
+void CheckSingle(const std::vector<at::Tensor>& ts, const CallPrefix& prefix, const char* what) {
   TORCH_CHECK(ts.size() == 1, prefix, "expects exactly one ", what, " tensor per process, got ",
               ts.size());
   CheckTensor(ts[0], prefix, what);
 }
 
-void CheckSameAs(const std::vector<at::Tensor>& ts, const at::Tensor& t, const std::string& prefix,
+void CheckSameAs(const std::vector<at::Tensor>& ts, const at::Tensor& t, const CallPrefix& prefix,
                  const char* what) {
   for (size_t i = 0; i < ts.size(); ++i) {
     CheckTensor(ts[i], prefix, what);

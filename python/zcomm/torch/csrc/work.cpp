@@ -7,11 +7,11 @@
 
 namespace zcomm_torch {
 
-WorkZcomm::WorkZcomm(int rank, c10d::OpType type, std::string what,
+WorkZcomm::WorkZcomm(int rank, c10d::OpType type, CallId call,
                      std::vector<at::Tensor> outputs, std::chrono::milliseconds deadline,
                      std::function<void(const std::string&)> on_deadline)
     : c10d::Work(rank, type),
-      what_(std::move(what)),
+      call_(std::move(call)),
       outputs_(std::move(outputs)),
       deadline_(deadline),
       on_deadline_(std::move(on_deadline)) {}
@@ -64,15 +64,18 @@ bool WorkZcomm::wait(std::chrono::milliseconds timeout) {
   // A small collective completes within microseconds: look for it a little
   // before sleeping, which would cost a futex wake-up (tens of microseconds
   // on a loaded machine) on every call.
-  const auto spin_end = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
-  while (!done_.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < spin_end)
-    std::this_thread::yield();
+  // (A wait that ran its collective finds it done: no clock read at all.)
+  if (!done_.load(std::memory_order_acquire)) {
+    const auto spin_end = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+    while (!done_.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < spin_end)
+      std::this_thread::yield();
+  }
   {
     std::unique_lock<std::mutex> lock(mutex_);
-    if (!cv_.wait_for(lock, limit, [&] { return completed_; })) {
+    if (!completed_ && !cv_.wait_for(lock, limit, [&] { return completed_; })) {
       lock.unlock();
       // "Timed out" between spaces, as gloo says it (torch's tests match it).
-      const std::string msg = "zcomm " + what_ + ": not completed within " +
+      const std::string msg = "zcomm " + call_.str() + ": not completed within " +
                               std::to_string(limit.count()) + " ms: Timed out " +
                               (own ? "(the process group's timeout); communicator aborted"
                                    : "(the caller's timeout)");
@@ -85,7 +88,7 @@ bool WorkZcomm::wait(std::chrono::milliseconds timeout) {
 }
 
 std::vector<at::Tensor> WorkZcomm::result() {
-  TORCH_CHECK(isCompleted(), "zcomm ", what_, ": result() before the work completed");
+  TORCH_CHECK(isCompleted(), "zcomm ", call_, ": result() before the work completed");
   return outputs_;
 }
 

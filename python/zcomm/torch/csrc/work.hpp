@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "types.hpp"
+
 namespace zcomm_torch {
 
 class WorkZcomm : public c10d::Work {
@@ -22,7 +24,7 @@ class WorkZcomm : public c10d::Work {
   // outputs: what result() and the future give. deadline: how long a wait()
   // without a timeout waits (the group's timeout); on_deadline is called when
   // it expires (the group aborts its communicator, so nothing stays stuck).
-  WorkZcomm(int rank, c10d::OpType type, std::string what, std::vector<at::Tensor> outputs,
+  WorkZcomm(int rank, c10d::OpType type, CallId call, std::vector<at::Tensor> outputs,
             std::chrono::milliseconds deadline, std::function<void(const std::string&)> on_deadline);
 
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
@@ -49,10 +51,10 @@ class WorkZcomm : public c10d::Work {
   // From the completion callback, after Complete: true if the caller is to
   // free the request (no wait() took it, and none will).
   bool ReleaseRequest();
-  const std::string& what() const { return what_; }
+  const CallId& call() const { return call_; }
 
  private:
-  const std::string what_;  // "rank 1/4: allreduce #7", for timeout messages
+  const CallId call_;  // "rank 1/4: allreduce #7", for timeout messages
   std::vector<at::Tensor> outputs_;
   const std::chrono::milliseconds deadline_;
   std::function<void(const std::string&)> on_deadline_;
