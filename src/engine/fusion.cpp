@@ -46,7 +46,8 @@ void Scale16(const void* src, void* dst, size_t count, float factor) {
 
 void ScaledCopy(zc_dtype dtype, const void* src, void* dst, size_t count, double factor) {
   if (factor == 1.0 || dtype == ZC_BOOL || !IsValidDtype(dtype)) {
-    if (src != dst && IsValidDtype(dtype)) memmove(dst, src, count * DtypeSize(dtype));
+    // An empty tensor may have no storage (a null pointer): nothing to move.
+    if (src != dst && count > 0 && IsValidDtype(dtype)) memmove(dst, src, count * DtypeSize(dtype));
     return;
   }
   switch (dtype) {

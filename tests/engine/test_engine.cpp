@@ -1093,6 +1093,17 @@ TEST(ScaledCopy, KnownAnswers) {
     ScaledCopy(ZC_FLOAT32, &nan, &o, 1, 1.0);
     EXPECT_EQ(o, nan);
   }
+  {
+    // An empty tensor may come without storage (torch's data_ptr() of zero
+    // elements is null): nothing is read or written, whatever the factor
+    // (UBSan checks that no null pointer reaches memmove).
+    float one = 1.0f;
+    ScaledCopy(ZC_FLOAT32, nullptr, &one, 0, 1.0);
+    ScaledCopy(ZC_FLOAT32, &one, nullptr, 0, 1.0);
+    ScaledCopy(ZC_FLOAT32, nullptr, nullptr, 0, 0.5);
+    ScaledCopy(ZC_BOOL, nullptr, &one, 0, 2.0);
+    EXPECT_EQ(one, 1.0f);
+  }
 }
 
 // Requests carry the dtype and op on the wire: every dtype survives the
