@@ -19,6 +19,10 @@ namespace {
 using c10d::OpType;
 using Clock = std::chrono::steady_clock;
 
+// How long the p2p thread polls its requests without sleeping after a
+// request was posted or completed.
+constexpr auto kP2pPoll = std::chrono::microseconds(200);
+
 // Outputs that are not contiguous are written through a contiguous copy.
 at::Tensor Staged(const at::Tensor& t) {
   return t.is_contiguous() ? t : at::empty(t.sizes(), t.options());
@@ -896,14 +900,25 @@ void ProcessGroupZcomm::P2pLoop() {
   std::vector<P2p> pending;
   auto next_check = Clock::now();
   std::chrono::microseconds pause(20);
+  auto last_activity = Clock::now();
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(p2p_mu_);
       if (pending.empty() && incoming_.empty()) {
         if (p2p_stop_) return;
+        if (Clock::now() - last_activity < kP2pPoll) {
+          // The next post (the other half of a ping-pong) usually comes
+          // within microseconds; a wake-up from the condition variable
+          // costs tens of them.
+          lock.unlock();
+          std::this_thread::yield();
+          continue;
+        }
         p2p_cv_.wait_for(lock, std::chrono::milliseconds(100));
-      } else if (!incoming_.empty()) {
+      }
+      if (!incoming_.empty()) {
         pause = std::chrono::microseconds(20);
+        last_activity = Clock::now();
       }
       for (P2p& p : incoming_) pending.push_back(std::move(p));
       incoming_.clear();
@@ -928,6 +943,12 @@ void ProcessGroupZcomm::P2pLoop() {
     if (pending.empty()) continue;
     if (PollP2p(pending)) {
       pause = std::chrono::microseconds(20);
+      last_activity = Clock::now();
+    } else if (Clock::now() - last_activity < kP2pPoll) {
+      // A reply to what just went out comes within microseconds: look
+      // again at once (yielding the core to any thread that wants it)
+      // rather than sleep, which costs a timer's slack (50 us or more).
+      std::this_thread::yield();
     } else {
       // Back off to 1 ms: ranks outnumber cores, polling must not starve them.
       std::this_thread::sleep_for(pause);
