@@ -901,12 +901,14 @@ void ProcessGroupZcomm::P2pLoop() {
   auto next_check = Clock::now();
   std::chrono::microseconds pause(20);
   auto last_activity = Clock::now();
+  // Within kP2pPoll of a post or a completion: look again at once.
+  auto polling = [&] { return Clock::now() - last_activity < kP2pPoll; };
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(p2p_mu_);
       if (pending.empty() && incoming_.empty()) {
         if (p2p_stop_) return;
-        if (Clock::now() - last_activity < kP2pPoll) {
+        if (polling()) {
           // The next post (the other half of a ping-pong) usually comes
           // within microseconds; a wake-up from the condition variable
           // costs tens of them.
@@ -944,7 +946,7 @@ void ProcessGroupZcomm::P2pLoop() {
     if (PollP2p(pending)) {
       pause = std::chrono::microseconds(20);
       last_activity = Clock::now();
-    } else if (Clock::now() - last_activity < kP2pPoll) {
+    } else if (polling()) {
       // A reply to what just went out comes within microseconds: look
       // again at once (yielding the core to any thread that wants it)
       // rather than sleep, which costs a timer's slack (50 us or more).

@@ -17,7 +17,7 @@
 namespace zcomm_torch {
 
 std::string CallPrefix::str() const {
-  if (!op_) return text_;
+  if (!op_) return *text_;
   return "zcomm rank " + std::to_string(rank_) + "/" + std::to_string(size_) + ": " + op_ + ": ";
 }
 

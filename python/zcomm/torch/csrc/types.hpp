@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace zcomm_torch {
@@ -23,16 +22,18 @@ namespace zcomm_torch {
 class CallPrefix {
  public:
   CallPrefix(int rank, int size, const char* op) : rank_(rank), size_(size), op_(op) {}
-  // A prefix formatted by the caller (the engine's calls name their tensor).
-  CallPrefix(std::string text) : text_(std::move(text)) {}  // NOLINT: implicit by design
+  // A prefix formatted by the caller (the engine's calls name their
+  // tensor), not copied: a prefix is handed down a call, never kept, so
+  // the caller's string outlives it.
+  CallPrefix(const std::string& text) : text_(&text) {}  // NOLINT: implicit by design
   std::string str() const;
   friend std::ostream& operator<<(std::ostream& os, const CallPrefix& p);
 
  private:
   int rank_ = 0;
   int size_ = 0;
-  const char* op_ = nullptr;  // a string literal; null: text_ holds the prefix
-  std::string text_;
+  const char* op_ = nullptr;          // a string literal, or null: text_ is the prefix
+  const std::string* text_ = nullptr;
 };
 
 // op: a string literal (the prefix keeps the pointer).
