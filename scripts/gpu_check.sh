@@ -1,8 +1,8 @@
 #!/bin/sh
 # The GPU check: on a machine with an NVIDIA GPU, builds zcomm with CUDA,
 # runs the GPU tests on the real driver and the GPU benchmarks, and prints
-# the figures docs/gpu.md records (about 8 minutes at most: every step has
-# its own time limit).
+# the figures docs/gpu.md records (about 8 minutes at most, or
+# ZC_GPU_CHECK_SECONDS: every step has its own time limit).
 #
 #   sh scripts/gpu_check.sh [--dry-run] [--no-build] [BUILDDIR]
 #   sh scripts/gpu_check.sh --pack DIR [--no-build] [BUILDDIR]
@@ -31,6 +31,13 @@
 #   - CUDA IPC broadcast, allgather, reduce-scatter, alltoall on 2 and 4
 #     processes (ZC_GPU_IPC=1), >= 4 MiB, against the same call on host memory
 #   - small device messages: 4 KiB and 64 KiB rows of the runs above
+#
+# The Python step runs tests/python/test_cuda_array_device.py (CuPy arrays
+# and torch CUDA tensors through __cuda_array_interface__) on 2, 3 and 4
+# ranks with the Python that has CuPy or a CUDA torch (ZC_GPU_PYTHON,
+# default python3). It compiles the extension module _zcomm for that Python
+# (its headers and pybind11, g++), against the build's libzcomm.so, into a
+# temporary package: the GPU machine's Python need not be the build's.
 set -eu
 
 dry=0
@@ -115,10 +122,11 @@ small_rows() {
     $1 !~ /^[0-9]+$/ || NF < 7 { next }
     $1 == 4096 || $1 == 65536 { printf "  %-34s %10d bytes  host %9.1f us  device %9.1f us\n", label, $1, $2, $4 }'
 }
-# gpu_bench's kernel table -> rows from 1 MiB up (columns: bytes type op kernel copy ... ratio%).
+# gpu_bench's kernel table -> rows from 1 MiB up (columns: bytes type op
+# time(us) kernelGB/s copyGB/s ratio%).
 kernel_rows() {
   awk '/reduction kernels vs cuMemcpyDtoD/ { on = 1; next }
-       on && $1 ~ /^[0-9]+$/ && $1 + 0 >= 1048576 { printf "  %10d %-9s %-5s kernel %8.1f GB/s  copy %8.1f GB/s  %s\n", $1, $2, $3, $4, $5, $NF }'
+       on && $1 ~ /^[0-9]+$/ && $1 + 0 >= 1048576 { printf "  %10d %-9s %-5s kernel %8.1f GB/s  copy %8.1f GB/s  %s\n", $1, $2, $3, $5, $6, $NF }'
 }
 
 summary() {
@@ -175,14 +183,21 @@ if [ -n "$pack" ]; then
     elif [ -f "$build/$f" ]; then mkdir -p "$pack/$(dirname "$f")" && cp "$build/$f" "$pack/$f"
     fi
   done
+  for f in "$build"/libzcomm.so*; do [ -d "$f" ] || cp -P "$f" "$pack/"; done
+  mkdir -p "$pack/pysrc/zcomm/trace" "$pack/pysrc/include/zcomm" "$pack/pysrc/tests"
+  cp "$here"/python/zcomm/*.py "$here"/python/zcomm/*.cpp "$here"/python/zcomm/*.h "$pack/pysrc/zcomm/"
+  cp "$here"/python/zcomm/trace/*.py "$pack/pysrc/zcomm/trace/"
+  cp "$here"/include/zcomm/*.h "$pack/pysrc/include/zcomm/"
+  cp "$here"/tests/python/zctest.py "$here"/tests/python/test_cuda_array_device.py "$pack/pysrc/tests/"
   cp "$0" "$pack/gpu_check.sh"
   echo "gpu_check: packed into $pack ($(du -sh "$pack" | cut -f1)); on the GPU machine: sh $pack/gpu_check.sh --packed"
   exit 0
 fi
 
-# What is left of the 8 minutes, minus `reserve` seconds (at least 30).
+# What is left of the 8 minutes (ZC_GPU_CHECK_SECONDS), minus `reserve`
+# seconds (at least 30).
 left() {
-  l=$(( 480 - ($(date +%s) - start) - $1 ))
+  l=$(( ${ZC_GPU_CHECK_SECONDS:-480} - ($(date +%s) - start) - $1 ))
   [ "$l" -lt 30 ] && l=30
   echo "$l"
 }
@@ -217,6 +232,48 @@ gpu_tests() {
   done
 }
 
+# The zcomm package for $py in $out/py: the pure-Python files and _zcomm
+# compiled for $py, linked with the build's libzcomm.so (rpath to it).
+python_package() {
+  if [ "$packed" = 1 ]; then src="$build/pysrc/zcomm"; inc="$build/pysrc/include"
+  else src="$here/python/zcomm"; inc="$here/include"; fi
+  pkg="$out/py/zcomm"
+  mkdir -p "$pkg/trace"
+  cp "$src"/*.py "$pkg/" && cp "$src"/trace/*.py "$pkg/trace/" || return 1
+  if ! suffix=$("$py" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))') ||
+     ! flags=$("$py" -c 'import pybind11, sysconfig; print("-I" + pybind11.get_include(), "-I" + sysconfig.get_paths()["include"])'); then
+    echo "gpu_check: $py has no pybind11"; return 1
+  fi
+  objs=""
+  for f in _zcomm comm_handle comm_elastic request_handle ps_handle; do
+    # shellcheck disable=SC2086 # flags is a word list
+    ${CXX:-g++} -std=c++20 -O2 -fPIC -fvisibility=hidden -I"$inc" -I"$src" $flags \
+      -c "$src/$f.cpp" -o "$out/py/$f.o" &
+    objs="$objs $out/py/$f.o"
+  done
+  wait
+  # shellcheck disable=SC2086 # objs is a word list
+  ${CXX:-g++} -shared $objs -L"$build" -lzcomm -Wl,-rpath,"$build" -o "$pkg/_zcomm$suffix"
+}
+
+python_step() {
+  py="${ZC_GPU_PYTHON:-python3}"
+  if [ "$dry" = 1 ]; then
+    echo "+ compile _zcomm for $py into a temporary package; zcrun -np 2, 3, 4 $py test_cuda_array_device.py"
+    return 0
+  fi
+  if ! python_package > "$out/py_build" 2>&1; then
+    cat "$out/py_build"; echo "gpu_check: FAILED: the Python package for $py"
+    failures=$((failures + 1)); return 0
+  fi
+  if [ "$packed" = 1 ]; then t="$build/pysrc/tests"; else t="$here/tests/python"; fi
+  # A run that skips (no GPU seen) exits 77: a failure here.
+  for n in 2 3 4; do
+    run 120 "py$n" env PYTHONPATH="$out/py" PYTHONDONTWRITEBYTECODE=1 ZC_TIMEOUT=60 \
+      "$build/launcher/zcrun" --timeout 110 -np "$n" "$py" "$t/test_cuda_array_device.py"
+  done
+}
+
 say "gpu tests, real driver: kernels, stream-ordered, plans, engine, other collectives (staged and CUDA IPC)"
 gpu_tests "$(left 330)" tests $first_tests
 
@@ -236,6 +293,9 @@ for op in broadcast allgather reduce_scatter alltoall; do
   done
 done
 
+say "python: __cuda_array_interface__ on the GPU (CuPy, torch)"
+python_step
+
 say "gpu tests, real driver: allreduce, every dtype and op (the time left)"
 gpu_tests "$(left 10)" tests_allreduce $last_tests
 
@@ -252,11 +312,13 @@ EOF
   sed 's/^/[0] /' "$out/staged2" > "$out/ipc2"  # as zcrun tags it
   cp "$out/staged2" "$out/staged2_whole"
   cp "$out/staged2" "$out/ipc_alltoall_2"
-  printf '\nreduction kernels vs cuMemcpyDtoD (GB/s = 1e9 bytes moved / s)\n%s\n%s\n' \
-    "   1048576 float32   sum        647.0      391.0      1.0     166%" \
-    "  67108864 float32   sum       2786.0     2789.0      1.0     100%" > "$out/bench"
+  printf '\nreduction kernels vs cuMemcpyDtoD (GB/s = 1e9 bytes moved / s)\n%s\n%s\n%s\n' \
+    "     bytes type      op      time(us) kernelGB/s   copyGB/s    ratio" \
+    "   1048576 float32   sum          4.5      697.8      461.5     151%" \
+    "  67108864 float32   sum         50.9     3952.0     3880.2     102%" > "$out/bench"
   summary | tee "$out/figures"
-  grep -q "2 ranks, cuda_ipc  *4194304 bytes" "$out/figures" ||
+  grep -q "2 ranks, cuda_ipc  *4194304 bytes" "$out/figures" &&
+    grep -q "1048576 float32   sum   kernel    697.8 GB/s  copy    461.5 GB/s  151%" "$out/figures" ||
     { echo "gpu_check: the summaries found no rows in the sample tables"; exit 1; }
   echo
   echo "gpu_check: dry run done (the figures above come from sample tables, not from a GPU)"
