@@ -304,6 +304,18 @@ zc_status zc_allgatherv(zc_comm* comm, const void* sendbuf, size_t sendcount, vo
 zc_status zc_alltoallv(zc_comm* comm, const void* sendbuf, const size_t* sendcounts,
                        const size_t* sdispls, void* recvbuf, const size_t* recvcounts,
                        const size_t* rdispls, zc_dtype dtype);
+/* Allgather into one buffer per rank, as frameworks hold their outputs (a
+ * list of tensors): rank k's sendcount elements land in recvbufs[k]
+ * (size pointers to buffers that need not be adjacent), with no gathered
+ * copy in between. The same collective as zc_allgather: ranks may mix the
+ * two calls. In place: sendbuf == recvbufs[rank]. The buffers must not
+ * overlap one another, nor sendbuf any but recvbufs[rank]. Device buffers
+ * are staged through host memory (never CUDA IPC). The nonblocking call
+ * reads the recvbufs array before it returns. */
+zc_status zc_allgather_list(zc_comm* comm, const void* sendbuf, void* const* recvbufs,
+                            size_t sendcount, zc_dtype dtype);
+zc_status zc_iallgather_list(zc_comm* comm, const void* sendbuf, void* const* recvbufs,
+                             size_t sendcount, zc_dtype dtype, zc_request** req);
 /* As in MPI and zc_reduce, gather's recvbuf (size x count elements, in rank
  * order) and scatter's sendbuf (size x count elements) matter only at the
  * root (NULL elsewhere). */

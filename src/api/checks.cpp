@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdarg>
 #include <cstdint>
+#include <cstdio>
+#include <vector>
 
 #include "api/comm.h"
 #include "collectives/dtype.h"
@@ -169,6 +171,39 @@ zc_status CheckNoOverlap(const zc_comm* comm, const char* op, const void* sendbu
 }
 
 }  // namespace
+
+zc_status CheckAllgatherListArgs(const zc_comm* comm, const char* op, const void* sendbuf,
+                                 void* const* recvbufs, size_t sendcount, zc_dtype dtype) {
+  ZC_TRY(CheckType(comm, op, dtype));
+  ZC_TRY(CheckBytes(comm, op, sendcount, dtype, comm->size));
+  ZC_TRY(CheckBuf(comm, op, sendbuf, "sendbuf", sendcount));
+  if (!recvbufs) return BadArg(comm, op, "recvbufs is NULL");
+  if (sendcount == 0) return ZC_OK;
+  const size_t bytes = sendcount * DtypeSize(dtype);
+  std::vector<int> order(static_cast<size_t>(comm->size));
+  for (int k = 0; k < comm->size; ++k) {
+    if (CheckBuf(comm, op, recvbufs[k], "recvbufs", sendcount) != ZC_OK) {
+      char name[32];  // named only when refused: the check runs on every call
+      std::snprintf(name, sizeof name, "recvbufs[%d]", k);
+      return CheckBuf(comm, op, recvbufs[k], name, sendcount);
+    }
+    if (k != comm->rank && Overlap(sendbuf, bytes, recvbufs[k], bytes))
+      return BadArg(comm, op, "sendbuf overlaps recvbufs[%d] (only recvbufs[%d], this rank's block, may "
+                    "be sendbuf)", k, comm->rank);
+    order[static_cast<size_t>(k)] = k;
+  }
+  if (sendbuf != recvbufs[comm->rank] && Overlap(sendbuf, bytes, recvbufs[comm->rank], bytes))
+    return BadArg(comm, op, "sendbuf overlaps recvbufs[%d] without being it (in place is sendbuf == "
+                  "recvbufs[%d])", comm->rank, comm->rank);
+  // Sorted by address, each block must end before the next begins.
+  auto addr = [&](int k) { return reinterpret_cast<uintptr_t>(recvbufs[k]); };
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return addr(a) < addr(b); });
+  for (size_t i = 1; i < order.size(); ++i)
+    if (addr(order[i - 1]) + bytes > addr(order[i]))
+      return BadArg(comm, op, "recvbufs[%d] and recvbufs[%d] overlap (%zu bytes each)", order[i - 1],
+                    order[i], bytes);
+  return ZC_OK;
+}
 
 zc_status CheckAllgathervArgs(const zc_comm* comm, const char* op, const void* sendbuf,
                               size_t sendcount, const void* recvbuf, const size_t* recvcounts,

@@ -47,6 +47,12 @@ zc_status CheckReduceArgs(const zc_comm* comm, const char* op, const void* sendb
 // Allgather and alltoall: count elements per rank, count x size must fit.
 zc_status CheckPerRankArgs(const zc_comm* comm, const char* op, const void* sendbuf,
                            const void* recvbuf, size_t count, zc_dtype dtype);
+// Allgather into one buffer per rank: recvbufs not NULL, each of its size
+// buffers not NULL when sendcount > 0; the buffers do not overlap one
+// another, and sendbuf overlaps none but recvbufs[rank], which it may equal
+// (in place).
+zc_status CheckAllgatherListArgs(const zc_comm* comm, const char* op, const void* sendbuf,
+                                 void* const* recvbufs, size_t sendcount, zc_dtype dtype);
 zc_status CheckReduceScatterArgs(const zc_comm* comm, const char* op, const void* sendbuf,
                                  const void* recvbuf, size_t recvcount, zc_dtype dtype, zc_op rop);
 // Vector collectives, gather and scatter. Each computes the extent (in

@@ -40,6 +40,13 @@ Status Allgather(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t sendc
   return st;
 }
 
+Status AllgatherList(zc_comm* comm, const void* sendbuf, void* const* recvbufs, size_t sendcount,
+                     zc_dtype dtype) {
+  return RunLocked(comm, "allgather_list", [&](Collectives* c) {
+    return comm->gpu->AllgatherList(c, sendbuf, recvbufs, sendcount, dtype);
+  });
+}
+
 Status ReduceScatter(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t recvcount, zc_dtype dtype,
                      zc_op op) {
   bool used_ipc = false;

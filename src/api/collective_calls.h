@@ -22,6 +22,8 @@ Status Broadcast(zc_comm* comm, void* buf, size_t count, zc_dtype dtype, int roo
 Status Reduce(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count, zc_dtype dtype, zc_op op,
               int root);
 Status Allgather(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t sendcount, zc_dtype dtype);
+// recvbufs: one buffer per rank (api/checks.h checked them).
+Status AllgatherList(zc_comm* comm, const void* sendbuf, void* const* recvbufs, size_t sendcount, zc_dtype dtype);
 Status ReduceScatter(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t recvcount, zc_dtype dtype,
                      zc_op op);
 Status Alltoall(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t count, zc_dtype dtype);

@@ -86,6 +86,17 @@ zc_status zc_iallgather(zc_comm* comm, const void* sendbuf, void* recvbuf, size_
   return Enqueue(comm, req, [=] { return Allgather(comm, sendbuf, recvbuf, sendcount, dtype); });
 }
 
+zc_status zc_iallgather_list(zc_comm* comm, const void* sendbuf, void* const* recvbufs, size_t sendcount,
+                             zc_dtype dtype, zc_request** req) {
+  ZC_CHECK_REQ(comm, "iallgather_list", req);
+  ZC_TRY(CheckAllgatherListArgs(comm, "iallgather_list", sendbuf, recvbufs, sendcount, dtype));
+  if (sendcount == 0) return Completed(req);
+  std::vector<void*> blocks(recvbufs, recvbufs + comm->size);
+  return Enqueue(comm, req, [=, blocks = std::move(blocks)] {
+    return AllgatherList(comm, sendbuf, blocks.data(), sendcount, dtype);
+  });
+}
+
 zc_status zc_ireduce_scatter(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t recvcount,
                              zc_dtype dtype, zc_op op, zc_request** req) {
   ZC_CHECK_REQ(comm, "ireduce_scatter", req);

@@ -115,6 +115,15 @@ zc_status zc_allgather(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t
   return RunBlocking(comm, "allgather", [&] { return Allgather(comm, sendbuf, recvbuf, sendcount, dtype); });
 }
 
+zc_status zc_allgather_list(zc_comm* comm, const void* sendbuf, void* const* recvbufs, size_t sendcount,
+                            zc_dtype dtype) {
+  ZC_CHECK_COMM(comm, "allgather_list");
+  ZC_TRY(CheckAllgatherListArgs(comm, "allgather_list", sendbuf, recvbufs, sendcount, dtype));
+  if (sendcount == 0) return ZC_OK;
+  return RunBlocking(comm, "allgather_list",
+                     [&] { return AllgatherList(comm, sendbuf, recvbufs, sendcount, dtype); });
+}
+
 zc_status zc_reduce_scatter(zc_comm* comm, const void* sendbuf, void* recvbuf, size_t recvcount,
                             zc_dtype dtype, zc_op op) {
   ZC_CHECK_COMM(comm, "reduce_scatter");

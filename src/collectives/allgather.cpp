@@ -1,28 +1,45 @@
 // Allgather and reduce-scatter around the ring, each step streamed in chunks
-// through the persistent slots to the right neighbour.
+// through the persistent slots to the right neighbour. Allgather gathers
+// into one buffer or into one buffer per rank (AllgatherRingList).
 #include "collectives/collectives.h"
 #include "collectives/op_ctx.h"
 #include "collectives/reduce_kernels.h"
 
 namespace zc::coll {
 
-Status AllgatherRing(OpCtx& c, const void* send, void* recv, size_t sendcount) {
+namespace {
+
+// The ring over blocks wherever they are: block(k) is rank k's place. The
+// same messages as with one buffer, so a rank gathering into separate
+// buffers and one gathering into one buffer take part in one allgather.
+template <typename BlockAt>
+Status AllgatherRingAt(OpCtx& c, const void* send, BlockAt block, size_t sendcount) {
   const int n = c.size(), r = c.rank();
   const int right = (r + 1) % n, left = (r + n - 1) % n;
-  const size_t block = sendcount * c.es();
-  char* out = static_cast<char*>(recv);
   // My block first (memmove: send may lie inside recv).
-  if (send != out + r * block) memmove(out + r * block, send, block);
+  if (send != block(r)) memmove(block(r), send, sendcount * c.es());
   // Step s: forward block r-s, receive block r-s-1.
   for (int s = 0; s < n - 1; ++s) {
     int sk = (r - s + n) % n, rk = (r - s - 1 + n) % n;
-    char* dst = out + rk * block;
-    ZC_RETURN_IF_ERROR(c.Exchange(right, out + sk * block, sendcount, left, sendcount, s,
+    char* dst = block(rk);
+    ZC_RETURN_IF_ERROR(c.Exchange(right, block(sk), sendcount, left, sendcount, s,
                                   [&](size_t off, const void* payload, size_t m) {
                                     memcpy(dst + off * c.es(), payload, m * c.es());
                                   }));
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status AllgatherRing(OpCtx& c, const void* send, void* recv, size_t sendcount) {
+  char* out = static_cast<char*>(recv);
+  const size_t bytes = sendcount * c.es();
+  return AllgatherRingAt(c, send, [out, bytes](int k) { return out + k * bytes; }, sendcount);
+}
+
+Status AllgatherRingList(OpCtx& c, const void* send, void* const* recvs, size_t sendcount) {
+  return AllgatherRingAt(c, send, [recvs](int k) { return static_cast<char*>(recvs[k]); }, sendcount);
 }
 
 Status ReduceScatterRing(OpCtx& c, const void* send, void* recv, size_t recvcount, zc_dtype dtype,

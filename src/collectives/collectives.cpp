@@ -352,6 +352,21 @@ Status Collectives::Allgather(const void* send, void* recv, size_t sendcount, zc
   });
 }
 
+Status Collectives::AllgatherList(const void* send, void* const* recvs, size_t sendcount, zc_dtype dtype) {
+  if (DtypeSize(dtype) == 0) return Error(ZC_ERR_INVALID_ARG, "unknown dtype %d", dtype);
+  Algo algo = size_ < 2 ? Algo::kLocal : Algo::kRing;
+  ZC_INFO(kColl, "allgather(count=%zu, %s) into %d buffers: %s", sendcount, DtypeName(dtype), size_,
+          coll::AlgoName(algo));
+  return Run(Kind::kAllgather, sendcount, dtype, ZC_SUM, -1, algo, [&](coll::OpCtx& c) -> Status {
+    if (algo == Algo::kLocal) {
+      if (send != recvs[0]) memmove(recvs[0], send, sendcount * DtypeSize(dtype));
+      return Status::Ok();
+    }
+    ZC_RETURN_IF_ERROR(c.Ensure(coll::RingPeers(rank_, size_)));
+    return coll::AllgatherRingList(c, send, recvs, sendcount);
+  });
+}
+
 Status Collectives::ReduceScatter(const void* send, void* recv, size_t recvcount, zc_dtype dtype,
                                   zc_op op) {
   ZC_RETURN_IF_ERROR(CheckDtypeOp(dtype, op));

@@ -101,6 +101,9 @@ class Collectives {
   Status Broadcast(void* buf, size_t count, zc_dtype dtype, int root);
   Status Reduce(const void* send, void* recv, size_t count, zc_dtype dtype, zc_op op, int root);
   Status Allgather(const void* send, void* recv, size_t sendcount, zc_dtype dtype);
+  // As Allgather, rank k's block into recvs[k] (size pointers, separate
+  // buffers); the same collective on the wire as Allgather.
+  Status AllgatherList(const void* send, void* const* recvs, size_t sendcount, zc_dtype dtype);
   Status ReduceScatter(const void* send, void* recv, size_t recvcount, zc_dtype dtype, zc_op op);
   Status Alltoall(const void* send, void* recv, size_t count, zc_dtype dtype);
   Status Barrier();
@@ -226,6 +229,8 @@ Status BroadcastTree(OpCtx& c, void* buf, size_t count, int root, bool chain);
 Status ReduceTree(OpCtx& c, const void* send, void* recv, size_t count, zc_dtype dtype, zc_op op,
                   int root, bool chain, std::vector<char>* scratch);
 Status AllgatherRing(OpCtx& c, const void* send, void* recv, size_t sendcount);
+// recvs[k]: rank k's block (size pointers); send may be recvs[rank].
+Status AllgatherRingList(OpCtx& c, const void* send, void* const* recvs, size_t sendcount);
 Status ReduceScatterRing(OpCtx& c, const void* send, void* recv, size_t recvcount, zc_dtype dtype,
                          zc_op op, std::vector<char>* scratch);
 Status AlltoallPairwise(OpCtx& c, const void* send, void* recv, size_t count,

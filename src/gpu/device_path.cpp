@@ -1,6 +1,7 @@
 #include "gpu/device_path.h"
 
 #include <cstring>
+#include <vector>
 
 #include "collectives/collectives.h"
 #include "collectives/dtype.h"
@@ -220,6 +221,22 @@ Status DevicePath::Allgather(Collectives* c, const void* send, void* recv, size_
                                 recv, block, device);
   }
   return RunStaged(bufs, [&](void** h) { return c->Allgather(h[0], h[1], sendcount, dtype); });
+}
+
+Status DevicePath::AllgatherList(Collectives* c, const void* send, void* const* recvs, size_t sendcount,
+                                 zc_dtype dtype) {
+  const size_t n = static_cast<size_t>(c->group()->size()), block = sendcount * DtypeSize(dtype);
+  std::vector<StageArg> bufs;
+  bufs.reserve(n + 1);
+  bufs.push_back(StageArg{send, block, true, false, "sendbuf"});
+  for (size_t k = 0; k < n; ++k) bufs.push_back(StageArg{recvs[k], block, false, true, "recvbufs"});
+  if (PassThrough(bufs.data(), bufs.size())) return c->AllgatherList(send, recvs, sendcount, dtype);
+  std::vector<void*> host(bufs.size());
+  HostStaging staging(opts_.drv, opts_.cache, opts_.pool);
+  ZC_RETURN_IF_ERROR(staging.Stage(bufs.data(), bufs.size(), host.data()));
+  Status st = c->AllgatherList(host[0], host.data() + 1, sendcount, dtype);
+  if (st.ok() && staging.active()) st = staging.CopyOut();
+  return st;
 }
 
 Status DevicePath::ReduceScatter(Collectives* c, const void* send, void* recv, size_t recvcount,

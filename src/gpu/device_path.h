@@ -115,6 +115,10 @@ class DevicePath {
                    bool* used_ipc);
   Status ReduceScatter(Collectives* c, const void* send, void* recv, size_t recvcount, zc_dtype dtype,
                        zc_op op, bool* used_ipc);
+  // Allgather into one buffer per rank (recvs[k]: rank k's block): the
+  // host collective on the buffers or their pinned copies, never CUDA IPC.
+  Status AllgatherList(Collectives* c, const void* send, void* const* recvs, size_t sendcount,
+                       zc_dtype dtype);
   Status Alltoall(Collectives* c, const void* send, void* recv, size_t count, zc_dtype dtype,
                   bool* used_ipc);
 

@@ -135,6 +135,29 @@ def check_all(rank, world):
             dist.all_gather(outs, data(torch, rank, m, dt, salt=m))
             for r in range(world):
                 close(torch, outs[r], data(torch, r, m, dt, salt=m), f"allgather {name} m={m} from {r}")
+        # Larger plain outputs are gathered into straight (zc_allgather_list):
+        # in place (the input is outputs[rank], the outputs views of one
+        # tensor). Outputs that share memory, or an input inside another
+        # output, take the gathered tensor: as with gloo, every input is
+        # read before any output is written, and the later block wins.
+        m = 70001  # > 64 KiB for every dtype at 2 ranks
+        big = torch.full((world * m,), 1, dtype=dt)
+        outs = list(big.split(m))
+        outs[rank].copy_(data(torch, rank, m, dt, salt=3))
+        dist.all_gather(outs, outs[rank])
+        close(torch, big, torch.cat([data(torch, r, m, dt, salt=3) for r in range(world)]),
+              f"allgather in place {name}")
+        outs = [torch.full((m,), 1, dtype=dt) for _ in range(world)]
+        outs[0] = outs[-1]
+        dist.all_gather(outs, data(torch, rank, m, dt, salt=4))
+        for r in range(1, world):
+            close(torch, outs[r], data(torch, r, m, dt, salt=4), f"allgather shared outputs {name} [{r}]")
+        outs = [torch.full((m,), 1, dtype=dt) for _ in range(world)]
+        src = outs[(rank + 1) % world]
+        src.copy_(data(torch, rank, m, dt, salt=5))
+        dist.all_gather(outs, src)
+        for r in range(world):
+            close(torch, outs[r], data(torch, r, m, dt, salt=5), f"allgather input in another output {name} [{r}]")
         flat = torch.empty(world * n, dtype=dt)
         dist._all_gather_base(flat, data(torch, rank, n, dt))
         close(torch, flat, torch.cat([data(torch, r, n, dt) for r in range(world)]),

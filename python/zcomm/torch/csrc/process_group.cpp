@@ -46,6 +46,26 @@ bool PlainOutputs(const std::vector<at::Tensor>& ts, at::ScalarType type) {
     if (!t.is_contiguous() || !t.device().is_cpu() || t.scalar_type() != type) return false;
   return true;
 }
+// src shares memory with an output other than outs[rank], or with
+// outs[rank] without being it, or two outputs share memory: what
+// zc_allgather_list refuses (the gathered-tensor path takes these).
+bool OverlapsAnother(const at::Tensor& src, const std::vector<at::Tensor>& outs, int rank) {
+  auto range = [](const at::Tensor& t) {
+    const auto* p = static_cast<const char*>(t.data_ptr());
+    return std::make_pair(p, p + t.numel() * t.element_size());
+  };
+  auto meet = [](std::pair<const char*, const char*> a, std::pair<const char*, const char*> b) {
+    return a.first < a.second && b.first < b.second && a.first < b.second && b.first < a.second;
+  };
+  const auto s = range(src);
+  for (size_t k = 0; k < outs.size(); ++k) {
+    const auto o = range(outs[k]);
+    if (static_cast<int>(k) == rank ? (o.first != s.first && meet(o, s)) : meet(o, s)) return true;
+    for (size_t j = 0; j < k; ++j)
+      if (meet(range(outs[j]), o)) return true;
+  }
+  return false;
+}
 // Fills plain outputs (PlainOutputs) in order from src.
 void CopyOut(const char* src, const std::vector<at::Tensor>& ts) {
   for (const at::Tensor& t : ts) {
@@ -406,6 +426,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::allgather(
       gather_scratch_.resize(std::max(gather_scratch_.size(), bytes));
       Check(zc_allgather(comm_, src.data_ptr(), gather_scratch_.data(), Count(src), dt), w);
       CopyOut(gather_scratch_.data(), outs);
+      return;
+    }
+    if (PlainOutputs(outs, src.scalar_type()) && !OverlapsAnother(src, outs, rank_)) {
+      // Straight into the outputs: no gathered tensor, whose fresh pages
+      // (mapped anew for every large call) cost more than the gather.
+      std::vector<void*> blocks(outs.size());
+      for (size_t k = 0; k < outs.size(); ++k) blocks[k] = outs[k].data_ptr();
+      Check(zc_allgather_list(comm_, src.data_ptr(), blocks.data(), Count(src), dt), w);
       return;
     }
     at::Tensor flat = at::empty({n * src.numel()}, src.options());
