@@ -845,78 +845,99 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupZcomm::PostP2p(bool is_send, at::Tens
   TORCH_CHECK(tag >= 0, pre, "tag ", tag, " is negative; zcomm takes tags >= 0");
   const std::string broken = Broken();
   TORCH_CHECK(broken.empty(), pre, "the communicator is broken: ", broken);
-  P2p p;
-  p.call = NextCall(std::string(name) +
+  auto op = std::make_shared<P2pOp>();
+  op->group = this;
+  op->call = NextCall(std::string(name) +
                 (is_send ? " to " + std::to_string(peer)
                          : any ? std::string(" from any source") : " from " + std::to_string(peer)) +
                 " tag " + std::to_string(tag));
   // A send's contiguous copy is taken now: the caller may change t after.
-  p.buf = is_send ? t.contiguous() : Staged(t);
-  if (!is_send && !p.buf.is_same(t)) p.target = t;
-  const size_t bytes = p.buf.numel() * p.buf.element_size();
-  p.work = c10::make_intrusive<WorkZcomm>(
-      rank_, is_send ? OpType::SEND : any ? OpType::RECVANYSOURCE : OpType::RECV, p.call,
+  op->buf = is_send ? t.contiguous() : Staged(t);
+  if (!is_send && !op->buf.is_same(t)) op->target = t;
+  const size_t bytes = op->buf.numel() * op->buf.element_size();
+  auto work = c10::make_intrusive<WorkZcomm>(
+      rank_, is_send ? OpType::SEND : any ? OpType::RECVANYSOURCE : OpType::RECV, op->call,
       std::vector<at::Tensor>{t}, timeout_, [this](const std::string& why) { Abort(why); });
   if (!is_send) {
-    p.source = std::make_unique<int>(peer);
-    p.work->SetSource(any ? -1 : peer);
+    op->source = std::make_unique<int>(peer);
+    work->SetSource(any ? -1 : peer);
   }
   char label[48];
-  p.call.Label(label, sizeof label);
+  op->call.Label(label, sizeof label);
   zc_trace_set_label(label);
-  zc_status st = is_send ? zc_isend(comm_, p.buf.data_ptr(), bytes, peer, tag, &p.req)
-                         : zc_irecv_source(comm_, p.buf.data_ptr(), bytes, peer, tag,
-                                           p.source.get(), &p.req);
+  zc_status st = is_send ? zc_isend(comm_, op->buf.data_ptr(), bytes, peer, tag, &op->req)
+                         : zc_irecv_source(comm_, op->buf.data_ptr(), bytes, peer, tag,
+                                           op->source.get(), &op->req);
   zc_trace_set_label(nullptr);
-  TORCH_CHECK(st == ZC_OK, "zcomm ", p.call, " failed: ", zc_status_string(st), ": ",
+  TORCH_CHECK(st == ZC_OK, "zcomm ", op->call, " failed: ", zc_status_string(st), ": ",
               zc_last_error(comm_));
-  p.deadline = Clock::now() + timeout_;
-  auto work = p.work;
+  op->deadline = Clock::now() + timeout_;
+  // The waiter tries the request itself while it spins: a reply then costs
+  // no hand-off through the p2p thread.
+  work->SetTryComplete([op](WorkZcomm* w) { return TryFinishP2p(*op, w); });
   {
     std::lock_guard<std::mutex> lock(p2p_mu_);
-    incoming_.push_back(std::move(p));
+    incoming_.push_back(P2p{op, work});
   }
   p2p_cv_.notify_one();
   return work;
 }
 
-// Completes finished requests; returns whether any finished.
+bool ProcessGroupZcomm::TryFinishP2p(P2pOp& op, WorkZcomm* work) {
+  if (op.finished.load(std::memory_order_acquire)) return true;
+  if (op.busy.exchange(true, std::memory_order_acquire)) return false;  // the other side tests it
+  if (op.finished.load(std::memory_order_relaxed)) {
+    op.busy.store(false, std::memory_order_release);
+    return true;
+  }
+  int done = 0;
+  zc_status st = zc_test(op.req, &done);
+  if (!done) {
+    op.busy.store(false, std::memory_order_release);
+    return false;
+  }
+  ProcessGroupZcomm& g = *op.group;
+  std::string detail = st == ZC_OK ? "" : zc_last_error(g.comm_);
+  zc_wait(op.req);  // frees the request (done already)
+  if (op.source) work->SetSource(*op.source);  // zcomm wrote it before reporting done
+  std::exception_ptr error;
+  if (st == ZC_OK) {
+    try {
+      if (op.target.defined()) op.target.copy_(op.buf);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  } else {
+    const std::string broken = g.Broken();
+    error = std::make_exception_ptr(std::runtime_error(
+        "zcomm " + op.call.str() + " failed: " + zc_status_string(st) + ": " + detail +
+        (broken.empty() ? "" : " (" + broken + ")")));
+  }
+  // Finished before Complete: once wait() returns, the caller may drop the
+  // Work and the p2p thread its entry, and nothing may touch op after.
+  op.finished.store(true, std::memory_order_release);
+  op.busy.store(false, std::memory_order_release);
+  work->Complete(error);
+  return true;
+}
+
+// Completes finished requests (or drops those a waiter completed); returns
+// whether any finished.
 bool ProcessGroupZcomm::PollP2p(std::vector<P2p>& pending) {
   bool any = false;
   const auto now = Clock::now();
   for (size_t i = 0; i < pending.size();) {
     P2p& p = pending[i];
-    int done = 0;
-    zc_status st = zc_test(p.req, &done);
-    if (!done && now > p.deadline) {
-      Abort("zcomm " + p.call.str() + ": not completed within " + std::to_string(timeout_.count()) +
-            " ms: Timed out (the process group's timeout)");
-      ++i;  // the abort makes zc_test report it done next round
+    if (TryFinishP2p(*p.op, p.work.get())) {
+      pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+      any = true;
       continue;
     }
-    if (!done) {
-      ++i;
-      continue;
+    if (now > p.op->deadline) {
+      Abort("zcomm " + p.op->call.str() + ": not completed within " +
+            std::to_string(timeout_.count()) + " ms: Timed out (the process group's timeout)");
     }
-    std::string detail = st == ZC_OK ? "" : zc_last_error(comm_);
-    zc_wait(p.req);  // frees the request (done already)
-    if (p.source) p.work->SetSource(*p.source);  // zcomm wrote it before reporting done
-    std::exception_ptr error;
-    if (st == ZC_OK) {
-      try {
-        if (p.target.defined()) p.target.copy_(p.buf);
-      } catch (...) {
-        error = std::current_exception();
-      }
-    } else {
-      const std::string broken = Broken();
-      error = std::make_exception_ptr(std::runtime_error(
-          "zcomm " + p.call.str() + " failed: " + zc_status_string(st) + ": " + detail +
-          (broken.empty() ? "" : " (" + broken + ")")));
-    }
-    p.work->Complete(error);
-    pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
-    any = true;
+    ++i;  // an abort makes the request done next round
   }
   return any;
 }

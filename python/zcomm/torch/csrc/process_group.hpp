@@ -7,7 +7,8 @@
 // before the progress thread has started the collective runs it on the
 // waiting thread instead (zc_wait), so that a blocking call costs no thread
 // hop. send/recv are posted at once with zc_isend/zc_irecv and completed by
-// the group's p2p thread, which is also the watchdog
+// whichever sees them done first: a Work::wait() spinning on its own request,
+// or the group's p2p thread, which is also the watchdog
 // (zc_comm_get_async_error). Only Work::wait waits on the network.
 #pragma once
 
@@ -95,15 +96,28 @@ class ProcessGroupZcomm : public c10d::ProcessGroup {
   // reports a failure by throwing (Check).
   using Body = std::function<void(const CallId& call)>;
   struct Queued;  // one collective on the communicator's queue
-  struct P2p {
-    c10::intrusive_ptr<WorkZcomm> work;
+  // One send or receive, shared by the p2p thread's list and its Work's
+  // wait(): either side may complete it (TryFinishP2p), one at a time.
+  struct P2pOp {
+    ProcessGroupZcomm* group = nullptr;
     CallId call;
-    zc_request* req;
+    zc_request* req = nullptr;
     at::Tensor buf;                    // what zcomm reads or writes
     at::Tensor target;                 // a non-contiguous recv's tensor, filled from buf
     std::chrono::steady_clock::time_point deadline;
     std::unique_ptr<int> source;       // a recv's sender, written by zcomm (zc_irecv_source)
+    std::atomic<bool> busy{false};     // a side is testing req
+    std::atomic<bool> finished{false};  // the Work is complete, req freed
   };
+  struct P2p {
+    std::shared_ptr<P2pOp> op;
+    c10::intrusive_ptr<WorkZcomm> work;
+  };
+  // Completes op's Work if its request is done and the other side is not
+  // testing it; true once op is finished (by either side). Touches the
+  // group only while op is unfinished (the group finishes every op before
+  // it goes away; a Work may outlive it).
+  static bool TryFinishP2p(P2pOp& op, WorkZcomm* work);
 
   c10::intrusive_ptr<c10d::Work> Enqueue(c10d::OpType type, const char* name,
                                          std::vector<at::Tensor> outputs, Body body);

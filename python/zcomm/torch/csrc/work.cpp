@@ -67,8 +67,10 @@ bool WorkZcomm::wait(std::chrono::milliseconds timeout) {
   // (A wait that ran its collective finds it done: no clock read at all.)
   if (!done_.load(std::memory_order_acquire)) {
     const auto spin_end = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
-    while (!done_.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < spin_end)
+    while (!done_.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < spin_end) {
+      if (try_complete_ && try_complete_(this)) break;
       std::this_thread::yield();
+    }
   }
   {
     std::unique_lock<std::mutex> lock(mutex_);

@@ -52,6 +52,13 @@ class WorkZcomm : public c10d::Work {
   // free the request (no wait() took it, and none will).
   bool ReleaseRequest();
   const CallId& call() const { return call_; }
+  // A point-to-point operation's completion, which wait() tries itself
+  // while it spins (the group's p2p thread tries it too): try_complete(this)
+  // completes the Work if its request is done; true once it is complete.
+  // Set before the Work is handed out.
+  void SetTryComplete(std::function<bool(WorkZcomm*)> try_complete) {
+    try_complete_ = std::move(try_complete);
+  }
 
  private:
   const CallId call_;  // "rank 1/4: allreduce #7", for timeout messages
@@ -74,6 +81,7 @@ class WorkZcomm : public c10d::Work {
   zc_request* request_ = nullptr;
   bool run_in_wait_ = false;
   std::atomic<int> request_owner_{kNoRequest};
+  std::function<bool(WorkZcomm*)> try_complete_;
 };
 
 }  // namespace zcomm_torch
