@@ -134,6 +134,23 @@ Status Messenger::CheckAnySource(const void* buf, size_t bytes) const {
 Status Messenger::Isend(const void* buf, size_t bytes, int peer, int tag,
                         std::shared_ptr<P2pRequest>* req) {
   ZC_RETURN_IF_ERROR(Check(buf, bytes, peer, "isend"));
+  // A lone send (the first, or the first after a receive was posted) with
+  // nothing pending whose message goes out at once (eager, a free
+  // shared-memory slot), as a blocking send's does: complete already, with
+  // no hand-over to the progress thread, whose wake-up would cost more than
+  // the send. A burst of sends goes to the progress thread, which streams
+  // it while the caller posts the rest (sending a window of small messages
+  // on the caller's thread cost osu_bw's window a third of its bandwidth
+  // at 512 B-4 KiB here).
+  if (inline_burst_.load(std::memory_order_relaxed)) {
+    inline_burst_.store(false, std::memory_order_relaxed);
+  } else if (TrySendNow(buf, bytes, peer, tag)) {
+    inline_burst_.store(true, std::memory_order_relaxed);
+    *req = std::make_shared<P2pRequest>(true, bytes);
+    (*req)->source_.store(peer, std::memory_order_relaxed);
+    (*req)->Complete(Status::Ok());
+    return Status::Ok();
+  }
   auto op = std::make_unique<Op>();
   op->send = true;
   op->state = Op::kPostMeta;
@@ -166,6 +183,7 @@ Status Messenger::Irecv(void* buf, size_t bytes, int peer, int tag,
                         std::shared_ptr<P2pRequest>* req) {
   const bool any = peer == kAnySource;
   ZC_RETURN_IF_ERROR(any ? CheckAnySource(buf, bytes) : Check(buf, bytes, peer, "irecv"));
+  inline_burst_.store(false, std::memory_order_relaxed);
   auto op = std::make_unique<Op>();
   op->send = false;
   op->state = Op::kAwaitMeta;

@@ -132,6 +132,12 @@ class Messenger {
   uint32_t context() const { return context_; }
   // Requests posted and not yet complete.
   size_t pending() const { return pending_.load(std::memory_order_relaxed); }
+  // Whether the progress thread was started (by the first request handed
+  // to it; a send that went out on the caller's thread starts none).
+  bool progress_started() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return thread_.joinable();
+  }
 
  private:
   struct Op;
@@ -192,8 +198,11 @@ class Messenger {
   const uint32_t context_;
   std::atomic<uint32_t> next_seq_{1};
   std::atomic<size_t> pending_{0};
+  // The last Isend went out on the caller's thread and no Irecv came since:
+  // the next Isend is part of a burst, which the progress thread streams.
+  std::atomic<bool> inline_burst_{false};
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::list<std::unique_ptr<Op>> incoming_;  // posted, not yet seen by the progress thread
   bool stop_ = false;

@@ -270,6 +270,99 @@ TEST_P(MessengerTest, TrySendNowGoesOutAtOnceOrSendsNothing) {
   ASSERT_TRUE(AllOk(res)) << Describe(res);
 }
 
+// A lone Isend (the first, or the first after a receive) with nothing
+// pending whose message goes out at once (eager, a free shared-memory slot)
+// is complete when Isend returns; the next send of a burst, a send behind a
+// pending request, or one that finds the slots full queues for the progress
+// thread, and every message still arrives in posting order. Over tcp every
+// Isend goes through the progress thread.
+TEST_P(MessengerTest, IsendWithNothingPendingCompletesAtOnce) {
+  const bool shm = strcmp(GetParam(), "shm") == 0;
+  SharedCounter posted;
+  auto res = RunRanks(2, [&](int rank) -> int {
+    zc_comm* comm;
+    CHILD_CHECK(zc_init(&comm) == ZC_OK, "init: %s", zc_last_error(nullptr));
+    auto engp = std::make_unique<Messenger>(comm->device.get(), std::vector<int>{0, 1}, rank, 6);
+    Messenger& eng = *engp;
+    constexpr int kTotal = 40;  // more than the receiver's control slots
+    const size_t big_bytes = 300000;  // rendezvous on both transports
+    if (rank == 0) {
+      // The first send of this messenger, small, every slot free: on shm it
+      // is complete when Isend returns, and no progress thread was started
+      // for it.
+      uint64_t first[3] = {1, 2, 3};
+      ReqPtr r;
+      CHILD_CHECK(eng.Isend(&first[0], sizeof(uint64_t), 1, 2, &r).ok(), "isend first");
+      if (shm) CHILD_CHECK(r->Test(nullptr), "a lone send not complete when posted");
+      CHILD_CHECK(r->Wait(zc::Deadline::Never()).ok(), "first send");
+      if (shm) CHILD_CHECK(!eng.progress_started(), "a lone send started the progress thread");
+      // Right after it, a send is part of a burst: the progress thread
+      // (started now) streams it.
+      CHILD_CHECK(eng.Isend(&first[1], sizeof(uint64_t), 1, 2, &r).ok(), "isend second");
+      CHILD_CHECK(eng.progress_started(), "a burst's second send did not start the progress thread");
+      CHILD_CHECK(r->Wait(zc::Deadline::Never()).ok(), "second send");
+      // After a receive, a send is lone again.
+      uint64_t reply = 0;
+      CHILD_CHECK(eng.Irecv(&reply, sizeof(reply), 1, 5, &r).ok(), "irecv reply");
+      CHILD_CHECK(r->Wait(zc::Deadline::Never()).ok() && reply == 55, "reply %llu",
+                  static_cast<unsigned long long>(reply));
+      CHILD_CHECK(eng.Isend(&first[2], sizeof(uint64_t), 1, 2, &r).ok(), "isend third");
+      if (shm) CHILD_CHECK(r->Test(nullptr), "a send after a receive not complete when posted");
+      CHILD_CHECK(r->Wait(zc::Deadline::Never()).ok(), "third send");
+      // A rendezvous send stays pending until rank 1 reads it; the small
+      // send after it must not overtake it (rank 1 checks the order).
+      std::vector<uint8_t> big(big_bytes);
+      Fill(big.data(), big_bytes, 0, 1, 1);
+      uint64_t small = 7;
+      ReqPtr rb, rs;
+      CHILD_CHECK(eng.Isend(big.data(), big_bytes, 1, 3, &rb).ok(), "isend big");
+      CHILD_CHECK(eng.Isend(&small, sizeof(small), 1, 3, &rs).ok(), "isend small");
+      CHILD_CHECK(rb->Wait(zc::Deadline::Never()).ok() && rs->Wait(zc::Deadline::Never()).ok(),
+                  "sends behind one another");
+      // Nothing pending: small sends complete as they are posted while slots
+      // are free (rank 1 receives only once all are posted).
+      std::vector<uint64_t> msgs(kTotal);
+      std::vector<ReqPtr> reqs(kTotal);
+      int at_once = 0;
+      for (int i = 0; i < kTotal; ++i) {
+        msgs[i] = 1000 + i;
+        CHILD_CHECK(eng.Isend(&msgs[i], sizeof(uint64_t), 1, 4, &reqs[i]).ok(), "isend %d", i);
+        if (reqs[i]->Test(nullptr) && at_once == i) ++at_once;
+      }
+      posted.Add();
+      if (shm) CHILD_CHECK(at_once > 0 && at_once < kTotal, "%d of %d complete when posted", at_once, kTotal);
+      for (auto& r : reqs) CHILD_CHECK(r->Wait(zc::Deadline::Never()).ok(), "isend");
+    } else {
+      for (uint64_t i = 1; i <= 3; ++i) {
+        uint64_t m = 0;
+        CHILD_CHECK(eng.Recv(&m, sizeof(m), 0, 2).ok() && m == i, "first message %llu arrived as %llu",
+                    static_cast<unsigned long long>(i), static_cast<unsigned long long>(m));
+        if (i == 2) {
+          const uint64_t reply = 55;
+          CHILD_CHECK(eng.Send(&reply, sizeof(reply), 0, 5).ok(), "send reply");
+        }
+      }
+      std::vector<uint8_t> big(big_bytes);
+      uint64_t small = 0;
+      CHILD_CHECK(eng.Recv(big.data(), big_bytes, 0, 3).ok(), "recv big");
+      CHILD_CHECK(Check(big.data(), big_bytes, 0, 1, 1) == 0, "big message wrong");
+      CHILD_CHECK(eng.Recv(&small, sizeof(small), 0, 3).ok() && small == 7, "small after big: %llu",
+                  static_cast<unsigned long long>(small));
+      CHILD_CHECK(posted.WaitAtLeast(1, 60), "rank 0 never posted its sends");
+      for (int i = 0; i < kTotal; ++i) {
+        uint64_t m = 0;
+        CHILD_CHECK(eng.Recv(&m, sizeof(m), 0, 4).ok(), "recv %d", i);
+        CHILD_CHECK(m == static_cast<uint64_t>(1000 + i), "message %d arrived as %llu", i,
+                    static_cast<unsigned long long>(m));
+      }
+    }
+    engp.reset();  // messengers go before their Device
+    CHILD_CHECK(zc_finalize(comm) == ZC_OK, "finalize: %s", zc_last_error(nullptr));
+    return 0;
+  }, Env());
+  ASSERT_TRUE(AllOk(res)) << Describe(res);
+}
+
 // Two messengers (contexts 1 and 2) over one Device exchange the same tags from
 // two threads at once, while a third thread runs allreduces over the same
 // Device: no message crosses from one context to the other.
