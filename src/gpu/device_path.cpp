@@ -232,11 +232,8 @@ Status DevicePath::AllgatherList(Collectives* c, const void* send, void* const* 
   for (size_t k = 0; k < n; ++k) bufs.push_back(StageArg{recvs[k], block, false, true, "recvbufs"});
   if (PassThrough(bufs.data(), bufs.size())) return c->AllgatherList(send, recvs, sendcount, dtype);
   std::vector<void*> host(bufs.size());
-  HostStaging staging(opts_.drv, opts_.cache, opts_.pool);
-  ZC_RETURN_IF_ERROR(staging.Stage(bufs.data(), bufs.size(), host.data()));
-  Status st = c->AllgatherList(host[0], host.data() + 1, sendcount, dtype);
-  if (st.ok() && staging.active()) st = staging.CopyOut();
-  return st;
+  return RunStaged(bufs.data(), bufs.size(), host.data(),
+                   [&](void** h) { return c->AllgatherList(h[0], h + 1, sendcount, dtype); });
 }
 
 Status DevicePath::ReduceScatter(Collectives* c, const void* send, void* recv, size_t recvcount,

@@ -198,8 +198,13 @@ class DevicePath {
   template <size_t N, typename Fn>
   Status RunStaged(const StageArg (&bufs)[N], Fn&& fn) {
     void* host[N];
+    return RunStaged(bufs, N, host, std::forward<Fn>(fn));
+  }
+  // The same for n buffers; host has room for n pointers.
+  template <typename Fn>
+  Status RunStaged(const StageArg* bufs, size_t n, void** host, Fn&& fn) {
     HostStaging staging(opts_.drv, opts_.cache, opts_.pool);
-    ZC_RETURN_IF_ERROR(staging.Stage(bufs, N, host));
+    ZC_RETURN_IF_ERROR(staging.Stage(bufs, n, host));
     Status st = fn(host);
     if (st.ok() && staging.active()) st = staging.CopyOut();
     return st;
