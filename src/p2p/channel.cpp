@@ -31,6 +31,15 @@ Status Channel::Write(const void* src, size_t bytes, const RemoteRegion& dst, ui
   return conn_->Write(src, bytes, dst, dst_off, flag, deadline);
 }
 
+Status Channel::WriteOffer(const void* src, size_t bytes, uint64_t key, uint64_t prev, const FlagWrite& verdict,
+                           const Deadline& deadline) {
+  ZC_RETURN_IF_ERROR(health_->Health(peer_));
+  if (!verdict.region || (verdict.offset & 7) != 0 || !verdict.region->Contains(verdict.offset, 16))
+    return Error(ZC_ERR_INTERNAL, "offer to peer %d: the verdict is not two aligned words", peer_);
+  std::lock_guard<std::mutex> lock(mu_);
+  return conn_->WriteOffer(src, bytes, key, prev, verdict, deadline);
+}
+
 Status Channel::WriteGather(const SrcPiece* src, int n, const RemoteRegion& dst, uint64_t dst_off,
                             const FlagWrite* flag, const Deadline& deadline) {
   ZC_RETURN_IF_ERROR(health_->Health(peer_));

@@ -33,6 +33,10 @@ class Channel {
   Status WriteFlag(const FlagWrite& flag, const Deadline& deadline) {
     return Write(nullptr, 0, *flag.region, 0, &flag, deadline);
   }
+  // A message for the peer to match to one of its receives; its verdict
+  // comes back into two words of our own region (Connection::WriteOffer).
+  Status WriteOffer(const void* src, size_t bytes, uint64_t key, uint64_t prev, const FlagWrite& verdict,
+                    const Deadline& deadline);
   // Connection::WriteFlagLazy.
   Status WriteFlagLazy(const FlagWrite& flag, const Deadline& deadline);
   // Load/store address of dst in this process, or nullptr (Connection::DirectAddress).

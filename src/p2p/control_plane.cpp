@@ -156,7 +156,33 @@ Status ControlPlane::RunAnswer(Peer& p, uint64_t tag, uint64_t seen, const Answe
   // the peer has taken every message up to here once it has its flag.
   p.last_at[Bucket(tag)] = p.writer.sent();
   p.answered[Bucket(tag)] = true;
+  p.offer_refused[Bucket(tag)] = false;
   return st;
+}
+
+Status ControlPlane::Offer(int peer, uint64_t tag, const OfferWrite& write) {
+  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer])
+    return Error(ZC_ERR_INVALID_ARG, "offer to invalid peer %d", peer);
+  Peer& p = *peers_[peer];
+  std::lock_guard<SpinLock> lock(p.send_mu);
+  Status st = write(p.last_at[Bucket(tag)]);
+  p.last_at[Bucket(tag)] = p.writer.sent();
+  return st;
+}
+
+void ControlPlane::NoteOffer(int peer, uint64_t tag, bool taken) {
+  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer]) return;
+  Peer& p = *peers_[peer];
+  std::lock_guard<SpinLock> lock(p.send_mu);
+  p.offer_refused[Bucket(tag)] = !taken;
+  if (taken) p.answered[Bucket(tag)] = true;
+}
+
+bool ControlPlane::OfferWanted(int peer, uint64_t tag) {
+  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer]) return false;
+  Peer& p = *peers_[peer];
+  std::lock_guard<SpinLock> lock(p.send_mu);
+  return !p.offer_refused[Bucket(tag)];
 }
 
 Status ControlPlane::Answer(int peer, uint64_t tag, uint64_t seen, const AnswerWrite& write, bool* fresh) {

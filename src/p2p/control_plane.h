@@ -134,6 +134,20 @@ class ControlPlane {
   // answer: the peer's receives offer, so the next offer is worth waiting
   // for (recv_post.h DirectSend::AwaitPost).
   bool AnsweredLast(int peer, uint64_t tag);
+  // ---- Offers the other way (receiver-matched messages, recv_post.h) ----
+  // A sender that found no post may send its message at once, for the
+  // receiver to match to a receive there (TransportHost::MatchOffer) by
+  // the same rule: `write(prev)` runs under the stream's send lock, prev
+  // being where the writer stood after the last message of tag's bucket;
+  // the offer then counts as the bucket's latest message.
+  using OfferWrite = std::function<Status(uint64_t prev)>;
+  Status Offer(int peer, uint64_t tag, const OfferWrite& write);
+  // The receiver's verdict on an offer. After a refusal the bucket's sends
+  // wait for posts again (OfferWanted is false) until one goes into a post
+  // or an offer is taken: a receiver that refuses (late, or a receive of
+  // another size) does not get every message twice.
+  void NoteOffer(int peer, uint64_t tag, bool taken);
+  bool OfferWanted(int peer, uint64_t tag);
 
   // The word peers write to report an abort (value: code << 32 | rank + 1).
   std::atomic<uint64_t>* alert_word() const;
@@ -158,6 +172,7 @@ class ControlPlane {
     // (Offers), under send_mu.
     std::array<uint64_t, kTagBuckets> last_at{};
     std::array<bool, kTagBuckets> answered{};  // the last one was an answer
+    std::array<bool, kTagBuckets> offer_refused{};  // the last offer was refused (NoteOffer)
   };
   static uint32_t Bucket(uint64_t tag) {
     // splitmix64's finalizer: tags that differ only in their class or

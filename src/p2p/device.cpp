@@ -301,6 +301,10 @@ Transport* Device::transport(TransportKind k) {
   return it == transports_.end() ? nullptr : it->second.get();
 }
 
+void Device::ServeOffers(int peer) {
+  if (Transport* t = transport(transport_to(peer))) t->ServeOffers(peer);
+}
+
 Status Device::SendControl(int peer, uint64_t tag, const std::string& msg, const Deadline& dl) {
   return control_->Send(peer, tag, msg.data(), msg.size(), dl);
 }

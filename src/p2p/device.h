@@ -24,6 +24,7 @@
 #include "common/status.h"
 #include "p2p/channel_table.h"
 #include "p2p/local_regions.h"
+#include "p2p/offer_board.h"
 #include "p2p/peer_health.h"
 #include "p2p/transport.h"
 #include "p2p/transport_registry.h"
@@ -60,6 +61,11 @@ class Device : public TransportHost {
   ControlPlane* control() { return control_.get(); }
   // The flag words of receives posted to their senders (p2p/recv_post.h).
   PostBook& posts() { return *posts_; }
+  // The receives that a sender's offer may land in (p2p/offer_board.h).
+  OfferBoard& offers() { return offers_; }
+  // A receive from peer was armed for offers: the transport looks at an
+  // offer from peer that waits for one (Transport::ServeOffers).
+  void ServeOffers(int peer);
 
   // ---- peers ----
   TransportKind transport_to(int peer) const { return channels_->kind(peer); }
@@ -84,6 +90,11 @@ class Device : public TransportHost {
   Status HoldLocalRegion(const void* ptr, size_t bytes, RegionHold* out) override {
     return regions_->Hold(ptr, bytes, out);
   }
+  OfferMatch MatchOffer(int peer, uint64_t key, uint64_t prev, uint64_t bytes, OfferTarget* out) override {
+    return offers_.Match(peer, key, prev, bytes, out);
+  }
+  void OfferEnded(const OfferTarget& target, bool landed) override { offers_.Ended(target, landed); }
+  void OfferRefused(int peer, uint64_t key) override { offers_.NoteRefused(peer, key); }
 
  private:
   Device() = default;
@@ -122,6 +133,7 @@ class Device : public TransportHost {
   std::map<TransportKind, std::unique_ptr<Transport>> transports_;
   std::unique_ptr<LocalRegions> regions_;
   std::unique_ptr<PostBook> posts_;  // in regions_
+  OfferBoard offers_;  // asked by the transports' threads, which ~Device stops first
   std::unique_ptr<ChannelTable> channels_;
   std::unique_ptr<ControlPlane> control_;
 };

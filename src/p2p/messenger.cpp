@@ -384,7 +384,7 @@ bool Messenger::AwaitMeta(Op& op, PassState* pass) {
   const auto key = std::make_pair(op.dpeer, op.tag);
   if (pass->recv_blocked.count(key)) return false;
   Arrival in{op.rbuf, op.bytes};
-  if (op.post && op.post->sent()) in.post = op.post.get();
+  if (op.post && (op.post->sent() || op.post->armed())) in.post = op.post.get();
   Status st;
   uint64_t seen = 0;
   if (!dev_->control()->TryRecvWith(op.dpeer, MetaTag(context_, op.tag), &TakeMetaPieces<ControlPlane::Piece>,
@@ -401,10 +401,10 @@ bool Messenger::AwaitMeta(Op& op, PassState* pass) {
   return true;
 }
 
-bool Messenger::Landed(const Op& op) { return op.post && op.post->sent() && op.post->Landed(); }
+bool Messenger::Landed(const Op& op) { return op.post && op.post->Landed(); }
 
 void Messenger::PostBuffer(Op& op, uint64_t seen) {
-  if (op.unposted || (op.post && op.post->sent())) return;
+  if (op.unposted) return;
   if (!op.post) {
     op.post = std::make_unique<RecvPost>();
     if (!DirectWanted(dev_, op.dpeer, op.bytes) ||
@@ -414,6 +414,11 @@ void Messenger::PostBuffer(Op& op, uint64_t seen) {
       return;
     }
   }
+  // An offer from the sender may take it (OfferBoard), one waiting now
+  // included; each look moves the position on.
+  op.post->Arm(seen);
+  dev_->ServeOffers(op.dpeer);
+  if (op.post->sent() || op.post->Landed()) return;
   // Without a free slot now, the next pass's look posts.
   const std::string msg = op.post->Message(seen);
   bool sent = false;
@@ -437,7 +442,7 @@ bool Messenger::AwaitsPost(Op& op) {
 bool Messenger::SendDirect(Op& op, PassState* pass, bool* moved) {
   *moved = false;
   Status st;
-  if (!op.direct->FindPost(dev_->control(), op.dpeer, context_, op.tag, op.bytes, &st)) {
+  if (!op.direct->FindPost(dev_, op.dpeer, context_, op.tag, op.bytes, &st)) {
     if (!st.ok() || !AwaitsPost(op)) return false;
     pass->send_blocked.insert(op.dpeer);  // (posting order)
     return true;
@@ -525,6 +530,8 @@ void Messenger::FailIfLostOrLate(Op& op) {
     if (Clock::now() >= op.grace_until)
       Complete(op, Error(ZC_ERR_TIMEOUT, "%s: %s: waited %.1f s (ZC_TIMEOUT=%g s)", op.What().c_str(),
                          WaitingFor(op), op.dl.elapsed_s(), dev_->timeout_s()));
+  } else if (op.dl.expired() && op.state == Op::kAwaitMeta && op.post && op.post->Disarm()) {
+    Complete(op, Status::Ok());  // an offer landed as the deadline passed
   } else if (op.dl.expired() && op.state == Op::kAwaitMeta && op.post && op.post->sent()) {
     // A payload sent as the deadline passed still counts (RecvPost::Withdraw).
     op.post->Withdraw();

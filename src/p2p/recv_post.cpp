@@ -66,7 +66,7 @@ void PostBook::Give(const Word& w) {
 
 void PostBook::Retire(const Word& w) {
   retired_.fetch_add(1, std::memory_order_relaxed);
-  ZC_INFO(kP2p, "p2p: post flag %u retired (its receive ended without the payload)", w.index);
+  ZC_INFO(kP2p, "p2p: flag word %u retired (a write may still come into it)", w.index);
 }
 
 std::atomic<uint64_t>* PostBook::flag(const Word& w) const {
@@ -110,6 +110,38 @@ bool RecvPost::Make(Device* dev, int peer, uint32_t context, int tag, void* buf,
   return true;
 }
 
+void RecvPost::Arm(uint64_t seen) {
+  if (!made()) return;
+  if (!armed_) {
+    entry_.peer = peer_;
+    entry_.key = MetaTag(context_, tag_);
+    entry_.dst = static_cast<char*>(buf_);
+    entry_.bytes = bytes_;
+    entry_.token = word_.token;
+    entry_.flag = dev_->posts().flag(word_);
+    entry_.value = word_.value;
+    armed_ = true;
+  }
+  dev_->offers().Arm(&entry_, seen);
+}
+
+bool RecvPost::Disarm() {
+  if (armed_) {
+    offer_landed_ = dev_->offers().Disarm(&entry_);
+    armed_ = false;
+  }
+  return offer_landed_;
+}
+
+void RecvPost::Superseded() {
+  stale_ = true;
+  // An offer cannot have landed: it would have come before the message
+  // taken, on the same connection, and that message would have been left
+  // to the next receive (AcceptMeta).
+  Disarm();
+  if (made()) dev_->offers().NoteOrdinary(peer_, MetaTag(context_, tag_));
+}
+
 std::string RecvPost::Message(uint64_t seen) const {
   const PostBook& book = dev_->posts();
   Post p{seen, bytes_, word_.token, region_->offset_of(buf_), uint64_t{word_.index} * PostBook::kStride,
@@ -126,6 +158,7 @@ bool RecvPost::Landed() const {
 
 void RecvPost::End() {
   if (!made()) return;
+  Disarm();  // no offer lands after this (one being read is waited for)
   PostBook& book = dev_->posts();
   if (!sent_ || stale_ || Landed()) {
     if (Landed()) book.NoteLanded();
@@ -154,6 +187,7 @@ void RecvPost::Withdraw() {
 }
 
 bool RecvPost::WithdrawAndWait() {
+  if (Disarm()) return true;  // an offer landed, perhaps as the deadline passed
   if (!made() || !sent_) return false;
   Withdraw();
   const Deadline grace(std::chrono::duration<double>(kWithdrawGrace).count());
@@ -165,20 +199,23 @@ bool RecvPost::WithdrawAndWait() {
 
 // ---- DirectSend ----
 
-bool DirectSend::FindPost(ControlPlane* cp, int peer, uint32_t context, int tag, size_t bytes, Status* st) {
+bool DirectSend::FindPost(Device* dev, int peer, uint32_t context, int tag, size_t bytes, Status* st) {
   std::string msg;
-  while (cp->TryRecvNext(peer, PostTag(context, tag), &msg, st)) Take(msg);
+  while (dev->control()->TryRecvNext(peer, PostTag(context, tag), &msg, st)) Take(dev, msg);
   if (have_ && post_.bytes != bytes) have_ = false;
   return have_;
 }
 
-void DirectSend::Take(const std::string& msg) {
+void DirectSend::Take(Device* dev, const std::string& msg) {
   Post p;
   if (msg.size() < sizeof(p)) {
     ZC_WARN(kP2p, "p2p: short post (%zu bytes)", msg.size());
     return;
   }
   memcpy(&p, msg.data(), sizeof(p));
+  // Its receive took an offer: no write may go into it (a withdrawal of it
+  // may still follow, and finds nothing).
+  if (dev->offers().TakeConsumed(p.token)) return;
   if (msg.size() == sizeof(p)) {  // a withdrawal
     if (have_ && post_.token == p.token) have_ = false;
     return;
@@ -202,14 +239,14 @@ bool DirectSend::PostLikely(Device* dev, int peer, uint32_t context, int tag, si
 }
 
 bool DirectSend::AwaitPost(Device* dev, int peer, uint32_t context, int tag, size_t bytes, Status* st) {
-  if (FindPost(dev->control(), peer, context, tag, bytes, st) || !st->ok()) return have_;
+  if (FindPost(dev, peer, context, tag, bytes, st) || !st->ok()) return have_;
   if (!PostLikely(dev, peer, context, tag, bytes)) return false;
   const Clock::time_point until = Clock::now() + kPostWait;
   WaitDriver* driver = dev->health().DriverFor(peer);
   for (;;) {
     // The epoch before the look: a post placed after it ends the sleep.
     const uint32_t epoch = Wakeup::Epoch();
-    if (FindPost(dev->control(), peer, context, tag, bytes, st) || !st->ok()) return have_;
+    if (FindPost(dev, peer, context, tag, bytes, st) || !st->ok()) return have_;
     const auto left = std::chrono::duration_cast<std::chrono::microseconds>(until - Clock::now()).count();
     if (left <= 0) return false;
     // Driving: the post comes on this peer's sockets, which no other
@@ -217,6 +254,37 @@ bool DirectSend::AwaitPost(Device* dev, int peer, uint32_t context, int tag, siz
     if (driver) driver->Sleep(epoch, static_cast<int>(left), /*poll_first=*/true);
     else Wakeup::Sleep(epoch, static_cast<int>(left));
   }
+}
+
+bool DirectSend::OfferWanted(Device* dev, int peer, uint32_t context, int tag) {
+  return dev->control()->OfferWanted(peer, MetaTag(context, tag));
+}
+
+Status DirectSend::Offer(Device* dev, int peer, uint32_t context, int tag, const void* buf, size_t bytes,
+                         bool* taken) {
+  *taken = false;
+  PostBook& book = dev->posts();
+  PostBook::Word w;
+  if (!book.Take(&w)) return Status::Ok();
+  // The verdict comes into this word (flag) and the next (the post's token).
+  const FlagWrite verdict{&book.region()->remote(), uint64_t{w.index} * PostBook::kStride, w.value};
+  const uint64_t key = MetaTag(context, tag);
+  const Deadline dl = dev->NewDeadline();
+  Status st = dev->control()->Offer(peer, key, [&](uint64_t prev) {
+    return dev->channel(peer, 0).WriteOffer(buf, bytes, key, prev, verdict, dl);
+  });
+  if (st.ok()) st = dev->health().WaitFlag(book.flag(w), w.value, peer, dl, "the receiver's verdict on an offer");
+  if (!st.ok()) {
+    book.Retire(w);  // a verdict may still come into it
+    return st;
+  }
+  uint64_t token = 0;  // written before the flag, which WaitFlag read with acquire
+  memcpy(&token, reinterpret_cast<const char*>(book.flag(w)) + sizeof(uint64_t), sizeof(token));
+  book.Give(w);
+  dev->control()->NoteOffer(peer, key, token != 0);
+  if (token) dev->offers().Consumed(token);
+  *taken = token != 0;
+  return Status::Ok();
 }
 
 Status DirectSend::Write(Device* dev, int peer, uint64_t tag, const void* buf, size_t bytes,

@@ -10,6 +10,9 @@
 //   PostBook    the flag words that posted receives wait on (one per Device)
 //   RecvPost    the receiver's side of one post
 //   DirectSend  the sender's side: the post of a tag, the write
+// and the other way round, when the post has not come (offer_board.h): the
+// sender offers the message at once and the receiver's transport matches
+// it to a receive armed for it (RecvPost::Arm, DirectSend::Offer).
 //
 // Why a direct message always reaches the receive that posted for it, in
 // its turn:
@@ -45,6 +48,7 @@
 #include "common/status.h"
 #include "p2p/control_plane.h"
 #include "p2p/mem_region.h"
+#include "p2p/offer_board.h"
 #include "p2p/p2p_protocol.h"
 #include "p2p/region_hold.h"
 
@@ -127,16 +131,26 @@ class RecvPost {
   bool Make(Device* dev, int peer, uint32_t context, int tag, void* buf, size_t bytes);
   bool made() const { return word_.token != 0; }
   uint64_t token() const { return word_.token; }
+  // The receive may take an offer sent up to position seen (its look's;
+  // OfferBoard). The caller then has the transport look at an offer that
+  // waits (Device::ServeOffers) and watches the post's flag (Landed),
+  // whether or not the post's message goes out.
+  void Arm(uint64_t seen);
+  bool armed() const { return armed_; }
+  // The receive takes no offer from now on (waiting while one is being
+  // read into its buffer). True when an offer landed in it.
+  bool Disarm();
   // The post's message, for a look that left the stream at seen.
   std::string Message(uint64_t seen) const;
   // The message went out: from now on a write may come.
   void Sent() { sent_ = true; }
   bool sent() const { return sent_; }
-  // The payload has landed (its flag is set).
+  // The payload has landed (its flag is set), written through the post or
+  // taken from an offer.
   bool Landed() const;
   // The receive took another message of the tag after its post: the post
   // is stale, no write can come for it.
-  void Superseded() { stale_ = true; }
+  void Superseded();
   // The receive's deadline passed: the post is withdrawn (best effort,
   // waiting at most kWithdrawGrace for a slot). A sender that has not used
   // it yet drops it (DirectSend::Take); a payload already on its way is
@@ -166,6 +180,9 @@ class RecvPost {
   bool sent_ = false;
   bool stale_ = false;
   bool withdrawn_ = false;
+  OfferBoard::Entry entry_;  // on the board while armed_
+  bool armed_ = false;
+  bool offer_landed_ = false;
 };
 
 // The sender's side of one message: the post that came for its tag, then
@@ -177,7 +194,15 @@ class DirectSend {
   // receive that has ended). True when one of `bytes` is kept; a post of
   // another size is dropped: its receive takes the ordinary message and
   // reports the mismatch.
-  bool FindPost(ControlPlane* cp, int peer, uint32_t context, int tag, size_t bytes, Status* st);
+  // Posts that an offer made stale (OfferBoard::Consumed) are dropped.
+  bool FindPost(Device* dev, int peer, uint32_t context, int tag, size_t bytes, Status* st);
+  // The message as an offer (offer_board.h), when no post has come: it
+  // goes at once, and the receiver's verdict says whether a receive took
+  // it (*taken; else it must go another way). Needs a free flag word for
+  // the verdict (else *taken = false at once). A sender that had an offer
+  // refused waits for posts again (ControlPlane::OfferWanted).
+  Status Offer(Device* dev, int peer, uint32_t context, int tag, const void* buf, size_t bytes, bool* taken);
+  static bool OfferWanted(Device* dev, int peer, uint32_t context, int tag);
   // FindPost, waiting up to kPostWait for a post that may be on its way
   // when one is likely (PostLikely). In a ping-pong the peer's post for our
   // next message leaves only after our last message has reached it, and
@@ -201,8 +226,9 @@ class DirectSend {
  private:
   // One message on connection 0, as ControlPlane::Answer requires.
   Status WritePayload(Device* dev, int peer, const void* buf, size_t bytes, const Deadline& dl);
-  // One post message from the peer: kept, or a withdrawal applied.
-  void Take(const std::string& msg);
+  // One post message from the peer: kept, or a withdrawal applied (a post
+  // that an offer made stale is dropped).
+  void Take(Device* dev, const std::string& msg);
 
   p2p_wire::Post post_{};
   RemoteRegion data_, flag_;

@@ -94,7 +94,14 @@ Status SendDirect(Device* dev, const void* buf, size_t bytes, int peer, int tag,
   *done = false;
   DirectSend d;
   Status st;
-  if (!d.AwaitPost(dev, peer, context, tag, bytes, &st)) return st;
+  // No post yet: the message goes at once, for the receiver to match
+  // (offer_board.h); refused, it goes the ways below.
+  if (!d.FindPost(dev, peer, context, tag, bytes, &st) && st.ok() && DirectSend::OfferWanted(dev, peer, context, tag)) {
+    st = d.Offer(dev, peer, context, tag, buf, bytes, done);
+    if (!st.ok() || *done)
+      return st.ok() ? st : st.with_context(Format("send of %zu bytes to peer %d (tag %d), offered", bytes, peer, tag));
+  }
+  if (!st.ok() || !d.AwaitPost(dev, peer, context, tag, bytes, &st)) return st;
   bool fresh = false;
   st = d.Write(dev, peer, MetaTag(context, tag), buf, bytes, dev->NewDeadline(), &fresh);
   *done = fresh;
@@ -112,15 +119,19 @@ Status LookThenPost(Device* dev, int peer, int tag, uint32_t context, Arrival* i
                                       &st, /*defer_credit=*/false, nullptr, &seen);
   if (*took || !st.ok()) return st;
   if (!post->Make(dev, peer, context, tag, in->buf, in->bytes)) return Status::Ok();
+  // Armed before the post goes: a sender that offers the message finds
+  // the receive at once (an offer waiting for it is taken now, here).
+  post->Arm(seen);
+  in->post = post;
+  dev->ServeOffers(peer);
+  // A sender whose last message came as an offer offers again: no post.
+  if (post->Landed() || dev->offers().OfferedLast(peer, MetaTag(context, tag))) return Status::Ok();
   const std::string msg = post->Message(seen);
   bool sent = false;
   // Never waits: without a free slot the receive goes unposted.
   ZC_RETURN_IF_ERROR(dev->control()->TrySend2(peer, PostTag(context, tag), msg.data(), msg.size(), nullptr, 0,
                                               &sent));
-  if (sent) {
-    post->Sent();
-    in->post = post;
-  }
+  if (sent) post->Sent();
   return Status::Ok();
 }
 

@@ -72,6 +72,19 @@ struct LinkPlan {
   std::vector<std::string> domains;  // by rank
 };
 
+// A message a peer offers to one of this rank's receives (receiver-matched
+// messages, p2p/recv_post.h "Offers"): where its payload goes once a
+// receive takes it.
+struct OfferTarget {
+  char* dst = nullptr;     // the receive's buffer
+  uint64_t token = 0;      // the receive's post (what the sender's verdict names)
+  void* cookie = nullptr;  // the host's, handed back to OfferEnded
+};
+// What a receiving host says to an offer: a receive takes it (kTake), one
+// may still come (kLater: the transport keeps the offer waiting, unread,
+// for a while), or none will (kRefuse: the sender sends it another way).
+enum class OfferMatch { kTake, kLater, kRefuse };
+
 // Services a backend needs from the Device that owns it while it runs:
 // peer health (PeerHealth), and the local regions its progress threads and
 // the NIC use (LocalRegions).
@@ -98,6 +111,18 @@ class TransportHost {
   // NIC): a pool region, or user memory registered now through the
   // registration cache, held exposed until the transfer gives it back.
   virtual Status HoldLocalRegion(const void* ptr, size_t bytes, RegionHold* out) = 0;
+  // An offer of `bytes` from peer for the receive of `key` (the meta tag
+  // of its context and tag), sent when the last message of the key's
+  // bucket to us ended at position `prev` of the peer's control stream.
+  // kTake fills *out; the target stays valid until OfferEnded.
+  virtual OfferMatch MatchOffer(int peer, uint64_t key, uint64_t prev, uint64_t bytes, OfferTarget* out) {
+    (void)peer, (void)key, (void)prev, (void)bytes, (void)out;
+    return OfferMatch::kRefuse;
+  }
+  // A taken offer's payload is in its target (landed), or could not be read.
+  virtual void OfferEnded(const OfferTarget& target, bool landed) { (void)target, (void)landed; }
+  // An offer from peer was refused (no receive in time, or another size).
+  virtual void OfferRefused(int peer, uint64_t key) { (void)peer, (void)key; }
 };
 
 // One piece of the source of a gathered write.
@@ -163,6 +188,16 @@ class Connection {
     }
     return Status::Ok();
   }
+  // A message for the peer to match to one of its receives (MatchOffer):
+  // the payload under `key`, sent after position `prev` of our control
+  // stream to it; the peer's verdict comes back into `verdict`'s word: 8
+  // bytes at verdict.offset + 8 (the token of the post the payload landed
+  // in, 0 when refused), then the flag. tcp only.
+  virtual Status WriteOffer(const void* src, size_t bytes, uint64_t key, uint64_t prev, const FlagWrite& verdict,
+                            const Deadline& deadline) {
+    (void)src, (void)bytes, (void)key, (void)prev, (void)verdict, (void)deadline;
+    return Error(ZC_ERR_UNSUPPORTED, "offers travel on tcp only");
+  }
   // This process's load/store address of byte 0 of dst when the peer's
   // memory is mapped here (shm segments), else nullptr. Valid while the
   // transport lives. Slot streams use it for their small messages: a
@@ -215,6 +250,9 @@ class Transport {
   // or nullptr: Wakeup::Sleep.
   virtual WaitDriver* wait_driver() { return nullptr; }
   virtual Connection* connection(int peer, int index) = 0;
+  // A receive from peer that may take an offer was just armed: an offer
+  // from peer kept waiting for one is looked at again now, on this thread.
+  virtual void ServeOffers(int peer) { (void)peer; }
   // Stops progress threads and closes connections; idempotent.
   virtual void Shutdown() = 0;
 };

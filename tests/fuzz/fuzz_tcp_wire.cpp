@@ -49,6 +49,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<Region> regions = {{1, std::vector<uint8_t>(64)}, {2, std::vector<uint8_t>(8)},
                                  {3, {}}};
   std::vector<uint8_t> read_dst(16);
+  std::vector<uint8_t> offer_dst(24);  // an armed receive (OfferBoard)
   bool read_pending = true;
   const uint64_t read_token = 1;
   while (in.left() >= sizeof(MsgHeader)) {
@@ -98,6 +99,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         }
         if (h.bytes > in.left()) return 0;
         memcpy(read_dst.data(), in.here(), h.bytes);
+        in.Skip(h.bytes);
+        break;
+      }
+      case kOffer: {
+        // Taken by the armed receive when the sizes agree (the board hands
+        // out no target of another size), else refused and drained.
+        if (h.bytes > in.left()) return 0;
+        if (h.bytes == offer_dst.size()) memcpy(offer_dst.data(), in.here(), h.bytes);
         in.Skip(h.bytes);
         break;
       }

@@ -72,6 +72,21 @@ Status TcpConnection::WriteFlagLazy(const FlagWrite& flag, const Deadline& deadl
   return s_->SendFlagLazy(h, deadline);
 }
 
+Status TcpConnection::WriteOffer(const void* src, size_t bytes, uint64_t key, uint64_t prev,
+                                 const FlagWrite& verdict, const Deadline& deadline) {
+  MsgHeader h{};
+  h.magic = kMagic;
+  h.type = tcp_wire::kOffer;
+  h.token = key;
+  h.offset = prev;
+  h.bytes = bytes;
+  // The verdict word is in our own region: the peer writes it back by id.
+  h.flag_region_id = verdict.region->id;
+  h.flag_offset = verdict.offset;
+  h.flag_value = verdict.value;
+  return s_->SendMsg(h, bytes ? src : nullptr, deadline);
+}
+
 Status TcpConnection::Read(void* dst, size_t bytes, const RemoteRegion& src, uint64_t src_off,
                            const Deadline& deadline) {
   auto pr = std::make_shared<PendingRead>();

@@ -70,6 +70,8 @@ class TcpConnection : public Connection {
                      const FlagWrite* flag, const Deadline& deadline) override;
   Status WriteBatch(const GatherWrite* w, int n, const RemoteRegion& dst, const Deadline& deadline) override;
   Status WriteFlagLazy(const FlagWrite& flag, const Deadline& deadline) override;
+  Status WriteOffer(const void* src, size_t bytes, uint64_t key, uint64_t prev, const FlagWrite& verdict,
+                    const Deadline& deadline) override;
 
  private:
   Socket* s_;

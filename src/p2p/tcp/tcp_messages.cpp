@@ -2,6 +2,7 @@
 // message type; see tcp_messages.h.
 #include "p2p/tcp/tcp_messages.h"
 
+#include <sched.h>
 #include <sys/socket.h>
 
 #include <atomic>
@@ -17,12 +18,20 @@
 namespace zc::tcp {
 
 using tcp_wire::kBye;
+using tcp_wire::kMagic;
+using tcp_wire::kOffer;
 using tcp_wire::kReadReq;
 using tcp_wire::kReadResp;
 using tcp_wire::kWrite;
 using tcp_wire::MsgHeader;
 
 Status MessageHandler::Pump(Socket* s, Responder* responder, bool* took) {
+  // An offer that waits keeps everything behind it unread.
+  if (s->offer_waiting) {
+    ZC_RETURN_IF_ERROR(HandleOffer(s, MsgHeader(s->offer), responder));
+    if (s->offer_waiting) return Status::Ok();
+    *took = true;
+  }
   for (;;) {
     // Room for this recv: what was handled goes, a partial message moves to
     // the front.
@@ -47,6 +56,7 @@ Status MessageHandler::Pump(Socket* s, Responder* responder, bool* took) {
     while (s->rend - s->rpos >= sizeof(MsgHeader) && !s->said_bye.load()) {
       *took = true;
       ZC_RETURN_IF_ERROR(HandleMessage(s, responder));
+      if (s->offer_waiting) return Status::Ok();
     }
     // A short recv found the socket empty: a byte that came after it raised
     // a new edge (a Service request). A full buffer may have left more.
@@ -69,6 +79,8 @@ Status MessageHandler::HandleMessage(Socket* s, Responder* responder) {
       return Status::Ok();
     case kReadResp:
       return HandleReadResp(s, h, dl);
+    case kOffer:
+      return HandleOffer(s, h, responder);
     case kBye:
       // Not an error yet: data the peer sent before finalizing may still be
       // in flight on its other sockets. The caller reports the peer gone once
@@ -120,6 +132,66 @@ void MessageHandler::SetFlag(Socket* s, const MsgHeader& h) {
         ->store(h.flag_value, std::memory_order_release);
     progress_->Notify();
   }
+}
+
+Status MessageHandler::HandleOffer(Socket* s, const MsgHeader& h, Responder* responder) {
+  OfferTarget t;
+  OfferMatch match = host_->MatchOffer(s->peer, h.token, h.offset, h.bytes, &t);
+  if (match == OfferMatch::kLater && !s->offer_waiting) {
+    s->offer_waiting = true;
+    s->offer = h;
+    s->offer_since = Clock::now();
+    s->offer_pending.store(true, std::memory_order_seq_cst);  // then OfferWaits reads long_sleep
+    // A receive armed after the look above may have looked for the mark
+    // before it was set (Transport::ServeOffers): one more look.
+    match = host_->MatchOffer(s->peer, h.token, h.offset, h.bytes, &t);
+    if (match == OfferMatch::kLater) {
+      progress_->OfferWaits(s);
+      return Status::Ok();
+    }
+  }
+  if (match == OfferMatch::kLater && Clock::now() - s->offer_since < Socket::kOfferWait) return Status::Ok();
+  s->offer_waiting = false;
+  s->offer_pending.store(false, std::memory_order_release);
+  if (match != OfferMatch::kTake) {
+    // No receive took it in time (or the sizes differ): the sender sends
+    // it the ordinary way once it has the verdict.
+    SendVerdict(s, h, 0, responder);
+    host_->OfferRefused(s->peer, h.token);
+    return s->Drain(h.bytes);
+  }
+  // The verdict first: the sender's call may return as soon as its bytes
+  // are out, while ours are still being read.
+  SendVerdict(s, h, t.token, responder);
+  Status st = s->TakeBytes(t.dst, h.bytes, Deadline(timeout_s_));
+  host_->OfferEnded(t, st.ok());
+  progress_->Notify();
+  return st;
+}
+
+namespace {
+constexpr int kVerdictLooks = 32;
+}  // namespace
+
+void MessageHandler::SendVerdict(Socket* s, const MsgHeader& offer, uint64_t token, Responder* responder) {
+  MsgHeader v{};
+  v.magic = kMagic;
+  v.type = kWrite;
+  v.region_id = offer.flag_region_id;
+  v.offset = offer.flag_offset + 8;
+  v.bytes = sizeof(token);
+  v.flag_region_id = offer.flag_region_id;
+  v.flag_offset = offer.flag_offset;
+  v.flag_value = offer.flag_value;
+  // Another thread's send holds the socket for a moment (a post, a lazy
+  // flag): worth a few looks before the responder, whose thread must wake
+  // first (tens of microseconds here). A large write holds it until the
+  // peer reads: the responder then waits for it, not this reading thread.
+  for (int look = 0; look < kVerdictLooks; ++look) {
+    if (s->TrySendNow(v, &token, sizeof(token))) return;
+    sched_yield();
+  }
+  responder->QueueWrite(s, v, token);
 }
 
 Status MessageHandler::HandleReadResp(Socket* s, const MsgHeader& h, const Deadline& dl) {

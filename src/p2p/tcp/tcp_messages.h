@@ -8,7 +8,12 @@
 //              here (a reply may wait for the peer to read);
 //   kReadResp  the bytes go straight into the waiting read's destination
 //              (PendingReads, by token);
-//   kBye       the socket is marked: the peer finalized.
+//   kBye       the socket is marked: the peer finalized;
+//   kOffer     a message for one of our receives (TransportHost::
+//              MatchOffer): its payload goes straight into the receive's
+//              buffer, or it waits, unread, for a receive to come
+//              (Socket::offer_waiting), or is refused and drained; the
+//              sender learns which from its verdict word.
 // The checks on what a peer sends are tcp_wire.h's (also fuzzed).
 #pragma once
 
@@ -45,6 +50,11 @@ class MessageHandler {
   // kWrite's flag: release-stored into its region, or dropped when there is none.
   void SetFlag(Socket* s, const tcp_wire::MsgHeader& h);
   Status HandleReadResp(Socket* s, const tcp_wire::MsgHeader& h, const Deadline& dl);
+  // kOffer (above); an offer that waited comes back here (Pump).
+  Status HandleOffer(Socket* s, const tcp_wire::MsgHeader& h, Responder* responder);
+  // The sender's verdict: the post's token (0: refused), then its flag; at
+  // once when the socket is free, else through the responder.
+  void SendVerdict(Socket* s, const tcp_wire::MsgHeader& offer, uint64_t token, Responder* responder);
 
   TransportHost* host_;
   PendingReads* reads_;

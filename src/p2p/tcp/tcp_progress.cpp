@@ -139,6 +139,9 @@ Status Progress::MakeGroups(int num_cqs) {
     g->sockets = std::move(d);
     g->ep = epoll_create1(EPOLL_CLOEXEC);
     if (g->ep < 0) return Error(ZC_ERR_SYSTEM, "tcp: epoll: %s", strerror(errno));
+    g->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (g->wake_fd < 0) return Error(ZC_ERR_SYSTEM, "tcp: eventfd: %s", strerror(errno));
+    ZC_RETURN_IF_ERROR(Watch(g->ep, g->wake_fd, nullptr));
     for (Socket* s : g->sockets) {
       s->group = g;
       ZC_RETURN_IF_ERROR(Watch(g->ep, s->fd, s));
@@ -156,8 +159,10 @@ void Progress::Stop() {
   for (auto& g : groups_)
     if (g->thread.joinable()) g->thread.join();
   for (auto& g : groups_) g->responder.Stop();
-  for (auto& g : groups_)
+  for (auto& g : groups_) {
     if (g->ep >= 0) close(g->ep);
+    if (g->wake_fd >= 0) close(g->wake_fd);
+  }
   groups_.clear();
   {
     std::lock_guard<std::mutex> lock(drive_mu_);  // no driver in epoll_wait
@@ -165,6 +170,29 @@ void Progress::Stop() {
     if (drive_evfd_ >= 0) close(drive_evfd_);
     drive_ep_ = drive_evfd_ = -1;
   }
+}
+
+void Progress::OfferWaits(Socket* s) {
+  ProgressGroup* g = s->group;
+  if (!g || !g->long_sleep.load(std::memory_order_seq_cst)) return;
+  const uint64_t one = 1;
+  IgnoreError(write(g->wake_fd, &one, sizeof(one)) == sizeof(one) ? Status::Ok() : Error(ZC_ERR_SYSTEM, "eventfd"),
+              "the thread ends its long sleep within 100 ms anyway");
+}
+
+void Progress::ServeOffers(const std::vector<Socket*>& sockets) {
+  for (Socket* s : sockets)
+    if (s->offer_pending.load(std::memory_order_acquire)) Service(s, true);
+}
+
+bool Progress::ServeWaitingOffers(ProgressGroup* g) {
+  bool waiting = false;
+  for (Socket* s : g->sockets) {
+    if (!s->offer_pending.load(std::memory_order_acquire)) continue;
+    Service(s, false);
+    waiting |= s->offer_pending.load(std::memory_order_acquire);
+  }
+  return waiting;
 }
 
 void ProgressGroup::Quiet(Socket* s) { epoll_ctl(ep, EPOLL_CTL_DEL, s->fd, nullptr); }
@@ -237,11 +265,20 @@ void Progress::ProgressLoop(ProgressGroup* g) {
     const bool muted = mute.Next();
     if (mute.shared())
       g->shared_at.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+    // An offer waiting on a socket is looked at every turn, and turns stay
+    // short while one waits.
+    if (ServeWaitingOffers(g)) active_turns = std::max(active_turns, 1);
     const int n = Wait(g, evs, 32, muted, &active_turns);
     for (Socket* s : g->sockets) s->FlushDeferred(std::chrono::microseconds(muted || n > 0 ? 1000 : 0), stop_);
     left.ServeUnserved([&](Socket* s) { mute.Took(Service(s, false)); });
     for (int i = 0; i < n && !stop_.load(); ++i) {
       Socket* s = static_cast<Socket*>(evs[i].data.ptr);
+      if (!s) {  // OfferWaits woke us
+        uint64_t v;
+        IgnoreError(read(g->wake_fd, &v, sizeof(v)) == sizeof(v) ? Status::Ok() : Error(ZC_ERR_SYSTEM, "eventfd"),
+                    "drained by the next read");
+        continue;
+      }
       if (driver_waiting_.load(std::memory_order_seq_cst)) left.Add(s);
       else mute.Took(Service(s, false));
     }
@@ -262,10 +299,13 @@ int Progress::Wait(ProgressGroup* g, epoll_event* evs, int max, bool muted, int*
   // Blocking wait: an idle rank costs no CPU; 100 ms bounds shutdown time.
   // For 100 ms after traffic, 1 ms turns send lazy flags on time
   // (SendFlagLazy); before a long sleep, any waiting one goes now.
-  const bool long_sleep = *active_turns == 0 && !muted;
+  bool long_sleep = *active_turns == 0 && !muted;
   if (long_sleep) {
     g->long_sleep.store(true, std::memory_order_seq_cst);
     for (Socket* s : g->sockets) s->FlushDeferred(std::chrono::microseconds(0), stop_);
+    // An offer that began to wait before the announcement found no long
+    // sleep to end (OfferWaits): it is seen here instead.
+    for (Socket* s : g->sockets) long_sleep &= !s->offer_pending.load(std::memory_order_seq_cst);
   }
   int n;
   if (muted) {

@@ -79,6 +79,11 @@ struct ProgressGroup {
   // came meanwhile.
   void Quiet(Socket* s);
   void Loud(Socket* s);
+
+  // Wakes this group's thread from a long sleep: an offer waits on one of
+  // its sockets (Progress::OfferWaits), and the thread ends the wait when
+  // no receive takes it in time.
+  int wake_fd = -1;
 };
 
 class Progress final : public WaitDriver {
@@ -91,6 +96,13 @@ class Progress final : public WaitDriver {
   Status Start(const std::vector<std::unique_ptr<Socket>>& sockets, int num_cqs);
   // Sets the stop word, joins every thread, closes the epolls.
   void Stop();
+  // An offer waits, unread, on s (MessageHandler::HandleOffer): its
+  // group's thread looks at it every turn (1 ms) until it is taken or
+  // refused, woken now if it sleeps long.
+  void OfferWaits(Socket* s);
+  // A receive that may take a waiting offer was armed: each of these
+  // sockets with an offer waiting is served now, on this thread.
+  void ServeOffers(const std::vector<Socket*>& sockets);
   const std::atomic<bool>& stopping() const { return stop_; }
 
   // WaitDriver: one waiting thread at a time waits in epoll on every socket
@@ -160,6 +172,8 @@ class Progress final : public WaitDriver {
   // A socket this pass ended (an error, or the peer's goodbye): out of the
   // epolls, and its peer reported lost once every socket of it is done.
   void Ended(Socket* s, const Status& st);
+  // Serves the group's sockets with an offer waiting; true when one waits.
+  bool ServeWaitingOffers(ProgressGroup* g);
   // Removes a dead socket from the epolls (its fd stays open until Shutdown).
   void Unwatch(Socket* s);
   // True when every socket to peer has received the peer's goodbye.

@@ -14,7 +14,15 @@ using tcp_wire::MsgHeader;
 void Responder::Queue(Socket* s, const MsgHeader& req) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    requests_.emplace_back(s, req);
+    requests_.push_back(Job{s, req, 0});
+  }
+  cv_.notify_one();
+}
+
+void Responder::QueueWrite(Socket* s, const MsgHeader& h, uint64_t word) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    requests_.push_back(Job{s, h, word});
   }
   cv_.notify_one();
 }
@@ -30,7 +38,7 @@ void Responder::Stop() {
 
 void Responder::Loop() {
   for (;;) {
-    std::pair<Socket*, MsgHeader> req;
+    Job req;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_.load() || !requests_.empty(); });
@@ -38,13 +46,15 @@ void Responder::Loop() {
       req = requests_.front();
       requests_.pop_front();
     }
-    Socket* s = req.first;
+    Socket* s = req.s;
     if (s->dead.load()) continue;  // the reader learns of the loss from its Health check
-    Status st = AnswerRead(s, req.second);
+    Status st = req.h.type == tcp_wire::kReadReq ? AnswerRead(s, req.h)
+                                                 : s->SendMsg(req.h, &req.word, Deadline(timeout_s_));
     // As when the progress thread answered: a reply that cannot be sent
     // (timeout: the peer reads nothing) drops the connection.
     if (!st.ok() && !s->dead.exchange(true) && !stop_.load())
-      host_->OnPeerLost(s->peer, st.with_context("answering a one-sided read"));
+      host_->OnPeerLost(s->peer, st.with_context(req.h.type == tcp_wire::kReadReq ? "answering a one-sided read"
+                                                                                  : "answering an offer"));
   }
 }
 

@@ -1,5 +1,7 @@
 // Responder: answers the read requests (kReadReq) that one progress thread
-// receives, on a thread of its own. Private to src/p2p/tcp.
+// receives, and sends the verdicts on offers that could not go at once
+// (MessageHandler::HandleOffer), on a thread of its own. Private to
+// src/p2p/tcp.
 //
 // A progress thread is the only reader of its sockets, so it
 // must never block in a write: a reply larger than the socket buffers
@@ -13,7 +15,6 @@
 #include <deque>
 #include <mutex>
 #include <thread>
-#include <utility>
 
 #include "p2p/tcp/tcp_socket.h"
 #include "p2p/tcp/tcp_wire.h"
@@ -29,6 +30,8 @@ class Responder {
   void Start() { thread_ = std::thread([this] { Loop(); }); }
   // A kReadReq header from s, answered in arrival order (the progress thread).
   void Queue(Socket* s, const tcp_wire::MsgHeader& req);
+  // A small kWrite to s's peer (h, then the 8-byte word), in the same order.
+  void QueueWrite(Socket* s, const tcp_wire::MsgHeader& h, uint64_t word);
   // Joins the thread, if started, once the stop word is set.
   void Stop();
 
@@ -42,7 +45,12 @@ class Responder {
   const std::atomic<bool>& stop_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::pair<Socket*, tcp_wire::MsgHeader>> requests_;  // kReadReq headers, in arrival order
+  struct Job {
+    Socket* s;
+    tcp_wire::MsgHeader h;  // a kReadReq to answer, or a kWrite to send
+    uint64_t word;          // the kWrite's payload
+  };
+  std::deque<Job> requests_;  // in arrival order
   std::thread thread_;
 };
 

@@ -95,6 +95,38 @@ Status Socket::SendFlagLazy(const MsgHeader& h, const Deadline& dl) {
   return SendMsg(h, nullptr, dl);  // (carries the waiting one first)
 }
 
+bool Socket::TrySendNow(const MsgHeader& h, const void* payload, size_t bytes) {
+  std::unique_lock<std::mutex> lock(send_mu, std::try_to_lock);
+  if (!lock.owns_lock() || dead.load()) return false;
+  struct iovec iov[3];
+  int k = 0;
+  if (has_deferred) iov[k++] = {&deferred, sizeof(MsgHeader)};  // rides along
+  iov[k++] = {const_cast<MsgHeader*>(&h), sizeof(h)};
+  if (bytes) iov[k++] = {const_cast<void*>(payload), bytes};
+  size_t total = 0;
+  for (int i = 0; i < k; ++i) total += iov[i].iov_len;
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = static_cast<size_t>(k);
+  net::NoteSent();
+  ssize_t n = sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
+  ClearDeferred();
+  if (n < 0 || static_cast<size_t>(n) == total) {
+    if (n < 0 && !dead.exchange(true))
+      host->OnPeerLost(peer, Error(ZC_ERR_PEER_LOST, "tcp send to peer %d: %s", peer, strerror(errno)));
+    return true;
+  }
+  // Cut short: the rest must follow before any other message.
+  size_t done = static_cast<size_t>(n);
+  int first = 0;
+  while (first < k && done >= iov[first].iov_len) done -= iov[first++].iov_len;
+  iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + done;
+  iov[first].iov_len -= done;
+  IgnoreError(SendIov(iov + first, k - first, Deadline(timeout_s)), "a lost peer is reported by SendIov");
+  return true;
+}
+
 void Socket::FlushDeferred(std::chrono::microseconds min_age, const std::atomic<bool>& stopping) {
   if (!deferred_flag.load(std::memory_order_seq_cst)) return;
   // A send in progress carries the waiting flag (SendMsgV puts it first),

@@ -79,6 +79,18 @@ struct Socket {
   // non-blocking loop serves.
   static constexpr size_t kBlockingMin = 64 * 1024;
   bool io_sliced = false;
+  // An offer (kOffer) that no receive has taken yet (MessageHandler::
+  // HandleOffer): the socket is left unread behind its header until a
+  // receive takes it (Transport::ServeOffers) or kOfferWait has passed
+  // and it is refused. Messages behind it on the socket wait as long. Serving thread only; offer_pending mirrors
+  // offer_waiting for the threads that look at the socket from outside.
+  // Long enough for a receive whose thread lost its core for a time slice
+  // (a loaded host): a refused offer costs its payload twice.
+  static constexpr auto kOfferWait = std::chrono::milliseconds(5);
+  bool offer_waiting = false;
+  tcp_wire::MsgHeader offer{};
+  Clock::time_point offer_since;
+  std::atomic<bool> offer_pending{false};
 
   // --- Send side: any thread (send_mu). ---
   Status SendMsg(const tcp_wire::MsgHeader& h, const void* payload, const Deadline& dl) {
@@ -95,6 +107,11 @@ struct Socket {
   // progress thread's next turn a millisecond on (FlushDeferred); sent at
   // once when that thread sleeps long or another flag waits already.
   Status SendFlagLazy(const tcp_wire::MsgHeader& h, const Deadline& dl);
+  // One small message now, or false when another thread is sending on the
+  // socket or its buffer is full (the caller queues it for the Responder):
+  // a reading thread must not wait behind a large write. A message cut
+  // short by a full buffer is finished, waiting for the peer.
+  bool TrySendNow(const tcp_wire::MsgHeader& h, const void* payload, size_t bytes);
   // Sends the waiting flag, if any (older than min_age). A lost peer is
   // reported to the host unless the transport is stopping.
   void FlushDeferred(std::chrono::microseconds min_age, const std::atomic<bool>& stopping);

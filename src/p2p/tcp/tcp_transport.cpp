@@ -61,6 +61,9 @@ class TcpTransport final : public Transport {
     if (peer < 0 || peer >= static_cast<int>(conns_.size()) || conns_[peer].empty()) return nullptr;
     return conns_[peer][index % per_peer_].get();
   }
+  void ServeOffers(int peer) override {
+    if (peer >= 0 && peer < static_cast<int>(by_peer_.size())) progress_.ServeOffers(by_peer_[peer]);
+  }
 
   Status Listen(const LinkPlan& plan, std::string* address) override;
   Status Connect(const std::vector<std::string>& addresses) override;

@@ -5,7 +5,10 @@
 // Connection handshake (after the job-key authentication, common/auth.h):
 //   client -> server  hello: u32 rank, u32 socket index (host byte order)
 // Then every message is a MsgHeader, followed by `bytes` of payload for
-// kWrite and an ok kReadResp.
+// kWrite, kOffer and an ok kReadResp. A kOffer names no region: token is
+// the key of the receive it is for, offset the sender's control-stream
+// position before it, and the flag fields the sender's verdict word
+// (MessageHandler::HandleOffer).
 #pragma once
 
 #include <cstdint>
@@ -16,7 +19,7 @@
 namespace zc::tcp_wire {
 
 constexpr uint32_t kMagic = 0x5a435450;  // "ZCTP"
-enum MsgType : uint16_t { kWrite = 1, kReadReq = 2, kReadResp = 3, kBye = 4 };
+enum MsgType : uint16_t { kWrite = 1, kReadReq = 2, kReadResp = 3, kBye = 4, kOffer = 5 };
 
 struct MsgHeader {
   uint32_t magic;
@@ -50,7 +53,7 @@ inline Status ParseHello(const uint8_t* bytes, int nranks, int per_peer, int* pe
 inline Status CheckHeader(const MsgHeader& h, int peer) {
   if (h.magic != kMagic)
     return Error(ZC_ERR_PEER_LOST, "tcp: corrupt message from peer %d (magic %#x)", peer, h.magic);
-  if (h.type < kWrite || h.type > kBye)
+  if (h.type < kWrite || h.type > kOffer)
     return Error(ZC_ERR_PEER_LOST, "tcp: unknown message type %u from peer %d", h.type, peer);
   return Status::Ok();
 }
