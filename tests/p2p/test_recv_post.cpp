@@ -1,7 +1,8 @@
 // Receiver-posted transfers over tcp (src/p2p/recv_post.h): a receive posted
 // before its message arrives announces its buffer and the sender writes
 // straight into it; one posted after takes the message the ordinary way
-// (eager or rendezvous). Through the C ABI, across processes: sizes either
+// (eager or rendezvous), unless it comes as an offer (a blocking send that
+// found no post; offer_board.h). Through the C ABI, across processes: sizes either
 // side of every limit (posting at 64 KiB, eager up to 256 KiB), unaligned
 // buffers in user and pool memory, both orders, many messages in flight
 // both ways, receives from any source beside posted ones, size mismatches,
@@ -151,54 +152,20 @@ TEST(RecvPost, AllSizesBothOrdersBothApis) {
   ASSERT_TRUE(AllOk(res)) << Describe(res);
 }
 
-// Blocking ping-pong of every posting size: after the first exchange every
-// message should go straight into the posted buffer (the senders wait
-// briefly for posts on their way).
+// Blocking ping-pong of posting sizes: after the first exchange every
+// message lands straight in the receive's buffer, through its post or from
+// an offer. A rank's next receive is called only after its send has
+// returned, so its post reaches the peer after the peer's reply is ready:
+// from 512 KiB on the sender offers the reply instead, and the receive
+// takes it as soon as it is armed (offer_board.h).
 TEST(RecvPost, PingPongGoesDirect) {
   auto res = RunRanks(2, [&](int rank) -> int {
     zc_comm* comm;
     CHILD_CHECK(zc_init(&comm) == ZC_OK, "init: %s", zc_last_error(nullptr));
     const int peer = 1 - rank;
     const int kIters = 40;
-    std::vector<uint8_t> sb(4u << 20), rb(4u << 20);
-    for (size_t s : {size_t{262145}, size_t{1} << 20, size_t{4} << 20}) {
-      const uint64_t before = Landed(comm);
-      for (int i = 0; i < kIters; ++i) {
-        if (rank == 0) {
-          Fill(sb.data(), s, rank, 9, i);
-          CHILD_OK(zc_send(comm, sb.data(), s, peer, 9));
-          CHILD_OK(zc_recv(comm, rb.data(), s, peer, 9));
-        } else {
-          CHILD_OK(zc_recv(comm, rb.data(), s, peer, 9));
-          Fill(sb.data(), s, rank, 9, i);
-          CHILD_OK(zc_send(comm, sb.data(), s, peer, 9));
-        }
-        CHILD_CHECK(Bad(rb.data(), s, peer, 9, i) == 0, "%zu bytes, iteration %d: wrong data", s, i);
-      }
-      const uint64_t direct = Landed(comm) - before;
-      // Most, not all: a loaded machine may delay a post past the wait.
-      CHILD_CHECK(direct >= kIters / 2, "%zu bytes: %llu of %d receives went direct", s,
-                  static_cast<unsigned long long>(direct), kIters);
-    }
-    CHILD_CHECK(zc_finalize(comm) == ZC_OK, "finalize: %s", zc_last_error(nullptr));
-    return 0;
-  }, Env(), 120);
-  ASSERT_TRUE(AllOk(res)) << Describe(res);
-}
-
-// A blocking ping-pong: a rank's next receive is called only after its
-// send has returned, so its post reaches the peer after the peer's reply
-// is ready. From 512 KiB on, the sender offers the reply instead, and the
-// receive takes it as soon as it is armed (offer_board.h); every receive
-// lands straight in its buffer, through its post or from an offer.
-TEST(RecvPost, PingPongRepliesAreOffered) {
-  auto res = RunRanks(2, [&](int rank) -> int {
-    zc_comm* comm;
-    CHILD_CHECK(zc_init(&comm) == ZC_OK, "init: %s", zc_last_error(nullptr));
-    const int peer = 1 - rank;
-    const int kIters = 40;
     std::vector<uint8_t> sb((4u << 20) + 1), rb((4u << 20) + 1);
-    for (size_t s : {size_t{65539}, size_t{524309}, (size_t{4} << 20) + 1}) {
+    for (size_t s : {size_t{65539}, size_t{262145}, size_t{524309}, size_t{1} << 20, (size_t{4} << 20) + 1}) {
       const uint64_t offers = OffersTaken(comm), direct = Landed(comm);
       for (int i = 0; i < kIters; ++i) {
         if (rank == 0) {
