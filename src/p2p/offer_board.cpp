@@ -63,6 +63,7 @@ void OfferBoard::Ended(const OfferTarget& target, bool landed) {
   if (landed) {
     // The receive waits on its post's flag (RecvPost::Landed).
     e->flag->store(e->value, std::memory_order_release);
+    if (offered_.size() >= kMaxOffered) offered_.clear();
     offered_.insert({e->peer, e->key});
     landed_.fetch_add(1, std::memory_order_relaxed);
   }
@@ -78,6 +79,11 @@ void OfferBoard::NoteRefused(int peer, uint64_t key) {
 bool OfferBoard::OfferedLast(int peer, uint64_t key) const {
   std::lock_guard<std::mutex> lock(mu_);
   return offered_.count({peer, key}) != 0;
+}
+
+size_t OfferBoard::offered_keys() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return offered_.size();
 }
 
 void OfferBoard::NoteOrdinary(int peer, uint64_t key) {

@@ -86,6 +86,8 @@ class OfferBoard {
 
   // The transport refused an offer from peer (TransportHost::OfferRefused).
   void NoteRefused(int peer, uint64_t key);
+  // (peer, key)s whose last message came as an offer (tests).
+  size_t offered_keys() const;
   // Offers that landed here, and that were refused here (tests, logs).
   uint64_t landed() const { return landed_.load(std::memory_order_relaxed); }
   uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
@@ -94,6 +96,10 @@ class OfferBoard {
   // Verdicts whose post has not arrived yet: a post that never went out
   // leaves its token here, so the oldest are forgotten.
   static constexpr size_t kMaxConsumed = 256;
+  // (peer, key)s remembered for OfferedLast: a program that uses a new tag
+  // for every message must not grow the set without end; forgetting one
+  // costs its next receive a post.
+  static constexpr size_t kMaxOffered = 1024;
   mutable std::mutex mu_;
   std::vector<Entry*> armed_;
   std::set<std::pair<int, uint64_t>> offered_;  // (peer, key): OfferedLast

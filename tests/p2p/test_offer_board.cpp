@@ -141,6 +141,23 @@ TEST(OfferBoard, DisarmWaitsForAPayloadBeingRead) {
   EXPECT_TRUE(result.load());
 }
 
+// A program that uses a new tag for every message: the board remembers a
+// bounded number of (peer, tag)s whose last message came as an offer.
+TEST(OfferBoard, OfferedKeysStayBounded) {
+  OfferBoard board;
+  for (uint64_t key = 1; key <= 5000; ++key) {
+    Receive r(1, key, 8, key);
+    board.Arm(&r.e, 0);
+    OfferTarget t;
+    ASSERT_EQ(board.Match(1, key, 0, 8, &t), OfferMatch::kTake);
+    board.Ended(t, true);
+    ASSERT_TRUE(board.Disarm(&r.e));
+    ASSERT_TRUE(board.OfferedLast(1, key));
+  }
+  EXPECT_LE(board.offered_keys(), 1024u);
+  EXPECT_EQ(board.landed(), 5000u);
+}
+
 TEST(OfferBoard, ConsumedPostsAreForgottenOnceSeenOrWhenOld) {
   OfferBoard board;
   board.Consumed(11);
