@@ -425,6 +425,59 @@ TEST(RecvPost, TimedOutReceiveIsRetried) {
   ASSERT_TRUE(AllOk(res)) << Describe(res);
 }
 
+// A warm-up ping-pong on the tag leaves rank 0 taking offers without
+// posting (its receives come after its sends, so rank 1's replies find no
+// post: offer_board.h, OfferedLast); then rank 1 sends 1 GiB to rank 0 as
+// an offer, and one side is killed while its payload is being read. The
+// other must fail with the peer's loss, not hang: a receive whose offer is
+// being read waits for the read, which the loss ends; a sender waiting for
+// its verdict stops at the loss.
+int KilledDuringOffer(int rank, int victim) {
+  zc_comm* comm;
+  CHILD_CHECK(zc_init(&comm) == ZC_OK, "init");
+  const size_t small = 524309, s = size_t{1} << 30;
+  std::vector<uint8_t> b(s, 1);
+  for (int i = 0; i < 4; ++i) {
+    if (rank == 0) {
+      CHILD_OK(zc_send(comm, b.data(), small, 1, 71));
+      CHILD_OK(zc_recv(comm, b.data(), small, 1, 71));
+    } else {
+      CHILD_OK(zc_recv(comm, b.data(), small, 0, 71));
+      CHILD_OK(zc_send(comm, b.data(), small, 0, 71));
+    }
+  }
+  if (rank == 0 && OffersTaken(comm) == 0) fprintf(stderr, "rank 0 took no offer in the warm-up (a loaded host)\n");
+  auto transfer = [&] { return rank == 1 ? zc_send(comm, b.data(), s, 0, 71) : zc_recv(comm, b.data(), s, 1, 71); };
+  if (rank == victim) {
+    std::thread killer([] {
+      usleep(20000);
+      raise(SIGKILL);
+    });
+    transfer();
+    killer.join();
+    return 0;
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  const zc_status st = transfer();
+  CHILD_CHECK(st == ZC_ERR_PEER_LOST || st == ZC_OK, "got %s: %s", zc_status_string(st), zc_last_error(comm));
+  if (st == ZC_OK) fprintf(stderr, "the kill came after the whole transfer\n");
+  CHILD_CHECK(Since(t0) < 100, "took %.1f s", Since(t0));
+  zc_finalize(comm);
+  return 0;
+}
+
+TEST(RecvPost, SenderKilledDuringOffer) {
+  auto res = RunRanks(2, [&](int rank) { return KilledDuringOffer(rank, 1); }, Env("300"), 200);
+  ASSERT_EQ(res[1].signal, SIGKILL) << Describe(res);
+  ASSERT_EQ(res[0].exit_code, 0) << Describe(res);
+}
+
+TEST(RecvPost, ReceiverKilledDuringOffer) {
+  auto res = RunRanks(2, [&](int rank) { return KilledDuringOffer(rank, 0); }, Env("300"), 200);
+  ASSERT_EQ(res[0].signal, SIGKILL) << Describe(res);
+  ASSERT_EQ(res[1].exit_code, 0) << Describe(res);
+}
+
 // The sender dies while its payload goes into a posted receive: the
 // receive fails with ZC_ERR_PEER_LOST, long before its deadline (no hang;
 // the bound is loose: a loaded machine may take seconds to get the sender
