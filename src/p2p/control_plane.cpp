@@ -95,9 +95,10 @@ Status ControlPlane::SpanOf(const Peer& p, int peer, size_t bytes, uint32_t* n) 
 
 Status ControlPlane::Send2(int peer, uint64_t tag, const void* a, size_t abytes, const void* b,
                            size_t bbytes, const Deadline& dl) {
-  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer])
+  Peer* const found = PeerAt(peer);
+  if (!found)
     return Error(ZC_ERR_INVALID_ARG, "control message to invalid peer %d", peer);
-  Peer& p = *peers_[peer];
+  Peer& p = *found;
   uint32_t n = 1;
   ZC_RETURN_IF_ERROR(SpanOf(p, peer, abytes + bbytes, &n));
   std::lock_guard<SpinLock> lock(p.send_mu);
@@ -107,8 +108,9 @@ Status ControlPlane::Send2(int peer, uint64_t tag, const void* a, size_t abytes,
 
 bool ControlPlane::TrySendNow(int peer, uint64_t tag, const void* a, size_t abytes, const void* b,
                               size_t bbytes) {
-  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer]) return false;
-  Peer& p = *peers_[peer];
+  Peer* const found = PeerAt(peer);
+  if (!found) return false;
+  Peer& p = *found;
   if (abytes + bbytes > p.max_message) return false;
   std::lock_guard<SpinLock> lock(p.send_mu);
   return PutNow(p, peer, tag, a, abytes, b, bbytes);
@@ -142,8 +144,9 @@ Status ControlPlane::Write(Peer& p, uint64_t tag, const void* a, size_t abytes, 
 }
 
 bool ControlPlane::AnsweredLast(int peer, uint64_t tag) {
-  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer]) return false;
-  Peer& p = *peers_[peer];
+  Peer* const found = PeerAt(peer);
+  if (!found) return false;
+  Peer& p = *found;
   std::lock_guard<SpinLock> lock(p.send_mu);
   return p.answered[Bucket(tag)];
 }
@@ -161,9 +164,10 @@ Status ControlPlane::RunAnswer(Peer& p, uint64_t tag, uint64_t seen, const Answe
 }
 
 Status ControlPlane::Offer(int peer, uint64_t tag, const OfferWrite& write) {
-  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer])
+  Peer* const found = PeerAt(peer);
+  if (!found)
     return Error(ZC_ERR_INVALID_ARG, "offer to invalid peer %d", peer);
-  Peer& p = *peers_[peer];
+  Peer& p = *found;
   std::lock_guard<SpinLock> lock(p.send_mu);
   Status st = write(p.last_at[Bucket(tag)]);
   p.last_at[Bucket(tag)] = p.writer.sent();
@@ -171,25 +175,28 @@ Status ControlPlane::Offer(int peer, uint64_t tag, const OfferWrite& write) {
 }
 
 void ControlPlane::NoteOffer(int peer, uint64_t tag, bool taken) {
-  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer]) return;
-  Peer& p = *peers_[peer];
+  Peer* const found = PeerAt(peer);
+  if (!found) return;
+  Peer& p = *found;
   std::lock_guard<SpinLock> lock(p.send_mu);
   p.offer_refused[Bucket(tag)] = !taken;
   if (taken) p.answered[Bucket(tag)] = true;
 }
 
 bool ControlPlane::OfferWanted(int peer, uint64_t tag) {
-  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer]) return false;
-  Peer& p = *peers_[peer];
+  Peer* const found = PeerAt(peer);
+  if (!found) return false;
+  Peer& p = *found;
   std::lock_guard<SpinLock> lock(p.send_mu);
   return !p.offer_refused[Bucket(tag)];
 }
 
 Status ControlPlane::Answer(int peer, uint64_t tag, uint64_t seen, const AnswerWrite& write, bool* fresh) {
   *fresh = false;
-  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer])
+  Peer* const found = PeerAt(peer);
+  if (!found)
     return Error(ZC_ERR_INVALID_ARG, "answer to invalid peer %d", peer);
-  Peer& p = *peers_[peer];
+  Peer& p = *found;
   std::lock_guard<SpinLock> lock(p.send_mu);
   return RunAnswer(p, tag, seen, write, fresh);
 }
@@ -198,9 +205,10 @@ Status ControlPlane::TryAnswer(int peer, uint64_t tag, uint64_t seen, const Answ
                                bool* fresh) {
   *ran = false;
   *fresh = true;  // until known otherwise: a caller that could not look tries again
-  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer])
+  Peer* const found = PeerAt(peer);
+  if (!found)
     return Error(ZC_ERR_INVALID_ARG, "answer to invalid peer %d", peer);
-  Peer& p = *peers_[peer];
+  Peer& p = *found;
   std::unique_lock<SpinLock> lock(p.send_mu, std::try_to_lock);
   if (!lock.owns_lock()) return Status::Ok();
   Status st = RunAnswer(p, tag, seen, write, fresh);
@@ -307,9 +315,10 @@ Status ControlPlane::TakeOne(Peer& p, uint64_t tag, Consumer consume, void* ctx,
 Status ControlPlane::TrySend2(int peer, uint64_t tag, const void* a, size_t abytes, const void* b,
                               size_t bbytes, bool* sent) {
   *sent = false;
-  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer])
+  Peer* const found = PeerAt(peer);
+  if (!found)
     return Error(ZC_ERR_INVALID_ARG, "control message to invalid peer %d", peer);
-  Peer& p = *peers_[peer];
+  Peer& p = *found;
   uint32_t n = 1;
   ZC_RETURN_IF_ERROR(SpanOf(p, peer, abytes + bbytes, &n));
   std::unique_lock<SpinLock> lock(p.send_mu, std::try_to_lock);
@@ -326,11 +335,12 @@ bool ControlPlane::TryRecv(int peer, uint64_t tag, std::string* msg, Status* st,
 bool ControlPlane::TryRecvWith(int peer, uint64_t tag, Consumer consume, void* ctx, Status* st,
                                bool defer_credit, Acceptor accept, uint64_t* seen) {
   *st = Status::Ok();
-  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer]) {
+  Peer* const found = PeerAt(peer);
+  if (!found) {
     *st = Error(ZC_ERR_INVALID_ARG, "control message from invalid peer %d", peer);
     return false;
   }
-  Peer& p = *peers_[peer];
+  Peer& p = *found;
   std::lock_guard<SpinLock> lock(p.recv_mu);
   bool done = false;
   Look look;
@@ -344,11 +354,12 @@ bool ControlPlane::TryRecvWith(int peer, uint64_t tag, Consumer consume, void* c
 
 bool ControlPlane::TryRecvNext(int peer, uint64_t tag, std::string* msg, Status* st) {
   *st = Status::Ok();
-  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer]) {
+  Peer* const found = PeerAt(peer);
+  if (!found) {
     *st = Error(ZC_ERR_INVALID_ARG, "control message from invalid peer %d", peer);
     return false;
   }
-  Peer& p = *peers_[peer];
+  Peer& p = *found;
   std::lock_guard<SpinLock> lock(p.recv_mu);
   bool done = false;
   Look look;
@@ -370,9 +381,10 @@ Status ControlPlane::Recv(int peer, uint64_t tag, std::string* msg, const Deadli
 
 Status ControlPlane::RecvWith(int peer, uint64_t tag, Consumer consume, void* ctx,
                               const Deadline& dl, Acceptor accept, Stop stop) {
-  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer])
+  Peer* const found = PeerAt(peer);
+  if (!found)
     return Error(ZC_ERR_INVALID_ARG, "control message from invalid peer %d", peer);
-  Peer& p = *peers_[peer];
+  Peer& p = *found;
   Backoff backoff = health_->BackoffFor(peer);
   bool done = false;
   auto take = [&] {

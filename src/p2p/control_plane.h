@@ -174,6 +174,10 @@ class ControlPlane {
     std::array<bool, kTagBuckets> answered{};  // the last one was an answer
     std::array<bool, kTagBuckets> offer_refused{};  // the last offer was refused (NoteOffer)
   };
+  // The peer's state, or null for a rank outside the job or this rank.
+  Peer* PeerAt(int peer) const {
+    return peer >= 0 && peer < static_cast<int>(peers_.size()) ? peers_[peer].get() : nullptr;
+  }
   static uint32_t Bucket(uint64_t tag) {
     // splitmix64's finalizer: tags that differ only in their class or
     // context bits (a post and its meta) land apart.

@@ -94,14 +94,18 @@ Status SendDirect(Device* dev, const void* buf, size_t bytes, int peer, int tag,
   *done = false;
   DirectSend d;
   Status st;
+  bool posted = d.FindPost(dev, peer, context, tag, bytes, &st);
+  if (!st.ok()) return st;
   // No post yet: the message goes at once, for the receiver to match
-  // (offer_board.h); refused, it goes the ways below.
-  if (!d.FindPost(dev, peer, context, tag, bytes, &st) && st.ok() && DirectSend::OfferWanted(dev, peer, context, tag)) {
+  // (offer_board.h); refused, it goes the ways below (a post may have come
+  // meanwhile).
+  if (!posted && DirectSend::OfferWanted(dev, peer, context, tag)) {
     st = d.Offer(dev, peer, context, tag, buf, bytes, done);
     if (!st.ok() || *done)
       return st.ok() ? st : st.with_context(Format("send of %zu bytes to peer %d (tag %d), offered", bytes, peer, tag));
   }
-  if (!st.ok() || !d.AwaitPost(dev, peer, context, tag, bytes, &st)) return st;
+  if (!posted) posted = d.AwaitPost(dev, peer, context, tag, bytes, &st);
+  if (!posted) return st;
   bool fresh = false;
   st = d.Write(dev, peer, MetaTag(context, tag), buf, bytes, dev->NewDeadline(), &fresh);
   *done = fresh;

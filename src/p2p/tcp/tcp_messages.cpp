@@ -27,9 +27,9 @@ using tcp_wire::MsgHeader;
 
 Status MessageHandler::Pump(Socket* s, Responder* responder, bool* took) {
   // An offer that waits keeps everything behind it unread.
-  if (s->offer_waiting) {
+  if (s->OfferWaiting()) {
     ZC_RETURN_IF_ERROR(HandleOffer(s, MsgHeader(s->offer), responder));
-    if (s->offer_waiting) return Status::Ok();
+    if (s->OfferWaiting()) return Status::Ok();
     *took = true;
   }
   for (;;) {
@@ -56,7 +56,7 @@ Status MessageHandler::Pump(Socket* s, Responder* responder, bool* took) {
     while (s->rend - s->rpos >= sizeof(MsgHeader) && !s->said_bye.load()) {
       *took = true;
       ZC_RETURN_IF_ERROR(HandleMessage(s, responder));
-      if (s->offer_waiting) return Status::Ok();
+      if (s->OfferWaiting()) return Status::Ok();
     }
     // A short recv found the socket empty: a byte that came after it raised
     // a new edge (a Service request). A full buffer may have left more.
@@ -137,8 +137,7 @@ void MessageHandler::SetFlag(Socket* s, const MsgHeader& h) {
 Status MessageHandler::HandleOffer(Socket* s, const MsgHeader& h, Responder* responder) {
   OfferTarget t;
   OfferMatch match = host_->MatchOffer(s->peer, h.token, h.offset, h.bytes, &t);
-  if (match == OfferMatch::kLater && !s->offer_waiting) {
-    s->offer_waiting = true;
+  if (match == OfferMatch::kLater && !s->OfferWaiting()) {
     s->offer = h;
     s->offer_since = Clock::now();
     s->offer_pending.store(true, std::memory_order_seq_cst);  // then OfferWaits reads long_sleep
@@ -151,7 +150,6 @@ Status MessageHandler::HandleOffer(Socket* s, const MsgHeader& h, Responder* res
     }
   }
   if (match == OfferMatch::kLater && Clock::now() - s->offer_since < Socket::kOfferWait) return Status::Ok();
-  s->offer_waiting = false;
   s->offer_pending.store(false, std::memory_order_release);
   if (match != OfferMatch::kTake) {
     // No receive took it in time (or the sizes differ): the sender sends

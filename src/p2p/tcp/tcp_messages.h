@@ -12,7 +12,7 @@
 //   kOffer     a message for one of our receives (TransportHost::
 //              MatchOffer): its payload goes straight into the receive's
 //              buffer, or it waits, unread, for a receive to come
-//              (Socket::offer_waiting), or is refused and drained; the
+//              (Socket::offer_pending), or is refused and drained; the
 //              sender learns which from its verdict word.
 // The checks on what a peer sends are tcp_wire.h's (also fuzzed).
 #pragma once

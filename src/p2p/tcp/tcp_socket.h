@@ -82,15 +82,16 @@ struct Socket {
   // An offer (kOffer) that no receive has taken yet (MessageHandler::
   // HandleOffer): the socket is left unread behind its header until a
   // receive takes it (Transport::ServeOffers) or kOfferWait has passed
-  // and it is refused. Messages behind it on the socket wait as long. Serving thread only; offer_pending mirrors
-  // offer_waiting for the threads that look at the socket from outside.
+  // and it is refused. Messages behind it on the socket wait as long.
+  // offer and offer_since: the serving thread only; offer_pending is also
+  // read by the threads that look at the socket from outside.
   // Long enough for a receive whose thread lost its core for a time slice
   // (a loaded host): a refused offer costs its payload twice.
   static constexpr auto kOfferWait = std::chrono::milliseconds(5);
-  bool offer_waiting = false;
   tcp_wire::MsgHeader offer{};
   Clock::time_point offer_since;
   std::atomic<bool> offer_pending{false};
+  bool OfferWaiting() const { return offer_pending.load(std::memory_order_relaxed); }
 
   // --- Send side: any thread (send_mu). ---
   Status SendMsg(const tcp_wire::MsgHeader& h, const void* payload, const Deadline& dl) {
