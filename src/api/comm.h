@@ -28,6 +28,7 @@
 #include "common/flight_recorder.h"
 #include "common/spin_lock.h"
 #include "gpu/device_path.h"
+#include "ps/wait_watch.h"
 #include "p2p/device.h"
 #include "p2p/group.h"
 #include "p2p/messenger.h"
@@ -90,8 +91,10 @@ struct zc_request {
   // zc_irecv_source: where the sender's rank goes once the request is done.
   int* source = nullptr;
   // A parameter-server request: how its wait spins (its Device's setting,
-  // PeerHealth::spins).
+  // PeerHealth::spins), and for a push, what tells the engine that its
+  // caller waits (zc_test, zc_wait).
   uint64_t spins = zc::Backoff::kSpins;
+  std::shared_ptr<zc::ps::WaitWatch> ps_watch;
 };
 
 struct zc_comm {

@@ -201,6 +201,7 @@ zc_status zc_test(zc_request* req, int* done) {
     *done = req->task->done.load(std::memory_order_acquire) ? 1 : 0;
     return *done && !req->task->status.ok() ? Fail(req->task->status) : ZC_OK;
   }
+  if (req->ps_watch) req->ps_watch->Waiting();
   *done = req->done.load(std::memory_order_acquire);
   if (*done && !req->status.ok()) return Fail(req->status);
   return ZC_OK;
@@ -220,6 +221,7 @@ zc_status zc_wait(zc_request* req) {
     // started them; every collective has its own deadlines.
     st = req->queue->Wait(req->task.get());
   } else {
+    if (req->ps_watch) req->ps_watch->Waiting();
     zc::Backoff backoff(false, nullptr, req->spins);  // a parameter-server request, completed by its thread
     while (!req->done.load(std::memory_order_acquire)) backoff.Pause();
     st = req->status;

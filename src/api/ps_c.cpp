@@ -144,6 +144,7 @@ zc_status zc_ps_create(zc_comm* comm, zc_ps_role role, const zc_ps_options* opti
     o.sgd_lr = options->sgd_lr;
   }
   o.server_threads = comm->config.ps_server_threads;
+  o.lend_ms = comm->config.ps_lend_ms;
   // The name was checked when the configuration was read (ZC_PS_PLACEMENT).
   auto policy = zc::ps::PlacementPolicy::kBalanced;
   zc::ps::PolicyFromName(comm->config.ps_placement.c_str(), &policy);
@@ -227,8 +228,9 @@ zc_status zc_ps_ipush(zc_ps* ps, uint64_t key, const void* buf, zc_request** req
   r->spins = ps->comm->device->health().spins();
   std::string ctx = zc::Format("rank %d: %s(key %llu)", ps->comm->rank, op, static_cast<unsigned long long>(key));
   const uint64_t record = PsRecord(ps, "ps_ipush", key, true, 0, -1, zc::trace::State::kPosted);
-  zc::Status st =
-      ps->inst->Push(key, staged.host, Completer(r, ctx, std::move(staged.copy_out), ps->comm->trace, record));
+  r->ps_watch = std::make_shared<zc::ps::WaitWatch>();
+  zc::Status st = ps->inst->Push(key, staged.host,
+                                 Completer(r, ctx, std::move(staged.copy_out), ps->comm->trace, record), r->ps_watch);
   if (!st.ok()) {
     delete r;
     return PsFail(ps, op, key, true, st, record);

@@ -72,6 +72,9 @@ const std::vector<ConfigVar>& ConfigVars() {
       {"ZC_PS_PARTITION", "4M",
        "parameter server: keys are cut into chunks of at most this many bytes spread over the servers"},
       {"ZC_PS_SERVER_THREADS", "2", "parameter server: aggregation threads per server (1..64)"},
+      {"ZC_PS_LEND_MS", "1000",
+       "parameter server: how long a nonblocking push nobody waits for keeps its pieces lent to this "
+       "rank's server before they are copied into their slots (0..3600000; a waiting caller: 0.5 ms)"},
       {"ZC_PS_PLACEMENT", "balanced",
        "parameter server: chunk placement, balanced (equal chunks, the same bytes on every server), "
        "roundrobin (whole partitions in declaration order) or hash (of key and chunk)"},
@@ -188,6 +191,7 @@ Status ReadJob(Config* c) {
       {"ZC_QPS_PER_PEER", &c->qps_per_peer, 1, 64},
       {"ZC_IB_PORT", &c->ib_port, 1, 255},
       {"ZC_PS_SERVER_THREADS", &c->ps_server_threads, 1, 64},
+      {"ZC_PS_LEND_MS", &c->ps_lend_ms, 0, 3600000},
   };
   const char* v;
   long n;

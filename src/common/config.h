@@ -51,6 +51,7 @@ struct Config {
   size_t gpu_chunk_bytes = 1u << 20;    // ZC_GPU_CHUNK_BYTES: stream-ordered staging pipeline chunk
   size_t ps_partition_bytes = 4u << 20;  // ZC_PS_PARTITION: parameter-server chunk (BytePS's 4 MB)
   int ps_server_threads = 2;            // ZC_PS_SERVER_THREADS: aggregation threads per server
+  int ps_lend_ms = 1000;                // ZC_PS_LEND_MS: an unwatched push's pieces stay lent this long
   std::string ps_placement = "balanced";  // ZC_PS_PLACEMENT: balanced|roundrobin|hash
 
   // Engine (src/engine, include/zcomm/zcomm_engine.h).

@@ -82,6 +82,10 @@ Status LocalRegions::MakeChunk(size_t bytes, std::unique_ptr<MemRegion>* out) {
   r->mutable_remote().owner = rank_;
   r->mutable_remote().owner_pid = static_cast<int32_t>(getpid());
   RememberRegion(r.get());
+  {
+    std::lock_guard<std::mutex> lock(regions_mu_);
+    chunks_by_addr_[reinterpret_cast<uintptr_t>(r->data())] = r.get();
+  }
   *out = std::move(r);
   return Status::Ok();
 }
@@ -191,14 +195,11 @@ Status LocalRegions::FindOrRegister(const void* ptr, size_t bytes, bool hold, Me
   *held = false;
   {
     std::lock_guard<std::mutex> lock(regions_mu_);
-    // Pool chunks are in regions_by_id_ (and cover their slices); so are
-    // cached registrations, which only the cache may hand out (it knows
-    // which are retired).
-    for (auto& [id, r] : regions_by_id_) {
-      if (!r->parent && !r->cached && r->contains(ptr, bytes)) {
-        *out = r;
-        return Status::Ok();
-      }
+    // A pool chunk covers its slices; cached registrations only the cache
+    // may hand out (it knows which are retired).
+    if (MemRegion* chunk = ChunkHolding(ptr, bytes)) {
+      *out = chunk;
+      return Status::Ok();
     }
     if (MemRegion* r = reg_cache_.Find(ptr, bytes, hold)) {
       *out = r;
@@ -212,6 +213,14 @@ Status LocalRegions::FindOrRegister(const void* ptr, size_t bytes, bool hold, Me
   ZC_RETURN_IF_ERROR(RegisterCached(ptr, bytes, hold, out));
   *held = hold;
   return Status::Ok();
+}
+
+MemRegion* LocalRegions::ChunkHolding(const void* ptr, size_t bytes) const {
+  // Chunks are disjoint: only the last one starting at or below ptr can hold it.
+  auto it = chunks_by_addr_.upper_bound(reinterpret_cast<uintptr_t>(ptr));
+  if (it == chunks_by_addr_.begin()) return nullptr;
+  MemRegion* chunk = std::prev(it)->second;
+  return chunk->contains(ptr, bytes) ? chunk : nullptr;
 }
 
 Status LocalRegions::RegionFor(const void* ptr, size_t bytes, MemRegion** out) {

@@ -104,6 +104,8 @@ class LocalRegions : public RegionOwner {
   // A pool region or a cached registration holding [ptr, ptr+bytes);
   // *held: a hold was taken (Release gives it back).
   Status FindOrRegister(const void* ptr, size_t bytes, bool hold, MemRegion** out, bool* held);
+  // The pool chunk that holds [ptr, ptr+bytes), or null; regions_mu_ held.
+  MemRegion* ChunkHolding(const void* ptr, size_t bytes) const;
   Status RegisterCached(const void* ptr, size_t bytes, bool hold, MemRegion** out);
   // Drops the retired registrations nobody holds (takes region use
   // exclusively: call without regions_mu_).
@@ -120,6 +122,10 @@ class LocalRegions : public RegionOwner {
   std::shared_mutex region_use_mu_;  // see region_use
   mutable std::mutex regions_mu_;
   std::map<uint64_t, MemRegion*> regions_by_id_;  // every local region
+  // The pool's chunks by start address (disjoint), so that finding the
+  // chunk under a buffer costs a lookup, not a walk over every region: the
+  // PS registers each pulled tensor, and its servers hold thousands of slices.
+  std::map<uintptr_t, MemRegion*> chunks_by_addr_;
   RegCache reg_cache_;  // user memory; guarded by regions_mu_
   std::atomic<size_t> registrations_{0};
   AllocSites alloc_sites_{this};

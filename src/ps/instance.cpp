@@ -174,6 +174,8 @@ void Instance::Drive(const std::atomic<int>* done) {
 }
 
 Status Instance::Quiet(const std::function<Status()>& fn) {
+  // This thread now waits for every queued push, whoever else does.
+  Worker::Draining draining(worker_.get());
   for (;;) {
     Drive(nullptr);
     std::lock_guard<std::mutex> lock(engine_mu_);
@@ -209,13 +211,13 @@ Status Instance::KeyBytes(uint64_t key, size_t* bytes) {
   return worker_->KeyBytes(key, bytes);
 }
 
-Status Instance::Push(uint64_t key, const void* buf, DoneFn done) {
+Status Instance::Push(uint64_t key, const void* buf, DoneFn done, std::shared_ptr<WaitWatch> watch) {
   if (!worker_) return Error(ZC_ERR_INVALID_ARG, "this rank is not a worker");
   Worker::Key* k = nullptr;
   uint64_t round = 0;
   std::lock_guard<std::mutex> lock(api_mu_);
   ZC_RETURN_IF_ERROR(worker_->AdmitPush(key, &k, &round));
-  return Start(true, k, const_cast<void*>(buf), round, std::move(done), &lock);
+  return Start(true, k, const_cast<void*>(buf), round, std::move(done), std::move(watch), &lock);
 }
 
 Status Instance::Pull(uint64_t key, void* buf, DoneFn done) {
@@ -224,14 +226,14 @@ Status Instance::Pull(uint64_t key, void* buf, DoneFn done) {
   uint64_t round = 0;
   std::lock_guard<std::mutex> lock(api_mu_);
   ZC_RETURN_IF_ERROR(worker_->AdmitPull(key, &k, &round));
-  return Start(false, k, buf, round, std::move(done), &lock);
+  return Start(false, k, buf, round, std::move(done), nullptr, &lock);
 }
 
 Status Instance::Start(bool push, Worker::Key* k, void* buf, uint64_t round, DoneFn done,
-                       std::lock_guard<std::mutex>* api_lock) {
+                       std::shared_ptr<WaitWatch> watch, std::lock_guard<std::mutex>* api_lock) {
   (void)api_lock;  // held: operations are queued in call order
   if (done) {
-    if (push) worker_->EnqueuePush(k, buf, round, std::move(done));
+    if (push) worker_->EnqueuePush(k, buf, round, std::move(done), std::move(watch));
     else worker_->EnqueuePull(k, buf, round, std::move(done));
     {
       std::lock_guard<std::mutex> lock(q_mu_);
@@ -246,7 +248,7 @@ Status Instance::Start(bool push, Worker::Key* k, void* buf, uint64_t round, Don
     result->second = st;
     result->first.store(1, std::memory_order_release);
   };
-  if (push) worker_->EnqueuePush(k, buf, round, std::move(mine));
+  if (push) worker_->EnqueuePush(k, buf, round, std::move(mine), nullptr);  // its caller waits
   else worker_->EnqueuePull(k, buf, round, std::move(mine));
   Drive(&result->first);
   return result->second;

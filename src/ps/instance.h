@@ -43,7 +43,8 @@ class Instance {
   Status KeyBytes(uint64_t key, size_t* bytes);
   // Order checks happen here, in the caller's thread. done == nullptr:
   // blocking (the call's status); else queued, done(status) when finished.
-  Status Push(uint64_t key, const void* buf, DoneFn done);
+  // A queued push's watch says when its caller waits for it (wait_watch.h).
+  Status Push(uint64_t key, const void* buf, DoneFn done, std::shared_ptr<WaitWatch> watch = nullptr);
   Status Pull(uint64_t key, void* buf, DoneFn done);
   // Server-only ranks: until every worker has freed its instance.
   Status Serve();
@@ -67,7 +68,7 @@ class Instance {
   // Queues a push or pull (api_mu_ held: call order); blocking when done
   // is empty.
   Status Start(bool push, Worker::Key* k, void* buf, uint64_t round, DoneFn done,
-               std::lock_guard<std::mutex>* api_lock);
+               std::shared_ptr<WaitWatch> watch, std::lock_guard<std::mutex>* api_lock);
   // Runs fn with no operation in flight and the engine held.
   Status Quiet(const std::function<Status()>& fn);
   void OpLoop();

@@ -17,6 +17,7 @@ struct Options {
   bool async = false;
   double sgd_lr = 0;        // 0: sums
   int server_threads = 1;   // ZC_PS_SERVER_THREADS
+  int lend_ms = 1000;       // ZC_PS_LEND_MS (Worker::SettleRefs)
 };
 
 struct Shared {

@@ -294,13 +294,14 @@ void Worker::Enqueue(std::unique_ptr<Op> op) {
   incoming_.push_back(std::move(op));
 }
 
-void Worker::EnqueuePush(Key* k, const void* buf, uint64_t round, DoneFn done) {
+void Worker::EnqueuePush(Key* k, const void* buf, uint64_t round, DoneFn done, std::shared_ptr<WaitWatch> watch) {
   auto op = std::make_unique<Op>(sh_->group->NewDeadline());
   op->push = true;
   op->k = k;
   op->src = static_cast<const char*>(buf);
   op->round = round;
   op->done = std::move(done);
+  op->watch = std::move(watch);
   Enqueue(std::move(op));
 }
 
@@ -387,11 +388,18 @@ void Worker::Unexpose(Op* op, const Status& why) {
 }
 
 bool Worker::SettleRefs(Op* op, bool* progress) {
-  // Microseconds a push waits for its server to consume its references
-  // before it copies them into their slots: the other workers' pieces
+  // Microseconds a caller waits for its push's references to be consumed
+  // before they are copied into their slots: the other workers' pieces
   // normally come within a pass or two; a worker that pushes its keys in
-  // another order must not keep this push (and its caller) waiting.
-  constexpr int kReclaimUs = 500;
+  // another order must not keep this push's caller waiting.
+  constexpr int64_t kReclaimUs = 500;
+  // While nobody waits, the references stay lent for up to
+  // ZC_PS_LEND_MS: a caller that pushes every key and then waits for each
+  // key's push and pull in turn finds most pushes consumed by then, and the
+  // copy is spared (over tcp the other worker's pieces of later keys come
+  // milliseconds after this rank's). The bound keeps an unwatched push
+  // from lingering.
+  const auto lend_max = std::chrono::milliseconds(sh_->options.lend_ms);
   Key* k = op->k;
   size_t kept = 0;
   for (size_t r : op->refs) {
@@ -404,7 +412,11 @@ bool Worker::SettleRefs(Op* op, bool* progress) {
     op->refs_since = Clock::now();
   }
   if (op->refs.empty()) return true;
-  if (Clock::now() - op->refs_since < std::chrono::microseconds(kReclaimUs)) return false;
+  const auto lent = Clock::now() - op->refs_since;
+  if (lent < std::chrono::microseconds(kReclaimUs)) return false;
+  const bool waited = !op->watch || draining_.load(std::memory_order_acquire) > 0 ||
+                      op->watch->WaitedFor(kReclaimUs * 1000);
+  if (!waited && lent < lend_max) return false;
   for (size_t r : op->refs) {
     const ChunkPlace& c = k->chunks[r];
     colocated_->Reclaim(k->key, c.slot, sh_->worker_index, op->src + c.offset * k->es, c.elems * k->es);

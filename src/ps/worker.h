@@ -21,8 +21,9 @@
 // for it (it pushes what the pull writes). Asynchronous mode keeps each
 // key's operations in call order (a pull request must follow the push
 // before it). A push never waits for a server (a piece goes as soon as its
-// slot's credit is there), nor for another worker (pieces lent to this
-// rank's server are taken back after kReclaimUs). When every peer is on
+// slot's credit is there), and its caller never waits for another worker
+// (pieces lent to this rank's server are taken back once the caller has
+// waited kReclaimUs; wait_watch.h). When every peer is on
 // shared memory the engine steps the co-located server between its pieces
 // (Server::Assist). Waits are the engine's passes; a stalled operation
 // fails with a server's alert, a lost member or its deadline (ZC_TIMEOUT
@@ -44,6 +45,7 @@
 #include "ps/chunk_slots.h"
 #include "ps/protocol.h"
 #include "ps/shared.h"
+#include "ps/wait_watch.h"
 
 namespace zc::ps {
 
@@ -62,11 +64,25 @@ class Worker {
   Status AdmitPush(uint64_t key, Key** k, uint64_t* round);
   Status AdmitPull(uint64_t key, Key** k, uint64_t* round);
   // Queues an operation (thread-safe); done(status) runs in the thread
-  // that completes it, inside Pass.
-  void EnqueuePush(Key* k, const void* buf, uint64_t round, DoneFn done);
+  // that completes it, inside Pass. A push's watch tells when its caller
+  // waits for it (null: from the start, a blocking push).
+  void EnqueuePush(Key* k, const void* buf, uint64_t round, DoneFn done, std::shared_ptr<WaitWatch> watch);
   void EnqueuePull(Key* k, void* buf, uint64_t round, DoneFn done);
   // Operations queued or running (thread-safe).
   int in_flight() const { return in_flight_.load(std::memory_order_acquire); }
+  // While one lives, a thread waits for every queued push (a declaration
+  // or zc_ps_free waiting for the engine to be quiet): as if each push's
+  // caller waited for it.
+  class Draining {
+   public:
+    explicit Draining(Worker* w) : w_(w) { w_->draining_.fetch_add(1, std::memory_order_acq_rel); }
+    ~Draining() { w_->draining_.fetch_sub(1, std::memory_order_acq_rel); }
+    Draining(const Draining&) = delete;
+    Draining& operator=(const Draining&) = delete;
+
+   private:
+    Worker* w_;
+  };
   // One pass of the engine over every operation (one thread at a time: the
   // caller holds the instance's engine lock). True when something moved.
   bool Pass();
@@ -127,6 +143,7 @@ class Worker {
     // it has not handed back yet, and since when the push waits for them.
     std::vector<size_t> refs;
     Clock::time_point refs_since{};
+    std::shared_ptr<WaitWatch> watch;  // null: its caller waits from the start
     // Pull: the tensor exposed to the servers while replies may be written
     // into it (kReplyInto), or empty; and why it must fail without taking
     // another piece (another pull's failure dropped the registration its
@@ -153,9 +170,10 @@ class Worker {
   // replies would be dropped as well.
   void Unexpose(Op* op, const Status& why);
   // A push whose pieces are all written: drops the references the server
-  // has consumed; after kReclaimUs of waiting takes the others back (a
-  // copy into their slots), so that a push never waits for another
-  // worker. True when no reference is left.
+  // has consumed; once its caller has waited kReclaimUs for them (or
+  // ZC_PS_LEND_MS have passed) takes the others back (a copy into their
+  // slots), so that a push's caller never waits for another worker. True
+  // when no reference is left.
   bool SettleRefs(Op* op, bool* progress);
   // A pass without progress: alerts, members' health and the deadlines of
   // the waiting operations (whose status is set in *failed).
@@ -185,6 +203,7 @@ class Worker {
   std::deque<std::unique_ptr<Op>> incoming_;
   std::deque<std::unique_ptr<Op>> active_;  // engine only
   std::atomic<int> in_flight_{0};
+  std::atomic<int> draining_{0};  // Draining objects alive
   uint64_t pass_ = 0;
   uint64_t assist_calls_ = 0;
   Clock::time_point last_check_{};

@@ -328,6 +328,45 @@ TEST_P(P2p, OverlappingSendsRegisterOnce) {
   ASSERT_TRUE(AllOk(res)) << Describe(res);
 }
 
+// Memory from zc_mem_alloc is found in its pool chunk, whichever of many
+// chunks holds it (small ZC_POOL_CHUNK: one chunk per allocation here), at
+// its start, inside or at its end; it never goes through the registration
+// cache, while a malloc'd buffer does.
+TEST_P(P2p, PoolBuffersAreFoundInTheirChunk) {
+  auto res = RunRanks(1, [&](int) -> int {
+    zc_comm* comm;
+    CHILD_CHECK(zc_init(&comm) == ZC_OK, "init: %s", zc_last_error(nullptr));
+    auto& regions = comm->device->regions();
+    const size_t bytes = 40000;  // with slack: one 64 KiB chunk each
+    std::vector<void*> bufs(12);
+    for (void*& b : bufs) CHILD_CHECK(zc_mem_alloc(comm, bytes, &b) == ZC_OK, "alloc: %s", zc_last_error(comm));
+    const size_t before = regions.registrations();
+    for (void* b : bufs) {
+      char* p = static_cast<char*>(b);
+      const std::pair<size_t, size_t> parts[] = {{0, bytes}, {1, 7}, {bytes - 13, 13}, {bytes / 2, 1}};
+      for (auto [off, n] : parts) {
+        zc::MemRegion* r = nullptr;
+        CHILD_CHECK(regions.RegionFor(p + off, n, &r).ok(), "RegionFor failed at offset %zu", off);
+        CHILD_CHECK(r && r->contains(p + off, n) && !r->cached && !r->parent,
+                    "offset %zu: not the pool chunk holding it", off);
+      }
+    }
+    CHILD_CHECK(regions.registrations() == before, "pool memory was registered %zu times",
+                regions.registrations() - before);
+    std::vector<char> user(bytes);
+    zc::MemRegion* r = nullptr;
+    CHILD_CHECK(regions.RegionFor(user.data(), user.size(), &r).ok() && r && r->cached,
+                "malloc'd memory: not a cached registration");
+    CHILD_CHECK(regions.registrations() == before + 1, "malloc'd memory: %zu registrations, want 1",
+                regions.registrations() - before);
+    regions.Deregister(user.data(), user.size());
+    for (void* b : bufs) CHILD_CHECK(zc_mem_free(comm, b) == ZC_OK, "free: %s", zc_last_error(comm));
+    CHILD_CHECK(zc_finalize(comm) == ZC_OK, "finalize: %s", zc_last_error(nullptr));
+    return 0;
+  }, {{"ZC_TRANSPORT", GetParam()}, {"ZC_POOL_CHUNK", "64K"}});
+  ASSERT_TRUE(AllOk(res)) << Describe(res);
+}
+
 // A region that a pending send holds survives its replacement: rank 0's
 // isend of [10,20) (64 KiB units) is still pending when the send of
 // [0,100) registers the union; the peer still reads [10,20) through the

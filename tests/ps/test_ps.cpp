@@ -634,6 +634,77 @@ std::string PipeName(const ::testing::TestParamInfo<PipeCase>& info) {
 INSTANTIATE_TEST_SUITE_P(Shm, Pipeline, ::testing::ValuesIn(PipeCases("shm")), PipeName);
 INSTANTIATE_TEST_SUITE_P(Tcp, Pipeline, ::testing::ValuesIn(PipeCases("tcp")), PipeName);
 
+// A push's pieces for this rank's server go by reference, and stay lent
+// while nobody waits for the push (ZC_PS_LEND_MS, an hour here). Round 1:
+// rank 1 pushes only once rank 0 has finished waiting for its push (a
+// barrier between them), so rank 0's wait (zc_wait, or zc_test in a loop)
+// must take its pieces back, or it waits for rank 1 until the deadline.
+// Round 2: rank 0's push, unwatched, stays lent while rank 1 is held back;
+// both pulls get the round's sum either way.
+int LendBody(int rank, bool by_test) {
+  zc_comm* comm = nullptr;
+  CHILD_OK(zc_init(&comm));
+  zc_ps* ps = nullptr;
+  CHILD_OK(zc_ps_create(comm, ZC_PS_BOTH, nullptr, &ps));
+  const uint64_t key = 7;
+  const size_t n = 100003;  // several 64 KiB chunks on both servers
+  std::vector<float> g(n), v(n);
+  CHILD_OK(zc_ps_declare(ps, key, n, ZC_FLOAT32, nullptr));
+  for (uint64_t r = 1; r <= 2; ++r) {
+    for (size_t i = 0; i < n; ++i) g[i] = static_cast<float>(Grad(rank, r, i, key));
+    if (rank == 1) {
+      CHILD_OK(zc_barrier(comm));
+      CHILD_OK(zc_ps_push(ps, key, g.data()));
+      CHILD_OK(zc_ps_pull(ps, key, v.data()));
+    } else if (r == 1) {
+      zc_request* push = nullptr;
+      CHILD_OK(zc_ps_ipush(ps, key, g.data(), &push));
+      if (by_test) {
+        int done = 0;
+        const auto t0 = std::chrono::steady_clock::now();
+        while (!done) {
+          CHILD_OK(zc_test(push, &done));
+          CHILD_CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30),
+                      "rank 0: the push tested for 30 s is not done: it waits for rank 1");
+        }
+        CHILD_OK(zc_wait(push));  // frees the request
+      } else {
+        CHILD_OK(zc_wait(push));
+      }
+      CHILD_OK(zc_barrier(comm));
+      CHILD_OK(zc_ps_pull(ps, key, v.data()));
+    } else {
+      zc_request *push = nullptr, *pull = nullptr;
+      CHILD_OK(zc_ps_ipush(ps, key, g.data(), &push));
+      CHILD_OK(zc_ps_ipull(ps, key, v.data(), &pull));
+      CHILD_OK(zc_barrier(comm));
+      CHILD_OK(zc_wait(pull));
+      CHILD_OK(zc_wait(push));
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const float want = static_cast<float>(Grad(0, r, i, key) + Grad(1, r, i, key));
+      CHILD_CHECK(v[i] == want, "rank %d round %llu element %zu: got %g, want %g", rank,
+                  static_cast<unsigned long long>(r), i, v[i], want);
+    }
+  }
+  CHILD_OK(zc_ps_free(ps));
+  CHILD_OK(zc_finalize(comm));
+  return 0;
+}
+
+TEST(Lending, WaitTakesPiecesBackUnwatchedStayLent) {
+  for (const char* t : {"shm", "tcp"}) {
+    for (bool by_test : {false, true}) {
+      Env env = PsEnv(t, "64K");
+      for (auto& e : env)
+        if (e.first == "ZC_TIMEOUT") e.second = "20";
+      env.push_back({"ZC_PS_LEND_MS", "3600000"});
+      auto res = RunRanks(2, [&](int rank) { return LendBody(rank, by_test); }, env, 90);
+      EXPECT_TRUE(AllOk(res)) << t << (by_test ? " zc_test" : " zc_wait") << "\n" << Describe(res);
+    }
+  }
+}
+
 // A member killed after the first round: every surviving rank's next
 // operation fails with ZC_ERR_PEER_LOST naming it; nobody hangs.
 int KilledBody(int rank, int victim, bool separate_server) {
