@@ -81,9 +81,9 @@ Status LocalRegions::MakeChunk(size_t bytes, std::unique_ptr<MemRegion>* out) {
   for (Transport* t : transports_) ZC_RETURN_IF_ERROR(t->Expose(r.get()));
   r->mutable_remote().owner = rank_;
   r->mutable_remote().owner_pid = static_cast<int32_t>(getpid());
-  RememberRegion(r.get());
   {
     std::lock_guard<std::mutex> lock(regions_mu_);
+    regions_by_id_[r->id()] = r.get();
     chunks_by_addr_[reinterpret_cast<uintptr_t>(r->data())] = r.get();
   }
   *out = std::move(r);

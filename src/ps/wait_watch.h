@@ -23,17 +23,17 @@ class WaitWatch {
   // A caller began to wait (or to test) for the push; later calls keep the
   // first time.
   void Waiting() {
-    int64_t none = 0;
-    since_ns_.compare_exchange_strong(none, NowNs(), std::memory_order_acq_rel);
+    Clock::rep none = 0;
+    since_.compare_exchange_strong(none, Clock::now().time_since_epoch().count(), std::memory_order_acq_rel);
   }
-  // Some caller has waited for at least `ns` nanoseconds.
-  bool WaitedFor(int64_t ns) const {
-    const int64_t since = since_ns_.load(std::memory_order_acquire);
-    return since != 0 && NowNs() - since >= ns;
+  // Some caller had waited for at least `span` at `now`.
+  bool WaitedFor(Clock::duration span, Clock::time_point now) const {
+    const Clock::rep since = since_.load(std::memory_order_acquire);
+    return since != 0 && now - Clock::time_point(Clock::duration(since)) >= span;
   }
 
  private:
-  std::atomic<int64_t> since_ns_{0};
+  std::atomic<Clock::rep> since_{0};  // Clock ticks since its epoch; 0: nobody waits yet
 };
 
 }  // namespace zc::ps

@@ -388,11 +388,11 @@ void Worker::Unexpose(Op* op, const Status& why) {
 }
 
 bool Worker::SettleRefs(Op* op, bool* progress) {
-  // Microseconds a caller waits for its push's references to be consumed
+  // How long a caller waits for its push's references to be consumed
   // before they are copied into their slots: the other workers' pieces
   // normally come within a pass or two; a worker that pushes its keys in
   // another order must not keep this push's caller waiting.
-  constexpr int64_t kReclaimUs = 500;
+  constexpr auto kReclaim = std::chrono::microseconds(500);
   // While nobody waits, the references stay lent for up to
   // ZC_PS_LEND_MS: a caller that pushes every key and then waits for each
   // key's push and pull in turn finds most pushes consumed by then, and the
@@ -412,10 +412,11 @@ bool Worker::SettleRefs(Op* op, bool* progress) {
     op->refs_since = Clock::now();
   }
   if (op->refs.empty()) return true;
-  const auto lent = Clock::now() - op->refs_since;
-  if (lent < std::chrono::microseconds(kReclaimUs)) return false;
+  const Clock::time_point now = Clock::now();
+  const auto lent = now - op->refs_since;
+  if (lent < kReclaim) return false;
   const bool waited = !op->watch || draining_.load(std::memory_order_acquire) > 0 ||
-                      op->watch->WaitedFor(kReclaimUs * 1000);
+                      op->watch->WaitedFor(kReclaim, now);
   if (!waited && lent < lend_max) return false;
   for (size_t r : op->refs) {
     const ChunkPlace& c = k->chunks[r];

@@ -23,7 +23,7 @@
 // before it). A push never waits for a server (a piece goes as soon as its
 // slot's credit is there), and its caller never waits for another worker
 // (pieces lent to this rank's server are taken back once the caller has
-// waited kReclaimUs; wait_watch.h). When every peer is on
+// waited kReclaim; wait_watch.h). When every peer is on
 // shared memory the engine steps the co-located server between its pieces
 // (Server::Assist). Waits are the engine's passes; a stalled operation
 // fails with a server's alert, a lost member or its deadline (ZC_TIMEOUT
@@ -170,7 +170,7 @@ class Worker {
   // replies would be dropped as well.
   void Unexpose(Op* op, const Status& why);
   // A push whose pieces are all written: drops the references the server
-  // has consumed; once its caller has waited kReclaimUs for them (or
+  // has consumed; once its caller has waited kReclaim for them (or
   // ZC_PS_LEND_MS have passed) takes the others back (a copy into their
   // slots), so that a push's caller never waits for another worker. True
   // when no reference is left.
