@@ -1,6 +1,7 @@
 /* ideal_allreduce — the fastest allreduce this machine's memory allows.
  *
- *   ideal_allreduce [--ranks 2] [-b 16M] [-e 256M] [-n 10] [--json FILE]
+ *   ideal_allreduce [--ranks 2] [-b 16M] [-e 256M] [-n 10] [--reps R] [--inplace]
+ *                   [--json FILE]
  *
  * All ranks' buffers live in one process: rank r's input and output are
  * allocated and first touched by thread r, as a rank would. N threads (one per
@@ -15,8 +16,11 @@
  * output line before writing it) and non-temporal stores (written around the
  * caches, no read); `best_us` is the smaller median of the two. In place
  * (--inplace: every output is its input) plain stores only, `best_us` its
- * median. Min/median/max over -n runs. Sizes are per-rank buffer bytes,
- * powers of 2 from -b to -e. */
+ * median. A run lasts from the first thread's start to the last thread's
+ * end. Min/median/max over -n runs; with --reps R, over R repetitions of -n
+ * runs each, of the mean per run: the statistic zc_coll reports (the mean per
+ * call, median of its --reps repetitions), which the suite compares with
+ * this one. Sizes are per-rank buffer bytes, powers of 2 from -b to -e. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,7 +36,7 @@
 enum { kMaxRanks = 64, kChunkFloats = 1024 /* 4 KiB: stays in L1 */ };
 
 typedef struct {
-  int ranks, iters, inplace;
+  int ranks, iters, reps, inplace;
   size_t max_bytes;
   float* in[kMaxRanks];
   float* out[kMaxRanks];
@@ -45,7 +49,9 @@ typedef struct {
   size_t bytes;     /* per-rank buffer bytes of the current size */
   int nt;           /* non-temporal stores */
   int touch_only;   /* 1: first-touch pass (fill own buffers); 2: one run */
-  double* times_us; /* per iteration, thread 0 only */
+  /* Per iteration and thread: when this thread began and ended its slice
+   * (spans[2 * (it * ranks + id)], [.. + 1]). */
+  double* spans;
 } worker_t;
 
 static void slice(size_t n, int ranks, int id, size_t* lo, size_t* hi) {
@@ -114,11 +120,12 @@ static void* worker(void* p) {
   reduce_slice(s, lo, hi, w->nt); /* warm-up, not timed */
   if (w->touch_only == 2) return NULL;
   for (int it = 0; it < s->iters; it++) {
+    double* span = w->spans + 2 * ((size_t)it * s->ranks + w->id);
     pthread_barrier_wait(&s->bar);
-    double t0 = bu_now_us();
+    span[0] = bu_now_us();
     reduce_slice(s, lo, hi, w->nt);
+    span[1] = bu_now_us();
     pthread_barrier_wait(&s->bar);
-    if (w->id == 0) w->times_us[it] = bu_now_us() - t0;
   }
   return NULL;
 }
@@ -161,33 +168,69 @@ static void stats(double* t, int n, double* mn, double* med, double* mx) {
   *med = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
+static double mean(const double* t, int n) {
+  double sum = 0;
+  for (int i = 0; i < n; i++) sum += t[i];
+  return sum / n;
+}
+
+/* One repetition: -n timed runs after a warm-up; their times in times[]. */
+static int measure_once(shared_t* s, size_t bytes, int nt, double* times,
+                        long* wrong) {
+  worker_t w[kMaxRanks];
+  double* spans = (double*)calloc(2 * (size_t)s->iters * s->ranks, sizeof(double));
+  if (!spans) return -1;
+  for (int t = 0; t < s->ranks; t++)
+    w[t] = (worker_t){s, t, bytes, nt, 0, spans};
+  if (run_threads(s, w) != 0) { free(spans); return -1; }
+  /* A run lasts from the first thread's start to the last thread's end.
+   * With more threads than cores, any one thread may get a core only after
+   * the others have begun (or finished), so its own clock would miss part
+   * of the run. */
+  for (int it = 0; it < s->iters; it++) {
+    const double* span = spans + 2 * (size_t)it * s->ranks;
+    double first = span[0], last = span[1];
+    for (int t = 1; t < s->ranks; t++) {
+      if (span[2 * t] < first) first = span[2 * t];
+      if (span[2 * t + 1] > last) last = span[2 * t + 1];
+    }
+    times[it] = last - first;
+  }
+  free(spans);
+  /* One more run, checked: in place from known inputs (the timed runs
+   * changed them), out of place into cleared outputs. */
+  if (s->inplace) reset_inputs(s, bytes / sizeof(float));
+  else
+    for (int r = 0; r < s->ranks; r++) memset(s->out[r], 0, bytes);
+  worker_t once[kMaxRanks];
+  for (int t = 0; t < s->ranks; t++) once[t] = (worker_t){s, t, bytes, nt, 2, NULL};
+  if (run_threads(s, once) != 0) return -1;
+  *wrong += count_wrong(s, bytes / sizeof(float));
+  return 0;
+}
+
+/* min/median/max into out3: over the -n runs, or with --reps over the
+ * repetitions' means. */
 static int measure(shared_t* s, size_t bytes, int nt, double* out3,
                    long* wrong) {
-  worker_t w[kMaxRanks];
+  const int reps = s->reps > 0 ? s->reps : 1;
   double* times = (double*)calloc((size_t)s->iters, sizeof(double));
-  if (!times) return -1;
-  for (int t = 0; t < s->ranks; t++)
-    w[t] = (worker_t){s, t, bytes, nt, 0, times};
-  if (run_threads(s, w) != 0) { free(times); return -1; }
-  if (s->inplace) {
-    /* one more run from known inputs, to check */
-    reset_inputs(s, bytes / sizeof(float));
-    worker_t once[kMaxRanks];
-    for (int t = 0; t < s->ranks; t++) once[t] = (worker_t){s, t, bytes, nt, 2, NULL};
-    if (run_threads(s, once) != 0) { free(times); return -1; }
-  } else {
-    for (int r = 0; r < s->ranks; r++) memset(s->out[r], 0, bytes);
-    if (run_threads(s, w) != 0) { free(times); return -1; }
+  double* means = (double*)calloc((size_t)reps, sizeof(double));
+  int rc = times && means ? 0 : -1;
+  for (int r = 0; rc == 0 && r < reps; r++) {
+    rc = measure_once(s, bytes, nt, times, wrong);
+    means[r] = mean(times, s->iters);
   }
-  *wrong += count_wrong(s, bytes / sizeof(float));
-  stats(times, s->iters, &out3[0], &out3[1], &out3[2]);
+  if (rc == 0 && s->reps > 0) stats(means, s->reps, &out3[0], &out3[1], &out3[2]);
+  else if (rc == 0) stats(times, s->iters, &out3[0], &out3[1], &out3[2]);
   free(times);
-  return 0;
+  free(means);
+  return rc;
 }
 
 static void usage(void) {
   fprintf(stderr, "usage: ideal_allreduce [--ranks N] [-b BYTES] [-e BYTES] "
-                  "[-n ITERS] [--inplace] [--json FILE]\n");
+                  "[-n ITERS] [--reps R] [--inplace] [--json FILE]\n");
 }
 
 int main(int argc, char** argv) {
@@ -204,11 +247,12 @@ int main(int argc, char** argv) {
     else if (!strcmp(a, "-b")) { min_bytes = bu_size_arg(a, v); i++; }
     else if (!strcmp(a, "-e")) { max_bytes = bu_size_arg(a, v); i++; }
     else if (!strcmp(a, "-n")) { s.iters = (int)bu_int_arg(a, v); i++; }
+    else if (!strcmp(a, "--reps")) { s.reps = (int)bu_int_arg(a, v); i++; }
     else if (!strcmp(a, "--json")) { json = v; i++; }
     else if (!strcmp(a, "--inplace")) s.inplace = 1;
     else { usage(); return 2; }
   }
-  if (s.ranks < 1 || s.ranks > kMaxRanks || s.iters < 1 || min_bytes < 64 ||
+  if (s.ranks < 1 || s.ranks > kMaxRanks || s.iters < 1 || s.reps < 0 || min_bytes < 64 ||
       min_bytes > max_bytes) {
     usage();
     return 2;
@@ -233,12 +277,19 @@ int main(int argc, char** argv) {
   if (json && !f) fprintf(stderr, "warning: cannot write %s\n", json);
   if (f)
     fprintf(f, "{\n  \"benchmark\": \"ideal_allreduce\", \"ranks\": %d, "
-               "\"iters\": %d, \"dtype\": \"float32\", \"op\": \"sum\", "
-               "\"inplace\": %s,\n  \"results\": [", s.ranks, s.iters,
+               "\"iters\": %d, \"reps\": %d, \"statistic\": \"%s\", "
+               "\"dtype\": \"float32\", \"op\": \"sum\", "
+               "\"inplace\": %s,\n  \"results\": [", s.ranks, s.iters, s.reps,
+            s.reps ? "mean of runs, min/median/max over reps" : "min/median/max over runs",
             s.inplace ? "true" : "false");
-  printf("# ideal_allreduce: %d ranks as threads, float32 sum, %s, %d runs; "
-         "times in us (min median max)\n", s.ranks,
-         s.inplace ? "in place" : "out of place", s.iters);
+  if (s.reps)
+    printf("# ideal_allreduce: %d ranks as threads, float32 sum, %s, %d reps of %d runs; "
+           "mean per run in us (min median max over reps)\n", s.ranks,
+           s.inplace ? "in place" : "out of place", s.reps, s.iters);
+  else
+    printf("# ideal_allreduce: %d ranks as threads, float32 sum, %s, %d runs; "
+           "times in us (min median max)\n", s.ranks,
+           s.inplace ? "in place" : "out of place", s.iters);
   printf("#%11s %30s %30s %10s\n", "bytes", "plain stores", "non-temporal",
          "best_us");
   long wrong = 0;
