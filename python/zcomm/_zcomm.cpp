@@ -8,11 +8,13 @@
 
 #include "comm_handle.h"
 #include "failure.h"
+#include "pool_memory.h"
 #include "ps_handle.h"
 #include "request_handle.h"
 
 namespace py = pybind11;
 using zcpy::CommHandle;
+using zcpy::PoolMemory;
 using zcpy::PsHandle;
 using zcpy::RequestHandle;
 
@@ -56,6 +58,11 @@ PYBIND11_MODULE(_zcomm, m) {
       .def_property_readonly("done", &RequestHandle::done)
       .def_property_readonly("source", &RequestHandle::source);
 
+  py::class_<PoolMemory, std::shared_ptr<PoolMemory>>(m, "PoolMemory", py::buffer_protocol())
+      .def_buffer(&PoolMemory::Info)
+      .def_property_readonly("nbytes", &PoolMemory::bytes)
+      .def_property_readonly("address", &PoolMemory::address);
+
   using C = CommHandle;
   py::class_<C, std::shared_ptr<C>>(m, "CommHandle")
       .def_static("init", &C::Init)
@@ -75,6 +82,7 @@ PYBIND11_MODULE(_zcomm, m) {
       .def_static("join", &C::Join)
       .def("async_error", &C::AsyncError)
       .def("deregister", &C::Deregister)
+      .def("mem_alloc", [](const std::shared_ptr<C>& c, size_t bytes) { return PoolMemory::Allocate(c, bytes); })
       .def_property_readonly("rank", &C::rank)
       .def_property_readonly("size", &C::size)
       .def_property_readonly("local_rank", &C::local_rank)

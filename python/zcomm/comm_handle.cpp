@@ -2,6 +2,7 @@
 
 #include <Python.h>
 
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 
@@ -119,6 +120,10 @@ void CommHandle::Finalize() {
   if (users_ > 0)
     BadArg(Format("rank %d: finalize: %d parameter server(s) still use the communicator: "
                   "free them first", rank_, users_.load()));
+  if (pool_buffers_ > 0)
+    BadArg(Format("rank %d: finalize: %d buffer(s) of the communicator's memory "
+                  "(Communicator.empty/zeros) are still referenced: delete the arrays "
+                  "that view them first", rank_, pool_buffers_.load()));
   zc_comm* c = comm_;
   comm_ = nullptr;  // zc_finalize frees it, even when it fails
   Check(zc_finalize(c), nullptr);
@@ -126,6 +131,29 @@ void CommHandle::Finalize() {
 
 void CommHandle::Call(const char* op, const std::function<zc_status(zc_comm*)>& f) {
   Run(op, f);
+}
+
+void* CommHandle::MemAlloc(size_t bytes) {
+  void* data = nullptr;
+  Run("mem_alloc", [&](zc_comm* c) { return zc_mem_alloc(c, bytes, &data); });
+  ++pool_buffers_;
+  return data;
+}
+
+void CommHandle::MemFree(void* data) noexcept {
+  auto free_it = [&] {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    // Finalize refuses while pool_buffers_ > 0, so comm_ is live here.
+    if (comm_ && zc_mem_free(comm_, data) != ZC_OK)
+      std::fprintf(stderr, "zcomm: rank %d: mem_free: %s\n", rank_, zc_last_error(comm_));
+    --pool_buffers_;
+  };
+  if (PyGILState_Check()) {
+    py::gil_scoped_release nogil;
+    free_it();
+  } else {
+    free_it();
+  }
 }
 
 void CommHandle::Abort() {

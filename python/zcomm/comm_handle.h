@@ -58,6 +58,10 @@ class CommHandle : public std::enable_shared_from_this<CommHandle> {
   // communicator unfinalized (finalize refuses while there are any).
   void Call(const char* op, const std::function<zc_status(zc_comm*)>& f);
   void AddUser(int delta) { users_ += delta; }
+  // zc_mem_alloc and zc_mem_free for PoolMemory (pool_memory.h): while any
+  // such memory is allocated, finalize refuses (arrays still view it).
+  void* MemAlloc(size_t bytes);
+  void MemFree(void* data) noexcept;  // with or without the GIL
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -122,6 +126,7 @@ class CommHandle : public std::enable_shared_from_this<CommHandle> {
 
   mutable std::shared_mutex mu_;
   std::atomic<int> users_{0};
+  std::atomic<int> pool_buffers_{0};
   zc_comm* comm_;
   int rank_, size_, local_rank_, local_size_;
 };

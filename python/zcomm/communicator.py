@@ -154,6 +154,15 @@ class Communicator:
                 self._h.abort()
             except Error:
                 pass
+            try:
+                self._h.finalize()
+            except Error:
+                # Refused while arrays from empty()/zeros() are still
+                # referenced (the traceback holds them): the exception that
+                # left the block is the one to see. The aborted communicator
+                # is finalized, with no barrier, once the last one goes.
+                pass
+            return False
         self._h.finalize()
         return False
 
@@ -196,6 +205,33 @@ class Communicator:
         sent point to point where the transport pins memory (RDMA); on shm
         and tcp it only trims the cache."""
         self._h.deregister(check_array(array, self.rank, "deregister", "array"))
+
+    # ---- registered memory ----------------------------------------------------
+
+    def empty(self, shape, dtype=np.float32):
+        """A new array in the communicator's registered memory
+        (``zc_mem_alloc``), uninitialized, like :func:`numpy.empty`.
+        Collectives on such arrays take the zero-copy paths: on shared
+        memory the allreduce reduces straight from every rank's input into
+        every rank's output (docs/algorithms.md), where arrays from numpy's
+        own allocator are copied through the peers' slots. The memory stays
+        allocated while any array views it, and :meth:`finalize` refuses
+        until none does. A zero-size array is a plain numpy one."""
+        dt = np.dtype(dtype)
+        shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(n) for n in shape)
+        if any(n < 0 for n in shape):
+            raise invalid(self.rank, "empty", f"negative dimension in {shape}")
+        count = int(np.prod(shape, dtype=np.int64))
+        if count == 0 or dt.itemsize == 0:
+            return np.empty(shape, dtype=dt)
+        memory = self._h.mem_alloc(count * dt.itemsize)
+        return np.frombuffer(memory, dtype=dt, count=count).reshape(shape)
+
+    def zeros(self, shape, dtype=np.float32):
+        """:meth:`empty`, filled with zeros."""
+        a = self.empty(shape, dtype)
+        a.fill(0)
+        return a
 
     def __repr__(self):
         state = "finalized" if self.finalized else f"rank {self.rank} of {self.size}"

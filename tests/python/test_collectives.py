@@ -1,7 +1,8 @@
 """Every collective of zcomm's Python package against a numpy reference:
 every dtype and op, sizes 0, 1, primes, in place and out of place, every
 root, strided and byte-swapped arrays, blocking and nonblocking, repeated on
-the same buffers. Run under zcrun (-np 1 to 5; shm, or ZC_TRANSPORT=tcp)."""
+the same buffers; arrays in the communicator's registered memory
+(Communicator.empty/zeros). Run under zcrun (-np 1 to 5; shm, or ZC_TRANSPORT=tcp)."""
 
 import sys
 
@@ -227,6 +228,103 @@ def check_bool_bytes(comm, c):
            "bool allgather keeps the bytes")
 
 
+def pool_memory_of(a):
+    """The registered buffer an array views (zcomm's PoolMemory), or None."""
+    while a is not None and not isinstance(a, zcomm._zcomm.PoolMemory):
+        a = getattr(a, "base", None) if isinstance(a, np.ndarray) else getattr(a, "obj", None)
+    return a
+
+
+def check_registered_memory(comm, c):
+    """Communicator.empty/zeros: arrays in the communicator's registered
+    memory, through every collective path (the zero-copy round from 8 KiB
+    per rank on shared memory, the sharded rounds when any rank's buffer is
+    numpy's own), and their lifetime."""
+    R, N = comm.rank, comm.size
+    for shape in [(), 0, (0,), 1, (3, 5), 1031, (2, 3, 4)]:
+        for name, t, _ in DTYPES:
+            a = comm.zeros(shape, t)
+            want_shape = () if shape == () else (shape,) if isinstance(shape, int) else shape
+            what = f"zeros({shape}, {name})"
+            c.true(a.shape == want_shape and a.dtype == np.dtype(t), what + f": {a.shape} {a.dtype}")
+            c.true(a.flags.c_contiguous and a.flags.aligned and a.flags.writeable,
+                   what + ": C-contiguous, aligned, writeable")
+            c.true(not a.any(), what + ": all zero")
+            c.true((pool_memory_of(a) is not None) == (a.size > 0),
+                   what + ": registered memory (a plain array when empty)")
+    try:
+        comm.empty((4, -1))
+        c.fail("empty((4, -1)) was accepted")
+    except zcomm.Error as e:
+        c.true(e.status == zcomm.Status.INVALID_ARG and f"rank {R}" in str(e), f"negative: {e}")
+
+    # Every dtype and op on registered memory, across the zero-copy size
+    # (8 KiB per rank): in place, out of place, and mixed with numpy arrays,
+    # on this rank (its output) or on one rank only (its input).
+    for name, t, dt in DTYPES:
+        ops = FLOAT_OPS if name in FLOATS else INT_OPS
+        for op in ops:
+            for k, n in enumerate([1, 13, 4099, 70001]):
+                parts = [operand(name, op, n, r, k) for r in range(N)]
+                want = reduce_ref(name, op, parts, N)
+                mode = ["in place", "out of place", "numpy out", "rank 0 numpy"][k]
+                x = parts[R].copy() if mode == "rank 0 numpy" and R == 0 else comm.empty(n, t)
+                x[:] = parts[R]
+                what = f"registered allreduce {name} {op} n={n} {mode}"
+                if mode == "in place":
+                    got = comm.allreduce(x, op=op, dtype=dt)
+                else:
+                    out = np.full_like(parts[R], 3) if mode == "numpy out" else comm.empty(n, t)
+                    got = comm.allreduce(x, out, op=op, dtype=dt)
+                    c.equal(name, x, parts[R], what + ": input unchanged")
+                c.equal(name, got, want, what, op == "avg")
+    # Large, repeated on the same buffers (the zero-copy round on shared
+    # memory): rank- and index-dependent data, an odd count.
+    n = (1 << 20) + 3
+    x, out = comm.empty(n, np.float32), comm.empty(n, np.float32)
+    for it in range(3):
+        x[:] = operand("float32", "sum", n, R, it)
+        want = reduce_ref("float32", "sum", [operand("float32", "sum", n, r, it)
+                                             for r in range(N)], N)
+        comm.allreduce(x, out)
+        c.equal("float32", out, want, f"registered allreduce {n} iteration {it}")
+        comm.allreduce(x)
+        c.equal("float32", x, want, f"registered allreduce {n} in place iteration {it}")
+    # The other collectives read and write registered arrays like any other.
+    b = comm.empty(4099, np.int64)
+    b[:] = ident("int64", 4099, 0) if R == 0 else 0
+    comm.broadcast(b, root=0)
+    c.equal("int64", b, ident("int64", 4099, 0), "registered broadcast")
+    g = comm.empty((N, 4099), np.int32)
+    comm.allgather(ident("int32", 4099, R), g)
+    c.equal("int32", g, np.stack([ident("int32", 4099, r) for r in range(N)]), "registered allgather")
+    del x, out, b, g
+
+    # Lifetime: a view keeps the memory; finalize refuses while any array
+    # views it, and works once none does.
+    d = comm.dup()
+    a = d.zeros(10007, np.float64)
+    view = a[5:9]
+    del a
+    view[:] = R
+    d.allreduce(view)
+    c.equal("float64", view, np.full(4, float(sum(range(N)))), "a view outlives its array")
+    try:
+        d.finalize()
+        c.fail("finalize with a registered array still referenced was accepted")
+    except zcomm.Error as e:
+        c.true(e.status == zcomm.Status.INVALID_ARG and "still referenced" in str(e), f"refused: {e}")
+    c.true(not d.finalized, "a refused finalize leaves the communicator working")
+    del view
+    d.finalize()
+    c.true(d.finalized, "finalize once no array views the memory")
+    # Allocation and release many times over: the pool reuses its memory.
+    for i in range(200):
+        a = comm.empty(1 << 18, np.float32)
+        a[-1] = i
+    c.true(a[-1] == 199, "the last of 200 allocations")
+
+
 def main():
     comm = zcomm.init()
     c = Checker(comm.rank, "collectives")
@@ -236,6 +334,7 @@ def main():
         check_nonblocking(comm, c)
         check_layouts(comm, c)
         check_bool_bytes(comm, c)
+        check_registered_memory(comm, c)
         c.true(comm.async_error() is None, "healthy at the end")
     print(f"rank {c.rank} of {comm.size}: {c.checks} checks passed", flush=True)
 

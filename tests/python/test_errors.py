@@ -1,8 +1,9 @@
 """Failures from Python are zcomm.Error with a status and the library's
 message, and never hang: a count mismatch between ranks (MISMATCH), a
 receive of the wrong size (MISMATCH), a rank killed mid-job (an Error and
-async_error() within 10 s), an abort, and bad arguments refused on the
-calling rank. Ranks are spawned by multiprocessing. Honours ZC_TRANSPORT."""
+async_error() within 10 s), an abort, bad arguments refused on the
+calling rank, and a `with` block left by an exception while arrays in the
+communicator's registered memory are still referenced. Ranks are spawned by multiprocessing. Honours ZC_TRANSPORT."""
 
 import os
 import signal
@@ -121,6 +122,37 @@ def bad_args(comm):
     return got
 
 
+def with_live_arrays(comm):
+    """Leaving `with comm:` by an exception while an array from zeros() is
+    still referenced (the traceback holds it): the block's own exception
+    comes out, not finalize's refusal; the communicator is aborted, and
+    goes once the array does."""
+    import gc
+    import zcomm
+    kept = []
+    try:
+        with comm:
+            a = comm.zeros(100000, np.float32)
+            a[:] = comm.rank
+            comm.allreduce(a)
+            kept.append(a)
+            raise KeyError("the block's own")
+    except KeyError as e:
+        own = str(e)
+    except zcomm.Error as e:
+        return ("finalize's error came out", e.message)
+    total = float(kept[0][0])
+    try:
+        comm.barrier()
+        after = "barrier worked"
+    except zcomm.Error as e:
+        after = int(e.status)
+    kept.clear()
+    del a
+    gc.collect()
+    return (own, total, after, comm.finalized)
+
+
 def main():
     fails = []
 
@@ -154,6 +186,13 @@ def main():
     for r in (0, 1):
         kind, v = res.get(r, ("missing", None))
         need(kind == "ok" and v[0] == 5 and v[1] < 10, f"abort: rank {r} ABORTED: {kind} {v}")
+
+    res = run_ranks(2, with_live_arrays)
+    for r in (0, 1):
+        kind, v = res.get(r, ("missing", None))
+        need(kind == "ok" and "the block's own" in v[0] and v[1] == 1.0 and v[2] == 5,
+             f"with block left by an exception, arrays alive: rank {r} sees its own "
+             f"exception, then ABORTED: {kind} {v}")
 
     res = run_ranks(2, bad_args)
     for r in (0, 1):
