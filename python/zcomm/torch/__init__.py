@@ -7,7 +7,9 @@ Importing this module registers the backend, so that
 
 runs torch.distributed (and DistributedDataParallel) over zcomm. The backend
 bootstraps from the store torch passes (rank 0 makes a zcomm unique id and sets
-it there); no ZC_* variable is needed. CPU tensors only.
+it there); no ZC_* variable is needed. CPU tensors only. zcomm.torch.empty and
+zcomm.torch.zeros make tensors in the group's registered memory, which its
+collectives move without copies (registered.py).
 
 It is also a drop-in for `import horovod.torch as hvd` (docs/horovod.md):
 
@@ -67,9 +69,10 @@ from .mpi_ops import (Adasum, Average, HorovodInternalError, Max, Min, Product, 
 from .optimizer import DistributedOptimizer  # noqa: E402
 from .mpi_ops import init_rank  # noqa: E402  (a zcomm extension: ranks from a unique id)
 from .exceptions import HostsUpdatedInterrupt  # noqa: E402
+from .registered import empty, zeros  # noqa: E402  (tensors in registered memory)
 from . import elastic  # noqa: E402  (Horovod's hvd.elastic)
 
-__all__ = ["BACKEND", "ProcessGroupZcomm", "create_process_group", "zcomm_version",
+__all__ = ["BACKEND", "ProcessGroupZcomm", "create_process_group", "zcomm_version", "empty", "zeros",
            "monitored_barrier", "elastic", "HostsUpdatedInterrupt", "init_rank",
            "Compression", "DistributedOptimizer", "HorovodInternalError",
            "Average", "Sum", "Adasum", "Min", "Max", "Product", "ProcessSet", "global_process_set",

@@ -3,6 +3,7 @@
 // registers with torch.distributed.Backend.register_backend.
 #include <pybind11/chrono.h>
 #include <pybind11/stl.h>
+#include <torch/csrc/Dtype.h>
 #include <torch/python.h>
 #include <zcomm/zcomm.h>
 
@@ -84,7 +85,15 @@ PYBIND11_MODULE(_C, m) {
   // torch's ProcessGroup type must be known to pybind11 first.
   py::module::import("torch.distributed");
   py::class_<zcomm_torch::ProcessGroupZcomm, c10d::ProcessGroup,
-             c10::intrusive_ptr<zcomm_torch::ProcessGroupZcomm>>(m, "ProcessGroupZcomm");
+             c10::intrusive_ptr<zcomm_torch::ProcessGroupZcomm>>(m, "ProcessGroupZcomm")
+      .def("_empty_registered",
+           [](zcomm_torch::ProcessGroupZcomm& pg, std::vector<int64_t> sizes, py::object dtype) {
+             if (!THPDtype_Check(dtype.ptr())) throw py::type_error("dtype must be a torch.dtype");
+             const at::ScalarType type = reinterpret_cast<THPDtype*>(dtype.ptr())->scalar_type;
+             py::gil_scoped_release nogil;
+             return pg.EmptyRegistered(sizes, type);
+           },
+           py::arg("sizes"), py::arg("dtype"));
   m.def("create_process_group", &zcomm_torch::ProcessGroupZcomm::Create, py::arg("store"),
         py::arg("rank"), py::arg("size"), py::arg("timeout"),
         py::call_guard<py::gil_scoped_release>(),

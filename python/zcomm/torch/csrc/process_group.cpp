@@ -106,6 +106,13 @@ ProcessGroupZcomm::ProcessGroupZcomm(const c10::intrusive_ptr<c10d::Store>& stor
       timeout_(timeout),
       run_in_wait_(timeout >= ZcommTimeout()) {
   comm_ = CommFromStore(store, rank, size);
+  try {
+    registered_ = RegisteredMemory::Split(comm_, rank);
+  } catch (...) {
+    zc_abort(comm_);
+    zc_finalize(comm_);
+    throw;
+  }
   p2p_thread_ = std::thread([this] { P2pLoop(); });
 }
 
@@ -126,6 +133,9 @@ ProcessGroupZcomm::~ProcessGroupZcomm() {
   if (zc_comm_get_async_error(comm_, &err) == ZC_OK && err != ZC_OK) zc_abort(comm_);
   zc_finalize(comm_);
   FreeDoneRequests();
+  // Registered tensors still alive keep their communicator, and with it the
+  // pool, until the last of them goes.
+  registered_.reset();
 }
 
 c10::intrusive_ptr<c10d::ProcessGroup> ProcessGroupZcomm::Create(

@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "registered_memory.hpp"
 #include "work.hpp"
 
 namespace zcomm_torch {
@@ -91,6 +92,13 @@ class ProcessGroupZcomm : public c10d::ProcessGroup {
   // (group.monitored_barrier) or through zcomm.torch.monitored_barrier.
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
 
+  // zcomm.torch.empty: a new CPU tensor in the registered memory of this
+  // group's ranks (registered_memory.hpp), which its collectives reach
+  // without copies. The tensor may outlive the group.
+  at::Tensor EmptyRegistered(at::IntArrayRef sizes, at::ScalarType dtype) {
+    return registered_->Empty(sizes, dtype);
+  }
+
  private:
   // Runs on the communicator's progress thread (or a thread in zc_wait);
   // reports a failure by throwing (Check).
@@ -145,6 +153,7 @@ class ProcessGroupZcomm : public c10d::ProcessGroup {
   bool PollP2p(std::vector<P2p>& pending);
 
   zc_comm* comm_ = nullptr;
+  std::shared_ptr<RegisteredMemory> registered_;  // shared with registered tensors
   const c10::intrusive_ptr<c10d::Store> store_;  // the group's (monitoredBarrier)
   const std::chrono::milliseconds timeout_;
   // A blocking call's wait() runs its collective itself (WorkZcomm::SetRequest).
