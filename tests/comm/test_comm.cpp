@@ -1,9 +1,10 @@
 // Communicators for frameworks, through the C ABI: bad input to
 // zc_comm_init_rank (corrupted and stale ids, nranks disagreement, a rank
 // claimed twice or out of range, a rank that never arrives), split with a
-// killed rank, zc_comm_get_async_error after a peer's death with no call in
-// flight, and finalize/init 50 times in one process without leaking fds,
-// threads, memory or /dev/shm segments. The ranks are forked by the test;
+// killed rank, memory of a one-rank split used by its parent's collectives
+// and kept past the parent's finalize, zc_comm_get_async_error after a
+// peer's death with no call in flight, and finalize/init 50 times in one
+// process without leaking fds, threads, memory or /dev/shm segments. The ranks are forked by the test;
 // rank 0 makes the id and hands it to the others through pipes, as a
 // framework would through its own store.
 #include <dirent.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 #include <zcomm/zcomm.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -280,6 +282,62 @@ void SplitWithKilledRank(const Env& env) {
 TEST(Split, KilledRankShm) { SplitWithKilledRank({{"ZC_TIMEOUT", "60"}, {"ZC_SOCKET_IFNAME", "lo"}}); }
 TEST(Split, KilledRankTcp) {
   SplitWithKilledRank({{"ZC_TIMEOUT", "60"}, {"ZC_TRANSPORT", "tcp"}, {"ZC_SOCKET_IFNAME", "lo"}});
+}
+
+// Memory of a communicator of one rank split from a group's (zcomm.torch
+// makes its registered tensors so): the group's collectives take it (a
+// split shares the parent's pool), another thread allocates and frees on
+// the split one meanwhile, and it stays usable after the group's
+// communicator is finalized, until it is freed and its own is finalized.
+void MemoryOfOwnSplit(const Env& env) {
+  IdPipes pipes(3);
+  auto res = RunRanks(3, [&](int rank) {
+    zc_unique_id id;
+    SHARE_ID(pipes, rank, id);
+    zc_comm* comm = nullptr;  // the group's (CHILD_OK reports through it)
+    CHILD_OK(zc_comm_init_rank(&comm, 3, &id, rank));
+    zc_comm* own = nullptr;
+    CHILD_OK(zc_comm_split(comm, rank, 0, &own));
+    CHILD_CHECK(zc_size(own) == 1 && zc_rank(own) == 0, "own: rank %d of %d", zc_rank(own), zc_size(own));
+    const size_t count = (size_t{1} << 20) + 3;  // the zero-copy round on shared memory
+    float* x = nullptr;
+    CHILD_OK(zc_mem_alloc(own, count * sizeof(float), reinterpret_cast<void**>(&x)));
+    std::atomic<bool> stop{false};
+    std::atomic<int> churn_failures{0};
+    std::thread churn([&] {
+      while (!stop.load()) {
+        void* p = nullptr;
+        if (zc_mem_alloc(own, 1 << 16, &p) != ZC_OK) ++churn_failures;
+        else if (std::memset(p, rank, 1 << 16), zc_mem_free(own, p) != ZC_OK) ++churn_failures;
+      }
+    });
+    for (int it = 0; it < 30; ++it) {
+      for (size_t i = 0; i < count; ++i) x[i] = static_cast<float>((i * 7 + rank * 3 + it) % 13);
+      CHILD_OK(zc_allreduce(comm, x, x, count, ZC_FLOAT32, ZC_SUM));
+      for (size_t i = 0; i < count; i += 997) {
+        float want = 0;
+        for (int r = 0; r < 3; ++r) want += static_cast<float>((i * 7 + r * 3 + it) % 13);
+        CHILD_CHECK(x[i] == want, "rank %d iteration %d: x[%zu] = %g, want %g", rank, it, i, x[i], want);
+      }
+    }
+    stop = true;
+    churn.join();
+    CHILD_CHECK(churn_failures.load() == 0, "%d allocations or frees failed", churn_failures.load());
+    CHILD_OK(zc_finalize(comm));
+    std::memset(x, 0x5a, count * sizeof(float));  // still mapped
+    CHILD_CHECK(reinterpret_cast<unsigned char*>(x)[count * sizeof(float) - 1] == 0x5a, "x after the group");
+    CHILD_OK(zc_mem_free(own, x));
+    CHILD_OK(zc_finalize(own));
+    return 0;
+  }, env, 120);
+  ASSERT_TRUE(AllOk(res)) << Describe(res);
+}
+
+TEST(SplitMemory, OwnRankSplitLendsThePoolShm) {
+  MemoryOfOwnSplit({{"ZC_TIMEOUT", "60"}, {"ZC_SOCKET_IFNAME", "lo"}});
+}
+TEST(SplitMemory, OwnRankSplitLendsThePoolTcp) {
+  MemoryOfOwnSplit({{"ZC_TIMEOUT", "60"}, {"ZC_TRANSPORT", "tcp"}, {"ZC_SOCKET_IFNAME", "lo"}});
 }
 
 // A framework's watchdog: nothing in flight, a peer dies, the next query
