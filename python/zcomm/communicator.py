@@ -158,8 +158,9 @@ class Communicator:
                 self._h.finalize()
             except Error:
                 # Refused while arrays from empty()/zeros() are still
-                # referenced (the traceback holds them): the exception that
-                # left the block is the one to see. The aborted communicator
+                # referenced (the traceback holds them), or failing after
+                # the abort: the exception that left the block is the one
+                # to see. The aborted communicator
                 # is finalized, with no barrier, once the last one goes.
                 pass
             return False
@@ -218,6 +219,8 @@ class Communicator:
         allocated while any array views it, and :meth:`finalize` refuses
         until none does. A zero-size array is a plain numpy one."""
         dt = np.dtype(dtype)
+        if dt.hasobject:
+            raise invalid(self.rank, "empty", f"dtype {dt} holds Python objects")
         shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(n) for n in shape)
         if any(n < 0 for n in shape):
             raise invalid(self.rank, "empty", f"negative dimension in {shape}")

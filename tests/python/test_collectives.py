@@ -252,11 +252,12 @@ def check_registered_memory(comm, c):
             c.true(not a.any(), what + ": all zero")
             c.true((pool_memory_of(a) is not None) == (a.size > 0),
                    what + ": registered memory (a plain array when empty)")
-    try:
-        comm.empty((4, -1))
-        c.fail("empty((4, -1)) was accepted")
-    except zcomm.Error as e:
-        c.true(e.status == zcomm.Status.INVALID_ARG and f"rank {R}" in str(e), f"negative: {e}")
+    for bad in ({"shape": (4, -1)}, {"shape": 3, "dtype": object}):
+        try:
+            comm.empty(**bad)
+            c.fail(f"empty({bad}) was accepted")
+        except zcomm.Error as e:
+            c.true(e.status == zcomm.Status.INVALID_ARG and f"rank {R}" in str(e), f"{bad}: {e}")
 
     # Every dtype and op on registered memory, across the zero-copy size
     # (8 KiB per rank): in place, out of place, and mixed with numpy arrays,
