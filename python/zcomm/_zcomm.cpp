@@ -59,9 +59,7 @@ PYBIND11_MODULE(_zcomm, m) {
       .def_property_readonly("source", &RequestHandle::source);
 
   py::class_<PoolMemory, std::shared_ptr<PoolMemory>>(m, "PoolMemory", py::buffer_protocol())
-      .def_buffer(&PoolMemory::Info)
-      .def_property_readonly("nbytes", &PoolMemory::bytes)
-      .def_property_readonly("address", &PoolMemory::address);
+      .def_buffer(&PoolMemory::Info);
 
   using C = CommHandle;
   py::class_<C, std::shared_ptr<C>>(m, "CommHandle")

@@ -1,13 +1,12 @@
 #include "comm_handle.h"
 
-#include <Python.h>
-
 #include <cstdio>
 #include <cstring>
 #include <mutex>
 
 #include "buffers.h"
 #include "failure.h"
+#include "gil.h"
 
 namespace zcpy {
 
@@ -28,12 +27,7 @@ CommHandle::~CommHandle() {
     zc_finalize(comm_);
     comm_ = nullptr;
   };
-  if (PyGILState_Check()) {
-    py::gil_scoped_release nogil;
-    finish();
-  } else {
-    finish();
-  }
+  WithoutGil(finish);
 }
 
 template <class F>
@@ -141,19 +135,13 @@ void* CommHandle::MemAlloc(size_t bytes) {
 }
 
 void CommHandle::MemFree(void* data) noexcept {
-  auto free_it = [&] {
+  WithoutGil([&] {
     std::shared_lock<std::shared_mutex> lock(mu_);
     // Finalize refuses while pool_buffers_ > 0, so comm_ is live here.
     if (comm_ && zc_mem_free(comm_, data) != ZC_OK)
       std::fprintf(stderr, "zcomm: rank %d: mem_free: %s\n", rank_, zc_last_error(comm_));
     --pool_buffers_;
-  };
-  if (PyGILState_Check()) {
-    py::gil_scoped_release nogil;
-    free_it();
-  } else {
-    free_it();
-  }
+  });
 }
 
 void CommHandle::Abort() {

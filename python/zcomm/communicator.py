@@ -160,8 +160,8 @@ class Communicator:
                 # Refused while arrays from empty()/zeros() are still
                 # referenced (the traceback holds them), or failing after
                 # the abort: the exception that left the block is the one
-                # to see. The aborted communicator
-                # is finalized, with no barrier, once the last one goes.
+                # to see. The aborted communicator is finalized, with no
+                # barrier, once the last such array goes.
                 pass
             return False
         self._h.finalize()

@@ -1,5 +1,7 @@
 #include "pool_memory.h"
 
+#include <cstdint>
+
 #include "failure.h"
 
 namespace zcpy {

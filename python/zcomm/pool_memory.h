@@ -11,7 +11,6 @@
 #include <zcomm/zcomm.h>
 
 #include <cstddef>
-#include <cstdint>
 #include <memory>
 
 #include "comm_handle.h"
@@ -30,8 +29,6 @@ class PoolMemory {
 
   // One writable byte per element, for the buffer protocol.
   py::buffer_info Info() const;
-  size_t bytes() const { return bytes_; }
-  uintptr_t address() const { return reinterpret_cast<uintptr_t>(data_); }
 
  private:
   PoolMemory(std::shared_ptr<CommHandle> comm, void* data, size_t bytes)

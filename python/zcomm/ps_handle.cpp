@@ -1,9 +1,8 @@
 #include "ps_handle.h"
 
-#include <Python.h>
-
 #include "buffers.h"
 #include "failure.h"
+#include "gil.h"
 
 namespace zcpy {
 
@@ -26,12 +25,7 @@ PsHandle::~PsHandle() {
       ps_ = nullptr;
       freed_ = true;
     };
-    if (PyGILState_Check()) {
-      py::gil_scoped_release nogil;
-      finish();
-    } else {
-      finish();
-    }
+    WithoutGil(finish);
   }
   ReleaseComm();
 }

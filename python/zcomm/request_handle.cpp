@@ -1,8 +1,7 @@
 #include "request_handle.h"
 
-#include <Python.h>
-
 #include "failure.h"
+#include "gil.h"
 
 namespace zcpy {
 
@@ -13,14 +12,10 @@ RequestHandle::~RequestHandle() {
   if (req_ == nullptr) return;
   // Called with the GIL held (pybind11 frees holders under it): let other
   // Python threads run while the request finishes.
-  if (PyGILState_Check()) {
-    py::gil_scoped_release nogil;
+  WithoutGil([this] {
     std::lock_guard<std::mutex> lock(mu_);
     Complete();
-  } else {
-    std::lock_guard<std::mutex> lock(mu_);
-    Complete();
-  }
+  });
 }
 
 void RequestHandle::Complete() {
